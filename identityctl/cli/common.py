@@ -1,0 +1,80 @@
+"""What every CLI command shares: the config it runs against and how errors are shown."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+
+from identityctl.cli.output import emit_json, errors
+from identityctl.config import Config, load_config, resolve_config_path
+from identityctl.errors import ConfigError, IdentityError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Session:
+    """The --config chosen for this invocation, loaded and connected on first use."""
+
+    config_path: str | None = None
+    _config: Config | None = None
+
+    @classmethod
+    def config(cls) -> Config:
+        if cls._config is None:
+            cls._config = load_config(resolve_config_path(cls.config_path))
+        return cls._config
+
+    @classmethod
+    def connected(cls) -> Config:
+        """The config, with the store connected and migrated."""
+        from identityctl.server.runtime import open_store
+
+        config = cls.config()
+        open_store(config)
+        return config
+
+    @classmethod
+    def reset(cls, config_path: str | None) -> None:
+        cls.config_path, cls._config = config_path, None
+
+
+def command(group: typer.Typer, *args: Any, **kwargs: Any) -> Callable[[F], F]:
+    """Register a command whose domain errors print as one clear line and exit 1."""
+
+    def register(function: F) -> F:
+        @functools.wraps(function)
+        def wrapper(*call_args: Any, **call_kwargs: Any) -> Any:
+            as_json = call_kwargs.get("as_json", False)
+            try:
+                return function(*call_args, **call_kwargs)
+            except IdentityError as exc:
+                if as_json:
+                    emit_json({"error": exc.to_dict()})
+                else:
+                    errors.print(f"[red]error[/red] [bold]{exc.code}[/bold]: "
+                                 f"{exc.description or exc.message}")
+                raise typer.Exit(1) from None
+            except ConfigError as exc:
+                errors.print(f"[red]config error[/red] {exc}")
+                raise typer.Exit(2) from None
+
+        group.command(*args, **kwargs)(wrapper)
+        return function
+
+    return register
+
+
+def read_json_file(path: Path) -> Any:
+    """A JSON document from ``path`` ('-' for standard input)."""
+    try:
+        text = typer.get_text_stream("stdin").read() if str(path) == "-" else path.read_text()
+        return json.loads(text)
+    except FileNotFoundError:
+        raise IdentityError(f"{path} does not exist.", code="file_not_found") from None
+    except json.JSONDecodeError as exc:
+        raise IdentityError(f"{path} is not valid JSON: {exc}", code="malformed_json") from None

@@ -1,0 +1,224 @@
+"""The `identityctl` command: set up, run and administer the identity service."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import typer
+
+from identityctl import __version__
+from identityctl.cli.common import Session, command
+from identityctl.cli.output import JsonOption, console, done, emit_json, show_table
+from identityctl.config import CONFIG_ENV, DEFAULT_CONFIG_NAME, load_config
+from identityctl.errors import BadRequest, Conflict
+
+app = typer.Typer(
+    name="identityctl",
+    help="Passkey-first identity service: WebAuthn passkeys, OAuth 2.0 / OpenID Connect, "
+         "sign-in flows and an MCP tool server, in one file.\n\n"
+         "Start with `identityctl init`, then `identityctl serve`.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    pretty_exceptions_show_locals=False,
+)
+db_app = typer.Typer(help="Database schema upgrades and backups.", no_args_is_help=True)
+keys_app = typer.Typer(help="Token signing keys (JWKS): list and rotate.", no_args_is_help=True)
+config_app = typer.Typer(help="Check the configuration file.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+app.add_typer(keys_app, name="keys")
+app.add_typer(config_app, name="config")
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"identityctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    config: str | None = typer.Option(
+        None, "--config", "-c", metavar="PATH", envvar=CONFIG_ENV,
+        help=f"Configuration file (default: ./{DEFAULT_CONFIG_NAME}).", show_default=False),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    Session.reset(config)
+
+
+@command(app, "init")
+def init(
+    directory: Path = typer.Option(Path("."), "--dir", "-d",
+                                   help="Folder for config.toml and the SQLite database."),
+    base_url: str = typer.Option("http://localhost:8090", "--base-url",
+                                 help="Public address of the service (https in production)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing config.toml."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Create a deployment: config.toml, the database, signing keys and default records.
+
+    The defaults give a working service on http://localhost:8090 with passkey, password and
+    combined sign-in flows. Example:
+
+        identityctl init --dir /srv/identity --base-url https://id.example.com
+    """
+    from identityctl.server.runtime import open_store
+    from identityctl.services import bootstrap
+
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / DEFAULT_CONFIG_NAME
+    if path.exists() and not force:
+        raise Conflict(f"{path} exists; pass --force to overwrite it (the database is kept).",
+                       code="already_initialized")
+    bootstrap.write_private(path, bootstrap.render_config(base_url=base_url))
+    config = load_config(path)
+    with console.status("Creating the database and keys..."):
+        migrations = open_store(config)
+        made = bootstrap.seed(config)
+    if as_json:
+        emit_json({"config": str(path), "database": config.database_url,
+                   "migrations": migrations, "created": made})
+        return
+    console.print(f"[green]✓[/green] wrote {path}")
+    console.print(f"[green]✓[/green] database {config.database_url}")
+    for item in made:
+        console.print(f"[green]✓[/green] created {item}")
+    console.print(f"\nNext: [bold]identityctl --config {path} serve[/bold]  "
+                  f"(then open {config.base_url}/health)")
+
+
+@command(app, "serve")
+def serve(
+    host: str | None = typer.Option(None, help="Listen address (default: server.host)."),
+    port: int | None = typer.Option(None, help="Listen port (default: server.port)."),
+    threads: int | None = typer.Option(None, help="Worker threads (default: server.threads)."),
+) -> None:
+    """Run the HTTP service (REST API, OAuth/OIDC, hosted sign-in UI, /mcp) under waitress.
+
+    Stops cleanly on Ctrl-C or SIGTERM. Applies pending database migrations first.
+    """
+    from identityctl.server.runtime import open_store
+    from identityctl.server.runtime import serve as run_server
+    from identityctl.services.bootstrap import seed
+
+    config = Session.config()
+    open_store(config)
+    seed(config)
+
+    def ready(address: str) -> None:
+        console.print(f"[green]identityctl {__version__}[/green] listening on {address} "
+                      f"(public address {config.base_url}); Ctrl-C to stop")
+        console.print(f"  health:    {config.base_url}/health")
+        console.print(f"  discovery: {config.issuer}/.well-known/openid-configuration")
+
+    run_server(config, host=host or config.server.host, port=port or config.server.port,
+               threads=threads or config.server.threads, on_ready=ready)
+
+
+@command(config_app, "check")
+def config_check(as_json: bool = JsonOption) -> None:
+    """Validate the configuration file and print the addresses it derives."""
+    config = Session.config()
+    summary = {"file": config.source, "base_url": config.base_url, "issuer": config.issuer,
+               "hosted_ui": config.gate_url, "mcp": config.mcp_audience,
+               "rp_id": config.passkey.rp_id, "database": config.database_url}
+    if as_json:
+        emit_json(summary)
+    else:
+        for key, value in summary.items():
+            console.print(f"[bold cyan]{key:10}[/bold cyan] {value}")
+        console.print("[green]✓[/green] configuration is valid")
+
+
+@command(db_app, "upgrade")
+def db_upgrade(as_json: bool = JsonOption) -> None:
+    """Apply pending schema migrations (safe to run on every deploy)."""
+    from identityctl.server.runtime import open_store
+
+    applied = open_store(Session.config())
+    done(f"applied {len(applied)} migration(s)" if applied else "schema is up to date",
+         as_json=as_json, data={"applied": applied})
+
+
+@command(db_app, "backup")
+def db_backup(destination: Path = typer.Argument(..., help="File to write the copy to."),
+              as_json: bool = JsonOption) -> None:
+    """Copy a live SQLite database consistently (SQLite online backup API).
+
+    For PostgreSQL use pg_dump; this command only knows SQLite.
+    """
+    from identityctl.store import db
+
+    Session.connected()
+    source_path = db.sqlite_path()
+    if source_path is None:
+        raise BadRequest("db backup copies SQLite databases; use pg_dump for PostgreSQL.",
+                         code="not_sqlite")
+    started = time.perf_counter()
+    with sqlite3.connect(source_path) as source, sqlite3.connect(destination) as target:
+        source.backup(target)
+    destination.chmod(0o600)
+    done(f"backed up {source_path} to {destination} in {time.perf_counter() - started:.2f}s",
+         as_json=as_json, data={"source": source_path, "backup": str(destination)})
+
+
+@command(keys_app, "list")
+def keys_list(as_json: bool = JsonOption) -> None:
+    """Signing keys published in the JWKS (active first)."""
+    from identityctl.store import keys
+
+    Session.connected()
+    rows = [{"kid": k.kid, "algorithm": k.algorithm, "status": k.status,
+             "created": time.strftime("%Y-%m-%d %H:%M", time.gmtime(k.created_at))}
+            for k in keys.published_keys()]
+    show_table(rows, [("kid", "Key id"), ("algorithm", "Alg"), ("status", "Status"),
+                      ("created", "Created (UTC)")], title="Signing keys", as_json=as_json)
+
+
+@command(keys_app, "rotate")
+def keys_rotate(as_json: bool = JsonOption) -> None:
+    """Start signing with a new key; the old one stays in the JWKS to verify live tokens.
+
+    Previous keys older than the longest token lifetime are retired at the same time.
+    """
+    from identityctl.services.bootstrap import rotate_signing_key
+    from identityctl.store import keys
+
+    config = Session.connected()
+    longest = max(config.oauth.access_token_ttl, config.oauth.id_token_ttl,
+                  config.oauth.assertion_ttl)
+    retired = keys.retire_previous_keys(time.time() - longest)
+    kid = rotate_signing_key(config)
+    done(f"new signing key {kid}; retired {retired} old key(s)", as_json=as_json,
+         data={"kid": kid, "retired": retired})
+
+
+@command(app, "token")
+def token(
+    scope: str = typer.Option("system", help="Space-separated scopes to grant."),
+    ttl: int = typer.Option(3600, help="Lifetime in seconds."),
+    audience: list[str] | None = typer.Option(
+        None, "--audience", help="Audience(s); default: the MCP URL and the issuer."),
+    subject: str = typer.Option("admin", help="Subject (sub claim) of the token."),
+) -> None:
+    """Mint an admin access token locally (for /mcp and passkey enrolment by an admin).
+
+    Prints only the token, so it can be captured:
+
+        export IDENTITYCTL_TOKEN=$(identityctl token --scope system)
+    """
+    from identityctl.security.tokens import ACCESS_TOKEN_TYP, TokenService
+
+    if ttl <= 0:
+        raise BadRequest("--ttl must be positive.", code="invalid_ttl")
+    config = Session.connected()
+    claims = {"sub": subject, "aud": audience or [config.mcp_audience, config.issuer],
+              "scope": scope, "client_id": "identityctl-cli"}
+    typer.echo(TokenService(config.issuer).sign(claims, typ=ACCESS_TOKEN_TYP, ttl=ttl))
+
+
+def run() -> None:
+    """Console-script entry point."""
+    app()

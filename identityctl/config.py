@@ -1,0 +1,277 @@
+"""Configuration: one TOML file read with tomllib, validated into typed, frozen objects.
+
+Every problem is reported as :class:`ConfigError` naming the file, the dotted key and what is
+wrong, so a bad deployment fails at start and says how to fix itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import os
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from identityctl.errors import ConfigError
+
+CONFIG_ENV = "IDENTITYCTL_CONFIG"
+DEFAULT_CONFIG_NAME = "config.toml"
+
+USER_VERIFICATION = ("required", "preferred", "discouraged")
+ATTESTATION = ("none", "indirect", "direct", "enterprise")
+RESIDENT_KEY = ("required", "preferred", "discouraged")
+AUTHENTICATOR_ATTACHMENT = ("platform", "cross-platform")
+SIGNING_ALGS = ("ES256", "RS256", "EdDSA")
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8090
+    base_url: str = "http://localhost:8090"
+    threads: int = 8
+    #: Proxies whose X-Forwarded-For / X-Forwarded-Proto are believed (IPs or CIDRs).
+    trusted_proxies: tuple[str, ...] = ()
+    max_body_bytes: int = 64 * 1024
+
+
+@dataclass(frozen=True)
+class DatabaseConfig:
+    url: str = "sqlite:///identityctl.db"
+    #: Seconds a writer waits for a locked SQLite database before answering 503.
+    busy_timeout: float = 5.0
+
+
+@dataclass(frozen=True)
+class PasskeyConfig:
+    rp_id: str = "localhost"
+    rp_name: str = "identityctl"
+    allowed_origins: tuple[str, ...] = ("http://localhost:8090",)
+    timeout_ms: int = 300_000
+    user_verification: str = "preferred"
+    attestation: str = "none"
+    resident_key: str = "preferred"
+    authenticator_attachment: str = ""
+    session_token_ttl: int = 300
+    #: A sign-in assertion younger than this may enrol a passkey for the same user.
+    enrolment_window: int = 300
+    #: COSE algorithms offered in pubKeyCredParams, in order of preference.
+    algorithms: tuple[str, ...] = ("ES256", "EdDSA", "RS256")
+
+
+@dataclass(frozen=True)
+class OAuthConfig:
+    issuer: str = ""
+    code_ttl: int = 60
+    access_token_ttl: int = 3600
+    id_token_ttl: int = 3600
+    refresh_token_ttl: int = 86_400
+    assertion_ttl: int = 300
+    signing_alg: str = "ES256"
+
+
+@dataclass(frozen=True)
+class GateClientConfig:
+    url: str = ""
+
+
+@dataclass(frozen=True)
+class McpConfig:
+    enabled: bool = True
+    audience: str = ""
+    required_scope: str = "system"
+
+
+@dataclass(frozen=True)
+class FlowConfig:
+    execution_ttl: int = 600
+
+
+@dataclass(frozen=True)
+class SecurityConfig:
+    #: Failed attempts per account within ``failure_window`` before it is locked for a while.
+    max_failures_per_account: int = 10
+    #: Failed attempts per client address within ``failure_window`` before it is throttled.
+    max_failures_per_address: int = 50
+    failure_window: int = 900
+    lockout_seconds: int = 300
+    audit_retention_days: int = 90
+
+
+@dataclass(frozen=True)
+class Config:
+    server: ServerConfig = field(default_factory=ServerConfig)
+    database: DatabaseConfig = field(default_factory=DatabaseConfig)
+    passkey: PasskeyConfig = field(default_factory=PasskeyConfig)
+    oauth: OAuthConfig = field(default_factory=OAuthConfig)
+    gate_client: GateClientConfig = field(default_factory=GateClientConfig)
+    mcp: McpConfig = field(default_factory=McpConfig)
+    flow: FlowConfig = field(default_factory=FlowConfig)
+    security: SecurityConfig = field(default_factory=SecurityConfig)
+    #: File the configuration came from ("" when built in code); relative paths resolve here.
+    source: str = ""
+
+    @property
+    def base_url(self) -> str:
+        return self.server.base_url.rstrip("/")
+
+    @property
+    def issuer(self) -> str:
+        return (self.oauth.issuer or self.base_url).rstrip("/")
+
+    @property
+    def gate_url(self) -> str:
+        return (self.gate_client.url or f"{self.base_url}/gate").rstrip("/")
+
+    @property
+    def mcp_audience(self) -> str:
+        return self.mcp.audience or f"{self.base_url}/mcp"
+
+    @property
+    def database_url(self) -> str:
+        """The database URL with a relative SQLite path resolved against the config file."""
+        url = self.database.url
+        prefix = "sqlite:///"
+        if url.startswith(prefix) and self.source and not Path(url[len(prefix):]).is_absolute():
+            return prefix + str(Path(self.source).resolve().parent / url[len(prefix):])
+        return url
+
+
+SECTIONS = tuple(f.name for f in dataclasses.fields(Config) if f.name != "source")
+
+
+def _coerce(path: str, key: str, value: object, hint: object) -> object:
+    """Check one TOML value against a dataclass field's type."""
+    if typing.get_origin(hint) is tuple:
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise ConfigError(path, key, "must be a list of strings")
+        return tuple(value)
+    accepted = (int, float) if hint is float else hint
+    # bool is an int in Python, but `port = true` is still a mistake.
+    if isinstance(value, bool) != (hint is bool) or not isinstance(value, accepted):
+        raise ConfigError(path, key, f"must be of type {hint.__name__}, got {value!r}")
+    return float(value) if hint is float else value
+
+
+def _section(path: str, name: str, cls: type, raw: object) -> object:
+    if not isinstance(raw, dict):
+        raise ConfigError(path, name, "must be a table")
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    values = {}
+    for key, value in raw.items():
+        if key not in known:
+            raise ConfigError(path, f"{name}.{key}",
+                              f"unknown key (known: {', '.join(sorted(known))})")
+        values[key] = _coerce(path, f"{name}.{key}", value, hints[key])
+    return cls(**values)
+
+
+def _require_positive(path: str, key: str, value: int | float) -> None:
+    if value <= 0:
+        raise ConfigError(path, key, f"must be greater than 0, got {value}")
+
+
+def _require_choice(path: str, key: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(path, key, f"must be one of {', '.join(choices)}; got {value!r}")
+
+
+def _require_url(path: str, key: str, value: str) -> None:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(path, key, f"must be an absolute http(s) URL, got {value!r}")
+
+
+def check_origin(origin: str, rp_id: str) -> str | None:
+    """Why ``origin`` cannot be a WebAuthn origin for ``rp_id``, or None when it can."""
+    parts = urlsplit(origin)
+    host = parts.hostname or ""
+    if parts.scheme not in ("http", "https") or not host or parts.path not in ("", "/"):
+        return f"{origin!r} is not an origin (scheme://host[:port])"
+    if parts.scheme == "http" and host not in LOCAL_HOSTS:
+        return f"{origin!r} uses plain http; WebAuthn needs https except on localhost"
+    if host != rp_id and not host.endswith("." + rp_id):
+        return f"host of {origin!r} is neither rp_id {rp_id!r} nor a subdomain of it"
+    return None
+
+
+def _validate(path: str, config: Config) -> None:
+    server, passkey, oauth = config.server, config.passkey, config.oauth
+    if not 0 < server.port < 65536:
+        raise ConfigError(path, "server.port", f"must be 1-65535, got {server.port}")
+    # Every number in the file is a count, a size or a duration: none may be zero or less.
+    for section in SECTIONS:
+        for item in dataclasses.fields(getattr(config, section)):
+            value = getattr(getattr(config, section), item.name)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                _require_positive(path, f"{section}.{item.name}", value)
+    _require_url(path, "server.base_url", server.base_url)
+    for index, proxy in enumerate(server.trusted_proxies):
+        try:
+            ipaddress.ip_network(proxy, strict=False)
+        except ValueError:
+            raise ConfigError(path, f"server.trusted_proxies[{index}]",
+                              f"{proxy!r} is not an IP address or CIDR network") from None
+    url = config.database.url
+    if not url.startswith(("sqlite:///", "postgresql://", "postgres://")):
+        raise ConfigError(path, "database.url",
+                          f"must start with sqlite:/// or postgresql://, got {url!r}")
+    if not passkey.rp_id or "/" in passkey.rp_id or ":" in passkey.rp_id:
+        raise ConfigError(path, "passkey.rp_id",
+                          f"must be a bare domain such as example.com, got {passkey.rp_id!r}")
+    if not passkey.allowed_origins:
+        raise ConfigError(path, "passkey.allowed_origins", "must list at least one origin")
+    for index, origin in enumerate(passkey.allowed_origins):
+        problem = check_origin(origin, passkey.rp_id)
+        if problem:
+            raise ConfigError(path, f"passkey.allowed_origins[{index}]", problem)
+    _require_choice(path, "passkey.user_verification", passkey.user_verification, USER_VERIFICATION)
+    _require_choice(path, "passkey.attestation", passkey.attestation, ATTESTATION)
+    _require_choice(path, "passkey.resident_key", passkey.resident_key, RESIDENT_KEY)
+    _require_choice(path, "passkey.authenticator_attachment", passkey.authenticator_attachment,
+                    ("", *AUTHENTICATOR_ATTACHMENT))
+    if not passkey.algorithms:
+        raise ConfigError(path, "passkey.algorithms", "must list at least one algorithm")
+    for index, alg in enumerate(passkey.algorithms):
+        _require_choice(path, f"passkey.algorithms[{index}]", alg, SIGNING_ALGS)
+    _require_choice(path, "oauth.signing_alg", oauth.signing_alg, SIGNING_ALGS)
+    for key, value in (("oauth.issuer", oauth.issuer), ("gate_client.url", config.gate_client.url),
+                       ("mcp.audience", config.mcp.audience)):
+        if value:
+            _require_url(path, key, value)
+
+
+def parse_config(data: dict, path: str = "<config>") -> Config:
+    """Validate an already-parsed TOML document."""
+    sections = {}
+    hints = typing.get_type_hints(Config)
+    for name, raw in data.items():
+        if name not in SECTIONS:
+            raise ConfigError(path, name, f"unknown section (known: {', '.join(SECTIONS)})")
+        sections[name] = _section(path, name, hints[name], raw)
+    config = Config(**sections, source=path if path != "<config>" else "")
+    _validate(path, config)
+    return config
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """Read and validate the TOML file at ``path``."""
+    path = str(path)
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(path, "(file)", "does not exist; run `identityctl init` first") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(path, "(syntax)", str(exc)) from None
+    return parse_config(data, path)
+
+
+def resolve_config_path(explicit: str | None) -> Path:
+    """--config wins, then $IDENTITYCTL_CONFIG, then ./config.toml."""
+    return Path(explicit or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_NAME)

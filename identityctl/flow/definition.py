@@ -1,0 +1,193 @@
+"""Flow definitions: the reference system's JSON format, validated on save.
+
+A flow is a directed graph of nodes (START, PROMPT, TASK_EXECUTION, END). Saving rejects,
+with a message naming the node, anything the engine could not run to completion: unknown
+node types or executors, dangling next-node references, an END that cannot be reached,
+cycles that never stop at a PROMPT (they would spin without user input), and passkey
+registration that could run before the flow has created or identified the user (spec
+prerequisite 5). The format and our extensions are documented in docs/flows.md.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+from identityctl.errors import InvalidField
+
+FLOW_TYPES = ("AUTHENTICATION", "REGISTRATION")
+NODE_TYPES = ("START", "PROMPT", "TASK_EXECUTION", "END")
+INPUT_TYPES = ("TEXT_INPUT", "PASSWORD_INPUT", "EMAIL_INPUT", "OTP_INPUT", "HIDDEN")
+
+#: Executor name -> allowed modes (empty tuple: the executor takes no mode).
+EXECUTORS: dict[str, tuple[str, ...]] = {
+    "BasicAuthExecutor": (),
+    "IdentifyingExecutor": (),
+    "PasskeyAuthExecutor": ("challenge", "verify", "register_start", "register_finish"),
+    "AttributeCollector": (),
+    "ProvisioningExecutor": (),
+    "AuthorizationExecutor": (),
+    "AuthAssertExecutor": (),
+}
+#: Executors (name, mode) after which the flow knows who the user is.
+USER_ESTABLISHING = {("BasicAuthExecutor", ""), ("IdentifyingExecutor", ""),
+                     ("PasskeyAuthExecutor", "verify"), ("ProvisioningExecutor", "")}
+PASSKEY_MODES_NEEDING_RP = ("challenge", "register_start")
+_HANDLE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+_NEXT_KEYS = ("onSuccess", "onIncomplete", "onFailure")
+
+
+def _fail(where: str, problem: str) -> InvalidField:
+    return InvalidField(where, problem, code="invalid_flow")
+
+
+def executor_of(node: dict[str, Any]) -> tuple[str, str]:
+    executor = node.get("executor") or {}
+    return executor.get("name", ""), executor.get("mode", "") or ""
+
+
+def successors(node: dict[str, Any]) -> list[str]:
+    """Every node id this node can hand over to."""
+    nexts = [node[key] for key in _NEXT_KEYS if node.get(key)]
+    nexts += [prompt["action"]["nextNode"] for prompt in node.get("prompts", [])]
+    return nexts
+
+
+def _check_node(flow_type: str, node: Any, index: int) -> str:
+    if not isinstance(node, dict):
+        raise _fail(f"nodes[{index}]", "must be an object")
+    node_id = node.get("id")
+    if not isinstance(node_id, str) or not node_id:
+        raise _fail(f"nodes[{index}].id", "is required")
+    where = f"node '{node_id}'"
+    kind = node.get("type")
+    if kind not in NODE_TYPES:
+        raise _fail(where, f"type {kind!r} is not one of {', '.join(NODE_TYPES)}")
+    for key in _NEXT_KEYS:
+        if key in node and not isinstance(node[key], str):
+            raise _fail(where, f"{key} must be a node id")
+    if kind == "PROMPT":
+        prompts = node.get("prompts")
+        if not isinstance(prompts, list) or not prompts:
+            raise _fail(where, "a PROMPT needs at least one entry in 'prompts'")
+        refs = set()
+        for p_index, prompt in enumerate(prompts):
+            action = prompt.get("action") if isinstance(prompt, dict) else None
+            if not isinstance(action, dict) or not action.get("ref") or not action.get("nextNode"):
+                raise _fail(f"{where} prompts[{p_index}]", "needs action {ref, nextNode}")
+            if action["ref"] in refs:
+                raise _fail(where, f"action ref {action['ref']!r} is used twice")
+            refs.add(action["ref"])
+            for i_index, item in enumerate(prompt.get("inputs", [])):
+                if not isinstance(item, dict) or not item.get("identifier"):
+                    raise _fail(f"{where} prompts[{p_index}].inputs[{i_index}]",
+                                "needs an identifier")
+                if item.get("type", "TEXT_INPUT") not in INPUT_TYPES:
+                    raise _fail(f"{where} input {item['identifier']!r}",
+                                f"type must be one of {', '.join(INPUT_TYPES)}")
+    elif kind == "TASK_EXECUTION":
+        name, mode = executor_of(node)
+        if name not in EXECUTORS:
+            raise _fail(where, f"unknown executor {name!r} (known: {', '.join(EXECUTORS)})")
+        if EXECUTORS[name] and mode not in EXECUTORS[name]:
+            raise _fail(where, f"executor {name} needs mode one of {', '.join(EXECUTORS[name])}")
+        properties = (node.get("executor") or {}).get("properties") or {}
+        if name == "PasskeyAuthExecutor" and mode in PASSKEY_MODES_NEEDING_RP \
+                and not properties.get("relyingPartyId"):
+            raise _fail(where, f"executor {name} (mode {mode}) needs property relyingPartyId")
+        if not node.get("onSuccess"):
+            raise _fail(where, "a TASK_EXECUTION needs onSuccess")
+        if name == "AuthAssertExecutor" and flow_type != "AUTHENTICATION":
+            raise _fail(where, "AuthAssertExecutor only completes AUTHENTICATION flows")
+    elif kind == "START" and not node.get("onSuccess"):
+        raise _fail(where, "the START node needs onSuccess")
+    return node_id
+
+
+def _reachable(nodes: dict[str, dict[str, Any]], start: str,
+               blocked: set[str] = frozenset()) -> set[str]:
+    seen, stack = set(), [start]
+    while stack:
+        node_id = stack.pop()
+        if node_id in seen or node_id in blocked:
+            continue
+        seen.add(node_id)
+        stack.extend(successors(nodes[node_id]))
+    return seen
+
+
+def _find_silent_cycle(nodes: dict[str, dict[str, Any]]) -> str | None:
+    """A node on a cycle that passes no PROMPT (the engine would loop without input)."""
+    silent = {node_id for node_id, node in nodes.items() if node["type"] != "PROMPT"}
+    state: dict[str, int] = {}
+
+    def visit(node_id: str) -> str | None:
+        state[node_id] = 1
+        for nxt in successors(nodes[node_id]):
+            if nxt not in silent:
+                continue
+            if state.get(nxt) == 1:
+                return nxt
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        state[node_id] = 2
+        return None
+
+    for node_id in silent:
+        if node_id not in state and (found := visit(node_id)):
+            return found
+    return None
+
+
+def validate_flow(document: Any) -> dict[str, Any]:
+    """Check a flow document and return its normalised copy; raise naming what is wrong."""
+    if not isinstance(document, dict):
+        raise InvalidField("flow", "must be a JSON object", code="invalid_flow")
+    flow = copy.deepcopy(document)
+    handle, name, flow_type = flow.get("handle"), flow.get("name"), flow.get("flowType")
+    if not isinstance(handle, str) or not _HANDLE.match(handle):
+        raise _fail("handle", "use 1-64 lowercase letters, digits, '-' or '_'")
+    if not isinstance(name, str) or not name.strip():
+        raise _fail("name", "is required")
+    if flow_type not in FLOW_TYPES:
+        raise _fail("flowType", f"must be one of {', '.join(FLOW_TYPES)}")
+    raw_nodes = flow.get("nodes")
+    if not isinstance(raw_nodes, list) or not raw_nodes:
+        raise _fail("nodes", "must be a non-empty array")
+    nodes: dict[str, dict[str, Any]] = {}
+    for index, node in enumerate(raw_nodes):
+        node_id = _check_node(flow_type, node, index)
+        if node_id in nodes:
+            raise _fail(f"node '{node_id}'", "id is used twice")
+        nodes[node_id] = node
+    starts = [n for n in nodes.values() if n["type"] == "START"]
+    ends = [n for n in nodes.values() if n["type"] == "END"]
+    if len(starts) != 1:
+        raise _fail("nodes", f"a flow needs exactly one START node, found {len(starts)}")
+    if not ends:
+        raise _fail("nodes", "a flow needs an END node")
+    for node in nodes.values():
+        for nxt in successors(node):
+            if nxt not in nodes:
+                raise _fail(f"node '{node['id']}'", f"points to unknown node '{nxt}'")
+    start = starts[0]["id"]
+    reachable = _reachable(nodes, start)
+    if not any(end["id"] in reachable for end in ends):
+        raise _fail("nodes", f"no END node is reachable from START '{start}'")
+    if (looping := _find_silent_cycle(nodes)) is not None:
+        raise _fail(f"node '{looping}'", "is on a cycle without a PROMPT; it would loop "
+                    "forever without user input")
+    _check_user_before_registration(nodes, start)
+    return {"handle": handle, "name": name.strip(), "flowType": flow_type, "nodes": raw_nodes}
+
+
+def _check_user_before_registration(nodes: dict[str, dict[str, Any]], start: str) -> None:
+    """Spec prerequisite 5: passkey registration only once the flow knows the user."""
+    establishing = {node_id for node_id, node in nodes.items()
+                    if node["type"] == "TASK_EXECUTION" and executor_of(node) in USER_ESTABLISHING}
+    for node_id in _reachable(nodes, start, blocked=establishing):
+        if executor_of(nodes[node_id]) == ("PasskeyAuthExecutor", "register_start"):
+            raise _fail(f"node '{node_id}'", "passkey registration can run before the flow "
+                        "has created or identified the user; put a ProvisioningExecutor, "
+                        "BasicAuthExecutor or IdentifyingExecutor step before it")

@@ -1,0 +1,111 @@
+"""JWTs the service signs and accepts: sign-in assertions, access tokens, ID tokens.
+
+Each kind carries its own ``typ`` header, so one can never be replayed as another
+(an assertion is not an access token). Verification pins the algorithm to the key's own
+(``alg: none``, HS256 keyed with the public key and algorithm swaps are refused) and checks
+issuer, audience and expiry. Keys come from the store and are cached briefly, so a rotation
+on one instance reaches the others within ``KEY_CACHE_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import jwt
+from cryptography.hazmat.primitives import serialization
+
+from identityctl.errors import Forbidden, Unauthorized
+from identityctl.store import keys as key_store
+
+ASSERTION_TYP = "assertion+jwt"
+ACCESS_TOKEN_TYP = "at+jwt"
+ID_TOKEN_TYP = "JWT"
+KEY_CACHE_SECONDS = 30.0
+LEEWAY_SECONDS = 5
+
+
+@dataclass(frozen=True)
+class _Keys:
+    """Parsed keys (parsing PEM/JWK per request would dominate token cost)."""
+
+    signing_kid: str
+    signing_algorithm: str
+    signing_key: Any
+    #: kid -> (algorithm, public key, public JWK)
+    verifying: dict[str, tuple[str, Any, dict[str, Any]]]
+    loaded_at: float
+
+
+class TokenService:
+    """Signs and verifies the service's JWTs with the keys in the store."""
+
+    def __init__(self, issuer: str) -> None:
+        self.issuer = issuer
+        self._keys: _Keys | None = None
+        self._lock = threading.Lock()
+
+    def _current_keys(self, *, refresh: bool = False) -> _Keys:
+        keys = self._keys
+        if refresh or keys is None or time.monotonic() - keys.loaded_at > KEY_CACHE_SECONDS:
+            with self._lock:
+                records = key_store.published_keys()
+                if not records:
+                    raise RuntimeError("no signing key in the store; run `identityctl init`")
+                active = records[0]
+                keys = _Keys(
+                    signing_kid=active.kid, signing_algorithm=active.algorithm,
+                    signing_key=serialization.load_pem_private_key(
+                        active.private_pem.encode(), password=None),
+                    verifying={r.kid: (r.algorithm, jwt.PyJWK(r.public_jwk).key, r.public_jwk)
+                               for r in records},
+                    loaded_at=time.monotonic())
+                self._keys = keys
+        return keys
+
+    def jwks(self) -> dict[str, Any]:
+        return {"keys": [jwk for _, _, jwk in self._current_keys().verifying.values()]}
+
+    def sign(self, claims: dict[str, Any], *, typ: str, ttl: int) -> str:
+        """Sign ``claims`` with the active key, adding iss, iat, exp and jti when absent."""
+        keys = self._current_keys()
+        issued = int(time.time())
+        payload = {"iss": self.issuer, "iat": issued, "exp": issued + ttl,
+                   "jti": uuid.uuid4().hex, **claims}
+        return jwt.encode(payload, keys.signing_key, algorithm=keys.signing_algorithm,
+                          headers={"kid": keys.signing_kid, "typ": typ})
+
+    def verify(self, token: str, *, typ: str, audience: str | list[str] | None) -> dict[str, Any]:
+        """The claims of a valid token of kind ``typ``; anything else is 401 invalid_token."""
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError as exc:
+            raise _invalid(f"malformed token: {exc}") from exc
+        if header.get("typ") != typ:
+            raise _invalid(f"token type {header.get('typ')!r} is not {typ!r}")
+        kid = header.get("kid")
+        keys = self._current_keys()
+        if kid not in keys.verifying:
+            keys = self._current_keys(refresh=True)  # rotated on another instance?
+        if kid not in keys.verifying:
+            raise _invalid("token signed by an unknown key")
+        algorithm, public_key, _ = keys.verifying[kid]
+        options = {"require": ["exp", "iat", "iss", "sub"], "verify_aud": audience is not None}
+        try:
+            return jwt.decode(token, public_key, algorithms=[algorithm], issuer=self.issuer,
+                              audience=audience, options=options, leeway=LEEWAY_SECONDS)
+        except jwt.PyJWTError as exc:
+            raise _invalid(str(exc)) from exc
+
+
+def _invalid(description: str) -> Unauthorized:
+    return Unauthorized(description, code="invalid_token", message="The token is not valid.")
+
+
+def require_scope(claims: dict[str, Any], scope: str) -> None:
+    """403 insufficient_scope unless the space-separated ``scope`` claim contains ``scope``."""
+    if scope not in str(claims.get("scope", "")).split():
+        raise Forbidden(f"The token lacks the '{scope}' scope.", code="insufficient_scope")

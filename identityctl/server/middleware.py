@@ -1,0 +1,92 @@
+"""Cross-cutting request handling: client address, body limits, content type, headers, log."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import time
+from typing import Any
+
+import falcon
+
+from identityctl.errors import PayloadTooLarge, UnsupportedMediaType
+
+access_log = logging.getLogger("identityctl.access")
+
+
+class ClientAddress:
+    """``req.context.client_address``: the peer, or X-Forwarded-For from a trusted proxy.
+
+    Unparsable forwarding headers never relax anything: the peer address is kept.
+    """
+
+    def __init__(self, trusted_proxies: tuple[str, ...]) -> None:
+        self.trusted = [ipaddress.ip_network(p, strict=False) for p in trusted_proxies]
+
+    def _trusted(self, address: str) -> bool:
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return False
+        return any(ip in network for network in self.trusted)
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        address = req.remote_addr or ""
+        forwarded = req.get_header("X-Forwarded-For")
+        if forwarded and self._trusted(address):
+            # Walk right to left past our own proxies; the first other hop is the client.
+            for hop in reversed([h.strip() for h in forwarded.split(",")]):
+                try:
+                    ipaddress.ip_address(hop)
+                except ValueError:
+                    break
+                address = hop
+                if not self._trusted(hop):
+                    break
+        req.context.client_address = address
+        req.context.started = time.perf_counter()
+
+
+class BodyRules:
+    """Refuse oversized bodies (413) and non-JSON bodies on JSON resources (415)."""
+
+    def __init__(self, max_body_bytes: int) -> None:
+        self.max_body_bytes = max_body_bytes
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if req.content_length is not None and req.content_length > self.max_body_bytes:
+            raise PayloadTooLarge(f"Bodies are limited to {self.max_body_bytes} bytes.")
+
+    def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: Any,
+                         params: dict[str, Any]) -> None:
+        media_type = (req.content_type or "").split(";")[0].strip().lower()
+        if req.method in ("POST", "PUT", "PATCH") and getattr(resource, "json_body", False) \
+                and media_type != "application/json":
+            raise UnsupportedMediaType(
+                f"Send Content-Type: application/json (got {req.content_type or 'none'}).")
+
+
+class SecurityHeaders:
+    """Headers every response carries; pages tighten them further (CSP) themselves."""
+
+    def process_response(self, req: falcon.Request, resp: falcon.Response, resource: Any,
+                         req_succeeded: bool) -> None:
+        resp.set_header("X-Content-Type-Options", "nosniff")
+        resp.set_header("Referrer-Policy", "no-referrer")
+        if resp.get_header("Content-Security-Policy") is None:
+            resp.set_header("Content-Security-Policy", "default-src 'none'; "
+                                                       "frame-ancestors 'none'")
+        if resp.get_header("Cache-Control") is None:
+            resp.set_header("Cache-Control", "no-store")
+
+
+class RequestLog:
+    """One line per request: method, path (no query: it may hold secrets), status, time."""
+
+    def process_response(self, req: falcon.Request, resp: falcon.Response, resource: Any,
+                         req_succeeded: bool) -> None:
+        started = getattr(req.context, "started", None)
+        elapsed = (time.perf_counter() - started) * 1000 if started else 0.0
+        access_log.info("%s %s %s %.1fms %s", req.method, req.path, resp.status[:3]
+                        if isinstance(resp.status, str) else resp.status, elapsed,
+                        getattr(req.context, "client_address", ""))

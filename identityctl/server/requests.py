@@ -1,0 +1,63 @@
+"""Reading request bodies into plain values, with the one error shape for bad input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+
+from identityctl.errors import BadRequest, InvalidField, MissingField
+
+
+def json_object(req: falcon.Request) -> dict[str, Any]:
+    """The request body, which must be a JSON object."""
+    body = req.get_media()
+    if not isinstance(body, dict):
+        raise BadRequest("The body must be a JSON object.", code="malformed_json")
+    return body
+
+
+def string_field(body: dict[str, Any], name: str, *, required: bool = True,
+                 blank_ok: bool = False, path: str = "") -> str | None:
+    """``body[name]`` as a string; missing, non-string or blank values are named errors."""
+    label = f"{path}{name}"
+    value = body.get(name)
+    if value is None:
+        if required:
+            raise MissingField(label)
+        return None
+    if not isinstance(value, str):
+        raise InvalidField(label, "must be a string")
+    if not value.strip() and not blank_ok:
+        if required:
+            raise MissingField(label, f"Field '{label}' must not be blank.")
+        return None
+    return value
+
+
+def object_field(body: dict[str, Any], name: str, *, required: bool = True,
+                 path: str = "") -> dict[str, Any] | None:
+    value = body.get(name)
+    if value is None:
+        if required:
+            raise MissingField(f"{path}{name}")
+        return None
+    if not isinstance(value, dict):
+        raise InvalidField(f"{path}{name}", "must be an object")
+    return value
+
+
+def bool_field(body: dict[str, Any], name: str, *, default: bool = False) -> bool:
+    value = body.get(name, default)
+    if not isinstance(value, bool):
+        raise InvalidField(name, "must be true or false")
+    return value
+
+
+def bearer_token(req: falcon.Request) -> str | None:
+    """The token of an ``Authorization: Bearer`` header (never from the query string)."""
+    header = req.get_header("Authorization") or ""
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()

@@ -1,0 +1,48 @@
+"""Running the app under waitress with a clean shutdown on SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Callable
+
+import waitress
+from waitress.server import BaseWSGIServer, MultiSocketServer
+
+from identityctl.config import Config
+from identityctl.server.app import create_app
+from identityctl.store import db, migrations
+
+
+def open_store(config: Config) -> list[str]:
+    """Connect to the configured database and apply pending migrations."""
+    db.connect(config.database_url, busy_timeout=config.database.busy_timeout)
+    return migrations.upgrade()
+
+
+def make_server(config: Config, *, host: str, port: int,
+                threads: int) -> BaseWSGIServer | MultiSocketServer:
+    return waitress.create_server(
+        create_app(config), host=host, port=port, threads=threads,
+        ident="identityctl", clear_untrusted_proxy_headers=True,
+        max_request_body_size=config.server.max_body_bytes * 4,
+        channel_timeout=30, connection_limit=1000)
+
+
+def serve(config: Config, *, host: str, port: int, threads: int,
+          on_ready: Callable[[str], None]) -> None:
+    """Serve until SIGINT/SIGTERM; ``on_ready`` gets the bound address."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    server = make_server(config, host=host, port=port, threads=threads)
+
+    def stop(signum: int, frame: object) -> None:
+        server.close()
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    on_ready(f"http://{host}:{server.effective_port}")
+    try:
+        server.run()
+    finally:
+        db.close()

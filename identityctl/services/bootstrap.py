@@ -1,0 +1,104 @@
+"""First-run setup: the config file, signing keys and the default records."""
+
+from __future__ import annotations
+
+import json
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from identityctl.config import Config
+from identityctl.flow.definition import validate_flow
+from identityctl.security.keys import generate_signing_key
+from identityctl.services import catalog as catalog_service
+from identityctl.services import directory as directory_service
+from identityctl.store import catalog, directory, keys
+
+DEFAULT_THEME = {
+    "colorSchemes": {
+        "light": {"primary": "#3451b2", "onPrimary": "#ffffff", "background": "#f6f7fb",
+                  "surface": "#ffffff", "text": "#1b1f2a", "muted": "#5b6275",
+                  "error": "#b3261e", "border": "#d5d9e3"},
+        "dark": {"primary": "#8ea2ff", "onPrimary": "#0d1330", "background": "#0f1115",
+                 "surface": "#1a1d24", "text": "#e8eaf0", "muted": "#a3a9b8",
+                 "error": "#f2b8b5", "border": "#2c313c"},
+    },
+    "typography": {"fontFamily": "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif",
+                   "fontSize": "16px", "headingWeight": "650", "borderRadius": "10px"},
+}
+PERSON_SCHEMA = {
+    "email": {"type": "string", "required": False, "unique": True},
+    "given_name": {"type": "string"},
+    "family_name": {"type": "string"},
+}
+
+
+def render_config(*, base_url: str) -> str:
+    """The sample configuration, adjusted to serve at ``base_url``."""
+    text = resources.files("identityctl").joinpath("sample-config.toml").read_text()
+    parts = urlsplit(base_url)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    replacements = {
+        'base_url = "http://localhost:8090"': f'base_url = "{base_url.rstrip("/")}"',
+        'allowed_origins = ["http://localhost:8090"]': f'allowed_origins = ["{origin}"]',
+        'rp_id = "localhost"': f'rp_id = "{parts.hostname}"',
+        "port = 8090": f"port = {port if parts.hostname in ('localhost', '127.0.0.1') else 8090}",
+    }
+    for old, new in replacements.items():
+        text = text.replace(old, new, 1)
+    return text
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (it may name secrets)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+
+
+def rotate_signing_key(config: Config) -> str:
+    """A new active signing key; the previous one keeps verifying until its tokens expire."""
+    key = generate_signing_key(config.oauth.signing_alg)
+    keys.add_active_key(kid=key.kid, algorithm=key.algorithm, private_pem=key.private_pem,
+                        public_jwk=key.public_jwk)
+    return key.kid
+
+
+def default_flow_documents() -> list[dict[str, Any]]:
+    """The flows shipped in identityctl/flow/defaults (documented in docs/flows.md)."""
+    folder = resources.files("identityctl.flow").joinpath("defaults")
+    if not folder.is_dir():
+        return []
+    return [json.loads(entry.read_text()) for entry in sorted(folder.iterdir(),
+                                                              key=lambda e: e.name)
+            if entry.name.endswith(".json")]
+
+
+def seed(config: Config) -> list[str]:
+    """Create whatever default record is missing; returns what was created. Idempotent."""
+    made = []
+    if not keys.published_keys():
+        made.append(f"signing key {rotate_signing_key(config)} ({config.oauth.signing_alg})")
+    if directory.find_ou(directory_service.DEFAULT_OU) is None:
+        directory_service.create_ou(handle=directory_service.DEFAULT_OU, name="Default",
+                                    description="Default organization unit", actor="init")
+        made.append("organization unit 'default'")
+    if directory.find_user_type(directory_service.DEFAULT_USER_TYPE) is None:
+        directory_service.create_user_type(name=directory_service.DEFAULT_USER_TYPE,
+                                           allow_self_registration=True, schema=PERSON_SCHEMA,
+                                           actor="init")
+        made.append("user type 'person'")
+    if catalog.find_theme("default") is None:
+        catalog_service.create_theme(handle="default", display_name="Default",
+                                     description="Clean light/dark theme", theme=DEFAULT_THEME,
+                                     actor="init")
+        made.append("theme 'default'")
+    for document in default_flow_documents():
+        flow = validate_flow(document)
+        if catalog.find_flow_by_handle(flow["handle"], flow["flowType"]) is None:
+            catalog_service.create_flow(flow, actor="init")
+            made.append(f"flow '{flow['handle']}' ({flow['flowType']})")
+    return made

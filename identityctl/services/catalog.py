@@ -1,0 +1,324 @@
+"""Applications (OAuth clients), flows and themes: validation, templates, secrets.
+
+The single implementation behind the CLI, the MCP tools and the OAuth layer.
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+from typing import Any
+from urllib.parse import urlsplit
+
+from identityctl.errors import BadRequest, InvalidField, NotFound
+from identityctl.flow.definition import FLOW_TYPES, validate_flow
+from identityctl.security import passwords
+from identityctl.services.directory import require_ou
+from identityctl.store import audit, catalog
+
+THEME_PLACEHOLDER = "<THEME_ID>"
+GRANT_TYPES = ("authorization_code", "refresh_token", "client_credentials")
+AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
+DEFAULT_AUTH_FLOW = "default-passkey-flow"
+DEFAULT_REGISTRATION_FLOW = "default-basic-passkey-flow"
+
+_BROWSER_SCOPES = ["openid", "profile", "email"]
+TEMPLATES: dict[str, dict[str, Any]] = {
+    "SPA": {
+        "name": "My single-page app", "template": "SPA", "themeId": THEME_PLACEHOLDER,
+        "isRegistrationFlowEnabled": False,
+        "inboundAuthConfig": [{"type": "oauth2", "config": {
+            "redirectUris": ["http://localhost:3000/callback"],
+            "grantTypes": ["authorization_code", "refresh_token"], "responseTypes": ["code"],
+            "tokenEndpointAuthMethod": "none", "pkceRequired": True, "publicClient": True,
+            "scopes": _BROWSER_SCOPES}}],
+    },
+    "Mobile": {
+        "name": "My mobile app", "template": "Mobile", "themeId": THEME_PLACEHOLDER,
+        "isRegistrationFlowEnabled": False,
+        "inboundAuthConfig": [{"type": "oauth2", "config": {
+            "redirectUris": ["<CUSTOM_SCHEME>://callback"],
+            "grantTypes": ["authorization_code", "refresh_token"], "responseTypes": ["code"],
+            "tokenEndpointAuthMethod": "none", "pkceRequired": True, "publicClient": True,
+            "scopes": _BROWSER_SCOPES}}],
+    },
+    "Server": {
+        "name": "My server-rendered app", "template": "Server", "themeId": THEME_PLACEHOLDER,
+        "isRegistrationFlowEnabled": False,
+        "inboundAuthConfig": [{"type": "oauth2", "config": {
+            "redirectUris": ["https://app.example.com/callback"],
+            "grantTypes": ["authorization_code", "refresh_token"], "responseTypes": ["code"],
+            "tokenEndpointAuthMethod": "client_secret_basic", "pkceRequired": True,
+            "publicClient": False, "scopes": _BROWSER_SCOPES}}],
+    },
+    "M2M": {
+        "name": "My backend service", "template": "M2M",
+        "inboundAuthConfig": [{"type": "oauth2", "config": {
+            "redirectUris": [], "grantTypes": ["client_credentials"], "responseTypes": [],
+            "tokenEndpointAuthMethod": "client_secret_basic", "pkceRequired": False,
+            "publicClient": False, "scopes": ["api"]}}],
+    },
+}
+
+
+def application_templates() -> dict[str, dict[str, Any]]:
+    return copy.deepcopy(TEMPLATES)
+
+
+# --- themes ---------------------------------------------------------------------------------
+
+
+def require_theme(id_or_handle: str) -> dict[str, Any]:
+    found = catalog.find_theme(id_or_handle)
+    if found is None:
+        raise NotFound(f"No theme '{id_or_handle}'.", code="theme_not_found")
+    return found
+
+
+def validate_theme(theme: dict[str, Any]) -> dict[str, Any]:
+    """A theme document: {"colorSchemes": {"light": {...}, "dark": {...}}, "typography": {...}}."""
+    if not isinstance(theme, dict):
+        raise InvalidField("theme", "must be an object")
+    schemes = theme.get("colorSchemes", {})
+    if not isinstance(schemes, dict) or not all(isinstance(v, dict) for v in schemes.values()):
+        raise InvalidField("theme.colorSchemes", "must map scheme names to color objects")
+    if not isinstance(theme.get("typography", {}), dict):
+        raise InvalidField("theme.typography", "must be an object")
+    return theme
+
+
+def create_theme(*, handle: str, display_name: str, description: str = "",
+                 theme: dict[str, Any] | None = None, actor: str = "admin") -> dict[str, Any]:
+    created = catalog.create_theme(handle=handle, display_name=display_name,
+                                   description=description, theme=validate_theme(theme or {}))
+    audit.record("theme.create", "success", actor=actor, details={"id": created["id"]})
+    return created
+
+
+def update_theme(id_or_handle: str, *, actor: str = "admin", **fields: Any) -> dict[str, Any]:
+    theme_id = require_theme(id_or_handle)["id"]
+    if "theme" in fields:
+        validate_theme(fields["theme"])
+    updated = catalog.update_theme(theme_id, **fields)
+    audit.record("theme.update", "success", actor=actor, details={"id": theme_id})
+    return updated
+
+
+def delete_theme(id_or_handle: str, *, actor: str = "admin") -> None:
+    theme_id = require_theme(id_or_handle)["id"]
+    catalog.delete_theme(theme_id)
+    audit.record("theme.delete", "success", actor=actor, details={"id": theme_id})
+
+
+# --- flows ----------------------------------------------------------------------------------
+
+
+def require_flow(id_or_handle: str, flow_type: str | None = None) -> dict[str, Any]:
+    """A flow by id, or by handle (with ``flow_type`` when both types share the handle)."""
+    for kind in ([flow_type] if flow_type else FLOW_TYPES):
+        found = catalog.find_flow_by_handle(id_or_handle, kind)
+        if found:
+            return found
+    try:
+        return catalog.get_flow(id_or_handle)
+    except NotFound:
+        raise NotFound(f"No flow '{id_or_handle}'.", code="flow_not_found") from None
+
+
+def create_flow(document: dict[str, Any], *, actor: str = "admin") -> dict[str, Any]:
+    """Validate a flow definition (see docs/flows.md) and store it."""
+    flow = validate_flow(document)
+    created = catalog.create_flow(handle=flow["handle"], name=flow["name"],
+                                  flow_type=flow["flowType"], nodes=flow["nodes"])
+    audit.record("flow.create", "success", actor=actor, details={"id": created["id"]})
+    return created
+
+
+def update_flow(flow_id: str, *, name: str, nodes: list[dict[str, Any]],
+                handle: str | None = None, actor: str = "admin") -> dict[str, Any]:
+    current = require_flow(flow_id)
+    flow = validate_flow({"handle": handle or current["handle"], "name": name,
+                          "flowType": current["flowType"], "nodes": nodes})
+    updated = catalog.update_flow(current["id"], handle=flow["handle"], name=flow["name"],
+                                  nodes=flow["nodes"])
+    audit.record("flow.update", "success", actor=actor, details={"id": current["id"]})
+    return updated
+
+
+def delete_flow(id_or_handle: str, *, flow_type: str | None = None, actor: str = "admin") -> None:
+    flow_id = require_flow(id_or_handle, flow_type)["id"]
+    catalog.delete_flow(flow_id)
+    audit.record("flow.delete", "success", actor=actor, details={"id": flow_id})
+
+
+# --- applications ---------------------------------------------------------------------------
+
+
+def require_application(id_or_client_id: str) -> dict[str, Any]:
+    found = catalog.find_application_by_client_id(id_or_client_id)
+    if found:
+        return found
+    try:
+        return catalog.get_application(id_or_client_id)
+    except NotFound:
+        raise NotFound(f"No application '{id_or_client_id}'.",
+                       code="application_not_found") from None
+
+
+def oauth_config(application: dict[str, Any]) -> dict[str, Any]:
+    """The application's oauth2 inbound configuration (clientId included)."""
+    for entry in application.get("inboundAuthConfig", []):
+        if entry.get("type") == "oauth2":
+            return entry.get("config", {})
+    return {}
+
+
+def _validate_redirect_uri(index: int, uri: object) -> str:
+    field = f"inboundAuthConfig[0].config.redirectUris[{index}]"
+    if not isinstance(uri, str) or "*" in uri or "#" in uri:
+        raise InvalidField(field, "must be an exact URI without wildcards or fragment")
+    parts = urlsplit(uri)
+    if not parts.scheme or (parts.scheme in ("http", "https") and not parts.hostname):
+        raise InvalidField(field, f"{uri!r} is not an absolute URI")
+    if "<" in uri:
+        raise InvalidField(field, f"{uri!r} still holds a template placeholder")
+    return uri
+
+
+def _validate_oauth(config: dict[str, Any], template: str) -> dict[str, Any]:
+    prefix = "inboundAuthConfig[0].config"
+    grants = config.get("grantTypes") or (["client_credentials"] if template == "M2M"
+                                          else ["authorization_code", "refresh_token"])
+    for grant in grants:
+        if grant not in GRANT_TYPES:
+            raise InvalidField(f"{prefix}.grantTypes",
+                               f"{grant!r} is not one of {', '.join(GRANT_TYPES)} "
+                               "(implicit and password grants are not offered)")
+    public = bool(config.get("publicClient", False))
+    method = config.get("tokenEndpointAuthMethod") or ("none" if public
+                                                       else "client_secret_basic")
+    if method not in AUTH_METHODS:
+        raise InvalidField(f"{prefix}.tokenEndpointAuthMethod",
+                           f"must be one of {', '.join(AUTH_METHODS)}")
+    if public != (method == "none"):
+        raise InvalidField(f"{prefix}.tokenEndpointAuthMethod",
+                           "public clients use 'none'; confidential clients need a secret")
+    if public and "client_credentials" in grants:
+        raise InvalidField(f"{prefix}.grantTypes", "a public client cannot use client_credentials")
+    redirect_uris = [_validate_redirect_uri(i, uri)
+                     for i, uri in enumerate(config.get("redirectUris") or [])]
+    if "authorization_code" in grants and not redirect_uris:
+        raise InvalidField(f"{prefix}.redirectUris", "the authorization_code grant needs at "
+                           "least one redirect URI")
+    scopes = config.get("scopes") or (["openid"] if "authorization_code" in grants else [])
+    if not all(isinstance(s, str) and s and " " not in s for s in scopes):
+        raise InvalidField(f"{prefix}.scopes", "must be a list of scope names")
+    token = config.get("token") or {}
+    if not isinstance(token, dict):
+        raise InvalidField(f"{prefix}.token", "must be an object")
+    return {"redirectUris": redirect_uris, "grantTypes": grants,
+            "responseTypes": ["code"] if "authorization_code" in grants else [],
+            "tokenEndpointAuthMethod": method,
+            # PKCE is on for every client unless a confidential one turns it off explicitly.
+            "pkceRequired": True if public else bool(config.get("pkceRequired", True)),
+            "publicClient": public, "scopes": scopes, "token": token}
+
+
+def _resolve_flow(value: str | None, flow_type: str, default_handle: str) -> str | None:
+    if value:
+        flow = require_flow(value, flow_type)
+        if flow["flowType"] != flow_type:
+            raise InvalidField("authFlowId" if flow_type == "AUTHENTICATION"
+                               else "registrationFlowId", f"flow '{value}' is not {flow_type}")
+        return flow["id"]
+    default = catalog.find_flow_by_handle(default_handle, flow_type)
+    return default["id"] if default else None
+
+
+def _normalise_application(document: dict[str, Any]) -> dict[str, Any]:
+    """Validate an application document into the store's fields (no client id/secret)."""
+    if not isinstance(document, dict):
+        raise BadRequest("The application must be a JSON object.")
+    name = document.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidField("name", "is required")
+    template = document.get("template") or ""
+    if template and template not in TEMPLATES:
+        raise InvalidField("template", f"must be one of {', '.join(TEMPLATES)}")
+    config = oauth_config(document)
+    oauth = _validate_oauth(config, template)
+    is_m2m = oauth["grantTypes"] == ["client_credentials"]
+    theme_id = document.get("themeId")
+    if theme_id == THEME_PLACEHOLDER:
+        raise InvalidField("themeId", "still holds the template placeholder; call "
+                           "svc_list_themes (or `identityctl theme list`) and use a real theme id",
+                           code="theme_placeholder")
+    if theme_id:
+        theme_id = require_theme(theme_id)["id"]
+    elif not is_m2m:
+        default_theme = catalog.find_theme("default")
+        theme_id = default_theme["id"] if default_theme else None
+    ou_id = document.get("ouId")
+    if ou_id:
+        ou_id = require_ou(ou_id)["id"]
+    login = "authorization_code" in oauth["grantTypes"]
+    return {
+        "name": name.strip(), "description": document.get("description") or "",
+        "template": template, "ouId": ou_id,
+        "authFlowId": _resolve_flow(document.get("authFlowId"), "AUTHENTICATION",
+                                    DEFAULT_AUTH_FLOW) if login else None,
+        "registrationFlowId": _resolve_flow(document.get("registrationFlowId"),
+                                            "REGISTRATION",
+                                            DEFAULT_REGISTRATION_FLOW) if login else None,
+        "isRegistrationFlowEnabled": bool(document.get("isRegistrationFlowEnabled", False)),
+        "themeId": None if is_m2m else theme_id,
+        "allowedUserTypes": list(document.get("allowedUserTypes") or []),
+        "oauth": oauth,
+    }
+
+
+def create_application(document: dict[str, Any], *,
+                       actor: str = "admin") -> tuple[dict[str, Any], str | None]:
+    """Create an application; returns it and its client secret (shown once, stored hashed)."""
+    fields = _normalise_application(document)
+    client_id = oauth_config(document).get("clientId") or secrets.token_urlsafe(18)
+    secret = None if fields["oauth"]["publicClient"] else secrets.token_urlsafe(32)
+    created = catalog.create_application(
+        **fields, clientId=client_id,
+        clientSecretHash=passwords.hash_password(secret) if secret else None)
+    audit.record("application.create", "success", actor=actor,
+                 details={"id": created["id"], "clientId": client_id})
+    return created, secret
+
+
+def update_application(document: dict[str, Any], *, actor: str = "admin") -> dict[str, Any]:
+    """Full replacement of an application (id required); client id and secret are kept."""
+    app_id = document.get("id") if isinstance(document, dict) else None
+    if not app_id:
+        raise InvalidField("id", "is required for an update")
+    current = catalog.get_application(app_id)
+    fields = _normalise_application(document)
+    if fields["oauth"]["publicClient"] != oauth_config(current).get("publicClient"):
+        raise InvalidField("inboundAuthConfig[0].config.publicClient",
+                           "cannot change; create a new application instead")
+    updated = catalog.update_application(app_id, **fields)
+    audit.record("application.update", "success", actor=actor, details={"id": app_id})
+    return updated
+
+
+def regenerate_client_secret(id_or_client_id: str, *, actor: str = "admin") -> str:
+    application = require_application(id_or_client_id)
+    if oauth_config(application).get("publicClient"):
+        raise BadRequest("A public client has no secret.", code="public_client")
+    secret = secrets.token_urlsafe(32)
+    catalog.update_application(application["id"],
+                               clientSecretHash=passwords.hash_password(secret))
+    audit.record("application.secret_rotated", "success", actor=actor,
+                 details={"id": application["id"]})
+    return secret
+
+
+def delete_application(id_or_client_id: str, *, actor: str = "admin") -> None:
+    app_id = require_application(id_or_client_id)["id"]
+    catalog.delete_application(app_id)
+    audit.record("application.delete", "success", actor=actor, details={"id": app_id})

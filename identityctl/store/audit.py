@@ -1,0 +1,33 @@
+"""The audit log: who did what, when, from where, and how it ended."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from identityctl.store.models import AuditEvent, now
+
+
+def record(event: str, outcome: str, *, actor: str = "", user_id: str | None = None,
+           client_address: str = "", details: dict[str, Any] | None = None) -> None:
+    """Append one event (in the caller's transaction when there is one)."""
+    AuditEvent.create(event=event, outcome=outcome, actor=actor, user_id=user_id,
+                      client_address=client_address, details=details or {})
+
+
+def events(*, since: float | None = None, user_id: str | None = None, event: str | None = None,
+           limit: int = 200) -> list[dict[str, Any]]:
+    query = AuditEvent.select()
+    if since is not None:
+        query = query.where(AuditEvent.at >= since)
+    if user_id:
+        query = query.where(AuditEvent.user_id == user_id)
+    if event:
+        query = query.where(AuditEvent.event == event)
+    return [{"id": row.id, "at": row.at, "event": row.event, "outcome": row.outcome,
+             "actor": row.actor, "userId": row.user_id, "clientAddress": row.client_address,
+             "details": row.details}
+            for row in query.order_by(AuditEvent.id.desc()).limit(limit)]
+
+
+def purge(retention_days: int) -> int:
+    return AuditEvent.delete().where(AuditEvent.at < now() - retention_days * 86400).execute()

@@ -1,0 +1,162 @@
+"""Themes, flows and applications: the records admins manage (CLI, MCP)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from identityctl.errors import NotFound
+from identityctl.store import crud
+from identityctl.store.models import Application, Flow, Theme, now
+
+# --- themes -------------------------------------------------------------------------------
+
+
+def _theme_api(row: Theme) -> dict[str, Any]:
+    return {"id": row.id, "handle": row.handle, "displayName": row.display_name,
+            "description": row.description, "theme": row.theme or {}}
+
+
+def list_themes() -> list[dict[str, Any]]:
+    return [_theme_api(row) for row in Theme.select().order_by(Theme.handle)]
+
+
+def find_theme(id_or_handle: str) -> dict[str, Any] | None:
+    row = Theme.get_or_none((Theme.id == id_or_handle) | (Theme.handle == id_or_handle))
+    return _theme_api(row) if row else None
+
+
+def create_theme(*, handle: str, display_name: str, description: str,
+                 theme: dict[str, Any]) -> dict[str, Any]:
+    return _theme_api(crud.insert(Theme, code="theme_exists",
+                                  conflict=f"Theme '{handle}' already exists.", handle=handle,
+                                  display_name=display_name, description=description,
+                                  theme=theme))
+
+
+def update_theme(theme_id: str, **fields: Any) -> dict[str, Any]:
+    crud.update(Theme, theme_id, what="theme", code="theme_not_found",
+                conflict="Another theme has that handle.", conflict_code="theme_exists",
+                **fields, updated_at=now())
+    return find_theme(theme_id)
+
+
+def delete_theme(theme_id: str) -> None:
+    crud.delete(Theme, theme_id, what="theme", code="theme_not_found")
+
+
+# --- flows ----------------------------------------------------------------------------------
+
+
+def _flow_api(row: Flow) -> dict[str, Any]:
+    return {"id": row.id, "handle": row.handle, "name": row.name, "flowType": row.flow_type,
+            "nodes": row.nodes or [], "createdAt": row.created_at, "updatedAt": row.updated_at}
+
+
+def list_flows(*, flow_type: str | None = None, limit: int = 30,
+               offset: int = 0) -> tuple[int, list[dict[str, Any]]]:
+    """One page of flows (ordered by handle) and the total count matching the filter."""
+    query = Flow.select()
+    if flow_type:
+        query = query.where(Flow.flow_type == flow_type)
+    total = query.count()
+    rows = query.order_by(Flow.handle, Flow.flow_type).limit(limit).offset(offset)
+    return total, [_flow_api(row) for row in rows]
+
+
+def get_flow(flow_id: str) -> dict[str, Any]:
+    row = Flow.get_or_none(Flow.id == flow_id)
+    if row is None:
+        raise NotFound(f"No flow with id '{flow_id}'.", code="flow_not_found")
+    return _flow_api(row)
+
+
+def find_flow_by_handle(handle: str, flow_type: str) -> dict[str, Any] | None:
+    row = Flow.get_or_none((Flow.handle == handle) & (Flow.flow_type == flow_type))
+    return _flow_api(row) if row else None
+
+
+def create_flow(*, handle: str, name: str, flow_type: str,
+                nodes: list[dict[str, Any]]) -> dict[str, Any]:
+    return _flow_api(crud.insert(Flow, code="flow_exists",
+                                 conflict=f"A {flow_type} flow with handle '{handle}' exists.",
+                                 handle=handle, name=name, flow_type=flow_type, nodes=nodes))
+
+
+def update_flow(flow_id: str, **fields: Any) -> dict[str, Any]:
+    crud.update(Flow, flow_id, what="flow", code="flow_not_found",
+                conflict="Another flow of that type has that handle.",
+                conflict_code="flow_exists", **fields, updated_at=now())
+    return get_flow(flow_id)
+
+
+def delete_flow(flow_id: str) -> None:
+    crud.delete(Flow, flow_id, what="flow", code="flow_not_found")
+
+
+# --- applications -------------------------------------------------------------------------
+
+_APPLICATION_COLUMNS = {
+    "name": "name", "description": "description", "template": "template", "ouId": "ou",
+    "authFlowId": "auth_flow", "registrationFlowId": "registration_flow",
+    "isRegistrationFlowEnabled": "registration_enabled", "themeId": "theme",
+    "allowedUserTypes": "allowed_user_types", "clientId": "client_id",
+    "clientSecretHash": "client_secret_hash", "oauth": "oauth",
+}
+
+
+def _application_api(row: Application) -> dict[str, Any]:
+    """The application as the API shows it (camelCase; never the client secret)."""
+    return {
+        "id": row.id, "name": row.name, "description": row.description,
+        "template": row.template, "ouId": row.ou_id, "authFlowId": row.auth_flow_id,
+        "registrationFlowId": row.registration_flow_id,
+        "isRegistrationFlowEnabled": row.registration_enabled, "themeId": row.theme_id,
+        "allowedUserTypes": row.allowed_user_types or [],
+        "inboundAuthConfig": [{"type": "oauth2",
+                               "config": {"clientId": row.client_id, **(row.oauth or {})}}],
+        "createdAt": row.created_at, "updatedAt": row.updated_at,
+    }
+
+
+def _columns(fields: dict[str, Any]) -> dict[str, Any]:
+    return {_APPLICATION_COLUMNS[key]: value for key, value in fields.items()}
+
+
+def list_applications() -> list[dict[str, Any]]:
+    return [_application_api(row) for row in Application.select().order_by(Application.name)]
+
+
+def get_application(app_id: str) -> dict[str, Any]:
+    row = Application.get_or_none(Application.id == app_id)
+    if row is None:
+        raise NotFound(f"No application with id '{app_id}'.", code="application_not_found")
+    return _application_api(row)
+
+
+def find_application_by_client_id(client_id: str) -> dict[str, Any] | None:
+    row = Application.get_or_none(Application.client_id == client_id)
+    return _application_api(row) if row else None
+
+
+def client_secret_hash(client_id: str) -> str | None:
+    row = Application.get_or_none(Application.client_id == client_id)
+    return row.client_secret_hash if row else None
+
+
+def create_application(**fields: Any) -> dict[str, Any]:
+    """Insert an application; ``fields`` are named as in the API (see _APPLICATION_COLUMNS)."""
+    row = crud.insert(Application, code="application_exists",
+                      conflict=f"An application named '{fields.get('name')}' or with that "
+                               "client id already exists.", **_columns(fields))
+    return _application_api(row)
+
+
+def update_application(app_id: str, **fields: Any) -> dict[str, Any]:
+    crud.update(Application, app_id, what="application", code="application_not_found",
+                conflict="Another application has that name or client id.",
+                conflict_code="application_exists", **_columns(fields), updated_at=now())
+    return get_application(app_id)
+
+
+def delete_application(app_id: str) -> None:
+    crud.delete(Application, app_id, what="application", code="application_not_found")

@@ -1,0 +1,47 @@
+"""The few write patterns every table shares, with their errors, written once."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import peewee
+
+from identityctl.errors import Conflict, NotFound
+from identityctl.store.db import transaction
+
+M = TypeVar("M", bound=peewee.Model)
+
+
+def insert(model: type[M], *, conflict: str, code: str, **fields: Any) -> M:
+    """Insert one row; a uniqueness violation becomes a 409 with ``conflict`` as message."""
+    try:
+        with transaction():
+            return model.create(**fields)
+    except peewee.IntegrityError:
+        raise Conflict(conflict, code=code) from None
+
+
+def update(model: type[peewee.Model], row_id: str, *, what: str, code: str,
+           conflict: str = "", conflict_code: str = "", **fields: Any) -> None:
+    """Update columns of the row with primary key ``row_id`` or raise 404 ``code``."""
+    try:
+        with transaction():
+            changed = model.update(**fields).where(model._meta.primary_key == row_id).execute()
+    except peewee.IntegrityError:
+        raise Conflict(conflict or f"The change conflicts with another {what}.",
+                       code=conflict_code or "conflict") from None
+    if not changed:
+        raise NotFound(f"No {what} with id '{row_id}'.", code=code)
+
+
+def delete(model: type[peewee.Model], row_id: str, *, what: str, code: str,
+           in_use: str = "", in_use_code: str = "") -> None:
+    """Delete the row with primary key ``row_id``; 404 when absent, 409 when still referenced."""
+    try:
+        with transaction():
+            deleted = model.delete().where(model._meta.primary_key == row_id).execute()
+    except peewee.IntegrityError:
+        raise Conflict(in_use or f"The {what} is still in use.",
+                       code=in_use_code or f"{code.removesuffix('_not_found')}_in_use") from None
+    if not deleted:
+        raise NotFound(f"No {what} with id '{row_id}'.", code=code)

@@ -1,0 +1,83 @@
+"""Opening the database: SQLite (WAL) by default, PostgreSQL by URL for scale-out.
+
+All models bind to :data:`database` (a proxy), so one process talks to one database. Writes
+that belong together go through :func:`transaction`; on SQLite it takes the write lock up
+front (``BEGIN IMMEDIATE``) so two writers never deadlock on a lock upgrade.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import peewee
+
+from identityctl.errors import ServiceUnavailable
+
+database = peewee.DatabaseProxy()
+
+
+def connect(url: str, *, busy_timeout: float = 5.0) -> peewee.Database:
+    """Bind the models to the database at ``url`` and return it."""
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///"):]
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            if not Path(path).exists():
+                # Secrets (signing keys, hashes) live here: never world-readable.
+                Path(path).touch(mode=0o600)
+        db: peewee.Database = peewee.SqliteDatabase(
+            path,
+            timeout=busy_timeout,
+            pragmas={
+                "journal_mode": "wal",
+                "foreign_keys": 1,
+                "busy_timeout": int(busy_timeout * 1000),
+                "synchronous": "normal",
+            },
+            check_same_thread=False,
+        )
+    elif url.startswith(("postgresql://", "postgres://")):
+        parts = urlsplit(url)
+        db = peewee.PostgresqlDatabase(
+            unquote(parts.path.lstrip("/")),
+            user=unquote(parts.username or "") or None,
+            password=unquote(parts.password or "") or None,
+            host=parts.hostname or None,
+            port=parts.port or None,
+            autorollback=True,
+        )
+    else:
+        raise ValueError(f"unsupported database URL {url!r}")
+    database.initialize(db)
+    return db
+
+
+def is_sqlite() -> bool:
+    return isinstance(database.obj, peewee.SqliteDatabase)
+
+
+def sqlite_path() -> str | None:
+    return database.obj.database if is_sqlite() else None
+
+
+@contextlib.contextmanager
+def transaction() -> Iterator[None]:
+    """One atomic unit of writes; a locked SQLite database becomes a 503, not a hang."""
+    try:
+        with database.atomic("IMMEDIATE") if is_sqlite() else database.atomic():
+            yield
+    except peewee.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise ServiceUnavailable(
+                "The database is busy; retry shortly.", code="database_busy",
+                headers={"Retry-After": "1"},
+            ) from exc
+        raise
+
+
+def close() -> None:
+    if not database.is_closed():
+        database.close()

@@ -1,0 +1,181 @@
+"""Users, user types and organization units."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import peewee
+
+from identityctl.errors import NotFound
+from identityctl.store import crud
+from identityctl.store.models import OrganizationUnit, User, UserType, now
+
+
+@dataclass(frozen=True)
+class UserRecord:
+    id: str
+    username: str
+    user_handle: str
+    attributes: dict[str, Any]
+    user_type_id: str
+    user_type: str
+    ou_id: str
+    password_hash: str | None
+    status: str
+    locked_until: float | None
+    created_at: float
+    updated_at: float
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "username": self.username,
+            "type": self.user_type,
+            "ouId": self.ou_id,
+            "attributes": self.attributes,
+            "status": self.status,
+            "hasPassword": self.password_hash is not None,
+            "createdAt": self.created_at,
+            "updatedAt": self.updated_at,
+        }
+
+
+def _user_record(row: User) -> UserRecord:
+    return UserRecord(
+        id=row.id, username=row.username, user_handle=row.user_handle,
+        attributes=row.attributes or {}, user_type_id=row.user_type_id,
+        user_type=row.user_type.name, ou_id=row.ou_id, password_hash=row.password_hash,
+        status=row.status, locked_until=row.locked_until, created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _users() -> peewee.ModelSelect:
+    return User.select(User, UserType).join(UserType)
+
+
+def find_user(id_or_username: str) -> UserRecord | None:
+    """The user whose id or username is ``id_or_username``."""
+    row = _users().where((User.id == id_or_username) | (User.username == id_or_username)).first()
+    return _user_record(row) if row else None
+
+
+def get_user(user_id: str) -> UserRecord:
+    row = _users().where(User.id == user_id).first()
+    if row is None:
+        raise NotFound(f"No user with id '{user_id}'.", code="user_not_found")
+    return _user_record(row)
+
+
+def find_user_by_handle(user_handle: str) -> UserRecord | None:
+    row = _users().where(User.user_handle == user_handle).first()
+    return _user_record(row) if row else None
+
+
+def find_user_by_attribute(name: str, value: object) -> UserRecord | None:
+    """Linear scan of one attribute: only used for unique-attribute checks on sign-up."""
+    for row in _users():
+        if (row.attributes or {}).get(name) == value:
+            return _user_record(row)
+    return None
+
+
+def list_users(*, limit: int = 100, offset: int = 0) -> list[UserRecord]:
+    rows = _users().order_by(User.username).limit(limit).offset(offset)
+    return [_user_record(row) for row in rows]
+
+
+def create_user(*, username: str, user_handle: str, user_type_id: str, ou_id: str,
+                attributes: dict[str, Any], password_hash: str | None) -> UserRecord:
+    row = crud.insert(User, conflict=f"Username '{username}' is already taken.",
+                      code="username_taken", username=username, user_handle=user_handle,
+                      user_type=user_type_id, ou=ou_id, attributes=attributes,
+                      password_hash=password_hash)
+    return get_user(row.id)
+
+
+def update_user(user_id: str, **fields: Any) -> UserRecord:
+    """Change columns of one user (password_hash, status, locked_until, attributes)."""
+    crud.update(User, user_id, what="user", code="user_not_found",
+                conflict="That username is already taken.", conflict_code="username_taken",
+                **fields, updated_at=now())
+    return get_user(user_id)
+
+
+def delete_user(user_id: str) -> None:
+    crud.delete(User, user_id, what="user", code="user_not_found")
+
+
+def count_users() -> int:
+    return User.select().count()
+
+
+# --- organization units ---------------------------------------------------------------
+
+def _ou_api(row: OrganizationUnit) -> dict[str, Any]:
+    return {"id": row.id, "handle": row.handle, "name": row.name,
+            "description": row.description, "parent": row.parent_id}
+
+
+def list_ous() -> list[dict[str, Any]]:
+    return [_ou_api(row) for row in OrganizationUnit.select().order_by(OrganizationUnit.handle)]
+
+
+def find_ou(id_or_handle: str) -> dict[str, Any] | None:
+    row = OrganizationUnit.get_or_none((OrganizationUnit.id == id_or_handle)
+                                       | (OrganizationUnit.handle == id_or_handle))
+    return _ou_api(row) if row else None
+
+
+def create_ou(*, handle: str, name: str, description: str = "",
+              parent_id: str | None = None) -> dict[str, Any]:
+    return _ou_api(crud.insert(OrganizationUnit, code="ou_exists",
+                               conflict=f"Organization unit '{handle}' already exists.",
+                               handle=handle, name=name, description=description,
+                               parent=parent_id))
+
+
+def update_ou(ou_id: str, **fields: Any) -> dict[str, Any]:
+    crud.update(OrganizationUnit, ou_id, what="organization unit", code="ou_not_found",
+                **fields)
+    return find_ou(ou_id)
+
+
+def delete_ou(ou_id: str) -> None:
+    crud.delete(OrganizationUnit, ou_id, what="organization unit", code="ou_not_found",
+                in_use="The organization unit still has users, user types or children.")
+
+
+# --- user types -------------------------------------------------------------------------
+
+def _user_type_api(row: UserType) -> dict[str, Any]:
+    return {"id": row.id, "name": row.name, "ouId": row.ou_id,
+            "allowSelfRegistration": row.allow_self_registration, "schema": row.schema or {}}
+
+
+def list_user_types() -> list[dict[str, Any]]:
+    return [_user_type_api(row) for row in UserType.select().order_by(UserType.name)]
+
+
+def find_user_type(id_or_name: str) -> dict[str, Any] | None:
+    row = UserType.get_or_none((UserType.id == id_or_name) | (UserType.name == id_or_name))
+    return _user_type_api(row) if row else None
+
+
+def create_user_type(*, name: str, ou_id: str, allow_self_registration: bool,
+                     schema: dict[str, Any]) -> dict[str, Any]:
+    return _user_type_api(crud.insert(UserType, conflict=f"User type '{name}' already exists.",
+                                      code="user_type_exists", name=name, ou=ou_id,
+                                      schema=schema,
+                                      allow_self_registration=allow_self_registration))
+
+
+def update_user_type(type_id: str, **fields: Any) -> dict[str, Any]:
+    crud.update(UserType, type_id, what="user type", code="user_type_not_found", **fields)
+    return find_user_type(type_id)
+
+
+def delete_user_type(type_id: str) -> None:
+    crud.delete(UserType, type_id, what="user type", code="user_type_not_found",
+                in_use="The user type still has users.")

@@ -1,0 +1,50 @@
+"""Signing keys: kept in the store so every server instance signs and verifies alike."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from identityctl.store.db import transaction
+from identityctl.store.models import SigningKey, now
+
+
+@dataclass(frozen=True)
+class SigningKeyRecord:
+    kid: str
+    algorithm: str
+    private_pem: str
+    public_jwk: dict[str, Any]
+    status: str
+    created_at: float
+
+
+def _record(row: SigningKey) -> SigningKeyRecord:
+    return SigningKeyRecord(kid=row.kid, algorithm=row.algorithm, private_pem=row.private_pem,
+                            public_jwk=row.public_jwk, status=row.status,
+                            created_at=row.created_at)
+
+
+def published_keys() -> list[SigningKeyRecord]:
+    """The active key first, then previous keys still needed to verify unexpired tokens."""
+    rows = (SigningKey.select().where(SigningKey.status.in_(("active", "previous")))
+            .order_by(SigningKey.status.asc(), SigningKey.created_at.desc()))
+    return [_record(row) for row in rows]
+
+
+def add_active_key(*, kid: str, algorithm: str, private_pem: str,
+                   public_jwk: dict[str, Any]) -> SigningKeyRecord:
+    """Make a new key the signing key; the old active key keeps verifying as 'previous'."""
+    with transaction():
+        SigningKey.update(status="previous").where(SigningKey.status == "active").execute()
+        row = SigningKey.create(kid=kid, algorithm=algorithm, private_pem=private_pem,
+                                public_jwk=public_jwk, status="active")
+    return _record(row)
+
+
+def retire_previous_keys(older_than: float) -> int:
+    """Previous keys rotated out before ``older_than`` cannot verify anything live any more."""
+    with transaction():
+        return (SigningKey.update(status="retired", retired_at=now())
+                .where((SigningKey.status == "previous") & (SigningKey.created_at < older_than))
+                .execute())

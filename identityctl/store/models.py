@@ -1,0 +1,276 @@
+"""Peewee models: the schema of the current version (see migrations.py for how it evolves).
+
+Times are UNIX epoch seconds (float): the same on SQLite and PostgreSQL, no time zones.
+Secrets that grant access (session tokens, codes, refresh tokens) are stored as SHA-256
+hashes, never in the clear.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import peewee
+
+from identityctl.store.db import database
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def now() -> float:
+    return time.time()
+
+
+class JSONField(peewee.TextField):
+    """JSON document stored as text (portable between SQLite and PostgreSQL)."""
+
+    def db_value(self, value: object) -> str | None:
+        return None if value is None else json.dumps(value, separators=(",", ":"))
+
+    def python_value(self, value: str | None) -> object:
+        return None if value is None else json.loads(value)
+
+
+class BaseModel(peewee.Model):
+    class Meta:
+        database = database
+        legacy_table_names = False
+
+
+class SchemaVersion(BaseModel):
+    version = peewee.IntegerField()
+    applied_at = peewee.DoubleField(default=now)
+
+
+class OrganizationUnit(BaseModel):
+    id = peewee.CharField(primary_key=True, default=new_id)
+    handle = peewee.CharField(unique=True)
+    name = peewee.CharField()
+    description = peewee.TextField(default="")
+    parent = peewee.ForeignKeyField("self", null=True, backref="children", on_delete="RESTRICT")
+    created_at = peewee.DoubleField(default=now)
+
+
+class UserType(BaseModel):
+    id = peewee.CharField(primary_key=True, default=new_id)
+    name = peewee.CharField(unique=True)
+    ou = peewee.ForeignKeyField(OrganizationUnit, on_delete="RESTRICT")
+    allow_self_registration = peewee.BooleanField(default=False)
+    #: Attribute schema: {"email": {"type": "string", "required": true, "unique": true}, ...}
+    schema = JSONField(default=dict)
+    created_at = peewee.DoubleField(default=now)
+
+
+class User(BaseModel):
+    id = peewee.CharField(primary_key=True, default=new_id)
+    username = peewee.CharField(unique=True)
+    #: WebAuthn user handle (Base64URL of 32 random bytes): stable for the user's life.
+    user_handle = peewee.CharField(unique=True)
+    attributes = JSONField(default=dict)
+    user_type = peewee.ForeignKeyField(UserType, on_delete="RESTRICT")
+    ou = peewee.ForeignKeyField(OrganizationUnit, on_delete="RESTRICT")
+    password_hash = peewee.TextField(null=True)
+    #: active | disabled | locked
+    status = peewee.CharField(default="active")
+    locked_until = peewee.DoubleField(null=True)
+    created_at = peewee.DoubleField(default=now)
+    updated_at = peewee.DoubleField(default=now)
+
+
+class Theme(BaseModel):
+    id = peewee.CharField(primary_key=True, default=new_id)
+    handle = peewee.CharField(unique=True)
+    display_name = peewee.CharField()
+    description = peewee.TextField(default="")
+    #: {"colorSchemes": {...}, "typography": {...}}
+    theme = JSONField(default=dict)
+    created_at = peewee.DoubleField(default=now)
+    updated_at = peewee.DoubleField(default=now)
+
+
+class Flow(BaseModel):
+    id = peewee.CharField(primary_key=True, default=new_id)
+    handle = peewee.CharField()
+    name = peewee.CharField()
+    flow_type = peewee.CharField()
+    nodes = JSONField(default=list)
+    created_at = peewee.DoubleField(default=now)
+    updated_at = peewee.DoubleField(default=now)
+
+    class Meta:
+        indexes = ((("handle", "flow_type"), True),)
+
+
+class Application(BaseModel):
+    id = peewee.CharField(primary_key=True, default=new_id)
+    name = peewee.CharField(unique=True)
+    description = peewee.TextField(default="")
+    template = peewee.CharField(default="")
+    ou = peewee.ForeignKeyField(OrganizationUnit, null=True, on_delete="SET NULL")
+    auth_flow = peewee.ForeignKeyField(Flow, null=True, on_delete="SET NULL",
+                                       backref="auth_applications")
+    registration_flow = peewee.ForeignKeyField(Flow, null=True, on_delete="SET NULL",
+                                               backref="registration_applications")
+    registration_enabled = peewee.BooleanField(default=False)
+    theme = peewee.ForeignKeyField(Theme, null=True, on_delete="SET NULL")
+    allowed_user_types = JSONField(default=list)
+    client_id = peewee.CharField(unique=True)
+    client_secret_hash = peewee.TextField(null=True)
+    #: {"redirectUris", "grantTypes", "responseTypes", "tokenEndpointAuthMethod",
+    #:  "pkceRequired", "publicClient", "scopes", "token": {...}}
+    oauth = JSONField(default=dict)
+    created_at = peewee.DoubleField(default=now)
+    updated_at = peewee.DoubleField(default=now)
+
+
+class PasskeyCredential(BaseModel):
+    id = peewee.AutoField()
+    #: Base64URL of the raw credential id; globally unique (WebAuthn §7.1 step 25).
+    credential_id = peewee.CharField(max_length=1400, unique=True)
+    user = peewee.ForeignKeyField(User, backref="passkeys", on_delete="CASCADE")
+    public_key = peewee.BlobField()
+    algorithm = peewee.IntegerField()
+    sign_count = peewee.BigIntegerField(default=0)
+    transports = JSONField(default=list)
+    aaguid = peewee.CharField(default="")
+    attestation_format = peewee.CharField(default="none")
+    backup_eligible = peewee.BooleanField(default=False)
+    backup_state = peewee.BooleanField(default=False)
+    user_verified = peewee.BooleanField(default=False)
+    name = peewee.CharField()
+    created_at = peewee.DoubleField(default=now)
+    last_used_at = peewee.DoubleField(null=True)
+
+
+class CeremonySession(BaseModel):
+    #: SHA-256 of the opaque session token handed to the client.
+    token_hash = peewee.CharField(primary_key=True)
+    #: registration | authentication
+    ceremony = peewee.CharField()
+    user = peewee.ForeignKeyField(User, null=True, on_delete="CASCADE")
+    rp_id = peewee.CharField()
+    challenge = peewee.CharField()
+    #: What the verifier needs: allowed credential ids, UV requirement, offered algorithms...
+    state = JSONField(default=dict)
+    superseded = peewee.BooleanField(default=False)
+    created_at = peewee.DoubleField(default=now)
+    expires_at = peewee.DoubleField(index=True)
+
+
+class FlowExecution(BaseModel):
+    id = peewee.CharField(primary_key=True, default=new_id)
+    flow = peewee.ForeignKeyField(Flow, on_delete="CASCADE")
+    application = peewee.ForeignKeyField(Application, on_delete="CASCADE")
+    flow_type = peewee.CharField()
+    current_node = peewee.CharField()
+    #: Everything the engine remembers between steps (user id, passkey session token...).
+    context = JSONField(default=dict)
+    #: INCOMPLETE | COMPLETE | ERROR
+    status = peewee.CharField(default="INCOMPLETE")
+    #: Optimistic concurrency: a step advances only the version it read.
+    version = peewee.IntegerField(default=0)
+    #: Seam for OAuth: the authorization request this execution serves, if any.
+    auth_request_id = peewee.CharField(null=True)
+    created_at = peewee.DoubleField(default=now)
+    updated_at = peewee.DoubleField(default=now)
+    expires_at = peewee.DoubleField(index=True)
+
+
+class SigningKey(BaseModel):
+    kid = peewee.CharField(primary_key=True)
+    algorithm = peewee.CharField()
+    private_pem = peewee.TextField()
+    public_jwk = JSONField()
+    #: active (signs) | previous (verifies only) | retired (gone from JWKS)
+    status = peewee.CharField(default="active")
+    created_at = peewee.DoubleField(default=now)
+    retired_at = peewee.DoubleField(null=True)
+
+
+class AuthorizationRequest(BaseModel):
+    id = peewee.CharField(primary_key=True)
+    application = peewee.ForeignKeyField(Application, on_delete="CASCADE")
+    redirect_uri = peewee.TextField()
+    scope = peewee.TextField(default="")
+    state = peewee.TextField(null=True)
+    nonce = peewee.TextField(null=True)
+    code_challenge = peewee.CharField(null=True)
+    code_challenge_method = peewee.CharField(null=True)
+    #: Other authorization parameters kept for the hand-off (prompt, max_age, resource...).
+    extra = JSONField(default=dict)
+    consumed = peewee.BooleanField(default=False)
+    created_at = peewee.DoubleField(default=now)
+    expires_at = peewee.DoubleField(index=True)
+
+
+class AuthorizationCode(BaseModel):
+    code_hash = peewee.CharField(primary_key=True)
+    application = peewee.ForeignKeyField(Application, on_delete="CASCADE")
+    user = peewee.ForeignKeyField(User, on_delete="CASCADE")
+    redirect_uri = peewee.TextField()
+    scope = peewee.TextField(default="")
+    nonce = peewee.TextField(null=True)
+    code_challenge = peewee.CharField(null=True)
+    code_challenge_method = peewee.CharField(null=True)
+    auth_time = peewee.DoubleField()
+    amr = JSONField(default=list)
+    extra = JSONField(default=dict)
+    consumed_at = peewee.DoubleField(null=True)
+    #: What the exchange issued, so a replayed code can revoke it (RFC 9700 §4.4.1).
+    issued_jtis = JSONField(default=list)
+    refresh_family = peewee.CharField(null=True)
+    created_at = peewee.DoubleField(default=now)
+    expires_at = peewee.DoubleField(index=True)
+
+
+class RefreshToken(BaseModel):
+    token_hash = peewee.CharField(primary_key=True)
+    family = peewee.CharField(index=True)
+    application = peewee.ForeignKeyField(Application, on_delete="CASCADE")
+    user = peewee.ForeignKeyField(User, null=True, on_delete="CASCADE")
+    scope = peewee.TextField(default="")
+    auth_time = peewee.DoubleField(null=True)
+    amr = JSONField(default=list)
+    extra = JSONField(default=dict)
+    rotated_at = peewee.DoubleField(null=True)
+    revoked = peewee.BooleanField(default=False)
+    created_at = peewee.DoubleField(default=now)
+    expires_at = peewee.DoubleField(index=True)
+
+
+class RevokedToken(BaseModel):
+    """JWT ids revoked before they expire (RFC 7009); purged once past ``expires_at``."""
+
+    jti = peewee.CharField(primary_key=True)
+    expires_at = peewee.DoubleField(index=True)
+
+
+class AuditEvent(BaseModel):
+    id = peewee.AutoField()
+    at = peewee.DoubleField(default=now, index=True)
+    event = peewee.CharField(index=True)
+    #: success | failure | denied | throttled
+    outcome = peewee.CharField()
+    actor = peewee.CharField(default="")
+    user_id = peewee.CharField(null=True, index=True)
+    client_address = peewee.CharField(default="")
+    details = JSONField(default=dict)
+
+
+class Throttle(BaseModel):
+    """Failure counters per account / client address, shared by every server instance."""
+
+    key = peewee.CharField(primary_key=True)
+    window_start = peewee.DoubleField()
+    failures = peewee.IntegerField(default=0)
+    blocked_until = peewee.DoubleField(null=True)
+
+
+ALL_MODELS: list[type[BaseModel]] = [
+    SchemaVersion, OrganizationUnit, UserType, User, Theme, Flow, Application,
+    PasskeyCredential, CeremonySession, FlowExecution, SigningKey, AuthorizationRequest,
+    AuthorizationCode, RefreshToken, RevokedToken, AuditEvent, Throttle,
+]

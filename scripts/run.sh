@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# One command to try identityctl on this machine: venv, install, demo deployment, serve.
+#   ./scripts/run.sh            -> http://localhost:8090
+# Re-running reuses .venv and the demo/ deployment (delete demo/ to start over).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e .
+if [ ! -f demo/config.toml ]; then
+  .venv/bin/identityctl init --dir demo --base-url http://localhost:8090
+fi
+exec .venv/bin/identityctl --config demo/config.toml serve

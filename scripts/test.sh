@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# One command to install everything the tests need and run the whole suite:
+#   ./scripts/test.sh [pytest args]
+# - a venv with identityctl and its test extras
+# - Debian chromium for the hosted-UI browser tests, PostgreSQL for the store tests
+#   (installed with apt-get when missing and we are root; otherwise those tests skip
+#   and say why)
+# - a throwaway PostgreSQL cluster on a private port, stopped when the run ends
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e '.[test,postgres]'
+
+apt_install() {
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null 2>&1 && \
+           DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1; } \
+      || echo "test.sh: could not install $* (the tests that need it will skip)"
+  fi
+}
+command -v chromium >/dev/null || apt_install chromium
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_install postgresql
+
+pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+if [ -n "$pg_bin" ] && [ -x "$pg_bin/initdb" ]; then
+  pg_dir=$(mktemp -d /tmp/identityctl-pg.XXXXXX)
+  pg_port=$(( 20000 + RANDOM % 20000 ))
+  as_pg=()
+  if [ "$(id -u)" = 0 ]; then chown postgres "$pg_dir"; as_pg=(runuser -u postgres --); fi
+  "${as_pg[@]}" "$pg_bin/initdb" -D "$pg_dir/data" -U postgres -A trust >/dev/null
+  "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/log" -w \
+    -o "-p $pg_port -k $pg_dir -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null
+  trap '"${as_pg[@]}" "$pg_bin/pg_ctl" -D "$pg_dir/data" -m fast stop >/dev/null 2>&1 || true' EXIT
+  "$pg_bin/createdb" -h 127.0.0.1 -p "$pg_port" -U postgres identityctl_test
+  export IDENTITYCTL_TEST_PG_URL="postgresql://postgres@127.0.0.1:$pg_port/identityctl_test"
+  echo "test.sh: PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}') on port $pg_port"
+fi
+
+.venv/bin/ruff check .
+.venv/bin/python -m pytest "$@"

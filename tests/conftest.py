@@ -1,0 +1,126 @@
+"""Shared fixtures: a real deployment (config + SQLite file) served by waitress over HTTP."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from typer.testing import CliRunner
+
+from identityctl.cli.main import app as cli_app
+from identityctl.config import Config, load_config
+from identityctl.server.runtime import make_server, open_store
+from identityctl.services import bootstrap
+from identityctl.store import db
+from identityctl.store.models import ALL_MODELS
+
+PG_URL_ENV = "IDENTITYCTL_TEST_PG_URL"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def make_deployment(directory: Path, *, port: int, database_url: str | None = None,
+                    overrides: str = "") -> Path:
+    """Write config.toml (as `identityctl init` does) for http://localhost:PORT."""
+    text = bootstrap.render_config(base_url=f"http://localhost:{port}")
+    if database_url:
+        text = text.replace('url = "sqlite:///identityctl.db"', f'url = "{database_url}"')
+    path = directory / "config.toml"
+    path.write_text(text + overrides)
+    return path
+
+
+@dataclass
+class Service:
+    """A running identityctl: its config, its address and an HTTP session to call it."""
+
+    config: Config
+    config_path: Path
+    base_url: str
+    http: requests.Session
+
+    def url(self, path: str) -> str:
+        return self.base_url + path
+
+    def post(self, path: str, body: Any = None, **kwargs: Any) -> requests.Response:
+        return self.http.post(self.url(path), json=body, timeout=30, **kwargs)
+
+    def get(self, path: str, **kwargs: Any) -> requests.Response:
+        return self.http.get(self.url(path), timeout=30, **kwargs)
+
+
+def start_service(directory: Path, *, database_url: str | None = None,
+                  overrides: str = "", threads: int = 8) -> tuple[Service, Callable[[], None]]:
+    port = free_port()
+    config_path = make_deployment(directory, port=port, database_url=database_url,
+                                  overrides=overrides)
+    config = load_config(config_path)
+    open_store(config)
+    bootstrap.seed(config)
+    server = make_server(config, host="127.0.0.1", port=port, threads=threads)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    service = Service(config=config, config_path=config_path,
+                      base_url=f"http://localhost:{port}", http=requests.Session())
+
+    def stop() -> None:
+        server.close()
+        thread.join(timeout=5)
+        service.http.close()
+        db.close()
+
+    return service, stop
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[Service]:
+    """identityctl on 127.0.0.1 (ephemeral port) over a fresh SQLite file."""
+    running, stop = start_service(tmp_path)
+    yield running
+    stop()
+
+
+@pytest.fixture
+def cli(service: Service) -> Callable[..., Any]:
+    """Run `identityctl --config <the service's config> ARGS` through Typer's runner."""
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | None = None) -> Any:
+        return runner.invoke(cli_app, ["--config", str(service.config_path), *args],
+                             input=input, catch_exceptions=False)
+
+    return invoke
+
+
+def _reset_postgres(url: str) -> None:
+    db.connect(url)
+    db.database.drop_tables(ALL_MODELS, safe=True, cascade=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A migrated, empty store: a SQLite file, and PostgreSQL when CI provides one."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'store.db'}"
+    else:
+        url = os.environ.get(PG_URL_ENV, "")
+        if not url:
+            pytest.skip(f"no PostgreSQL server: set {PG_URL_ENV} (.ci/run starts one)")
+        _reset_postgres(url)
+    from identityctl.store import migrations
+
+    db.connect(url)
+    migrations.upgrade()
+    yield url
+    db.close()

@@ -1,0 +1,75 @@
+"""Configuration: a bad file fails at start naming the file, the key and the problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from identityctl.config import load_config, parse_config
+from identityctl.errors import ConfigError
+
+
+@pytest.mark.parametrize(
+    ("document", "key", "problem"),
+    [
+        ({"server": {"port": "80"}}, "server.port", "must be of type int"),
+        ({"server": {"port": 70000}}, "server.port", "1-65535"),
+        ({"server": {"colour": 1}}, "server.colour", "unknown key"),
+        ({"servr": {}}, "servr", "unknown section"),
+        ({"server": {"base_url": "localhost"}}, "server.base_url", "absolute http(s) URL"),
+        ({"server": {"trusted_proxies": ["proxy"]}}, "server.trusted_proxies[0]", "not an IP"),
+        ({"database": {"url": "mysql://x"}}, "database.url", "sqlite:/// or postgresql://"),
+        ({"passkey": {"allowed_origins": ["http://example.com"]}},
+         "passkey.allowed_origins[0]", "plain http"),
+        ({"passkey": {"rp_id": "example.com", "allowed_origins": ["https://example.org"]}},
+         "passkey.allowed_origins[0]", "neither rp_id"),
+        ({"passkey": {"rp_id": "example.com", "allowed_origins": ["https://notexample.com"]}},
+         "passkey.allowed_origins[0]", "neither rp_id"),
+        ({"passkey": {"user_verification": "always"}}, "passkey.user_verification", "one of"),
+        ({"passkey": {"algorithms": ["HS256"]}}, "passkey.algorithms[0]", "one of"),
+        ({"oauth": {"code_ttl": 0}}, "oauth.code_ttl", "greater than 0"),
+        ({"mcp": {"enabled": "yes"}}, "mcp.enabled", "must be of type bool"),
+    ],
+)
+def test_bad_values_name_the_key_and_the_problem(document: dict, key: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(document, "deploy.toml")
+    assert caught.value.key == key
+    assert problem in caught.value.problem
+    assert str(caught.value).startswith(f"deploy.toml: {key}: ")
+
+
+def test_subdomain_origins_and_localhost_http_are_accepted() -> None:
+    config = parse_config({"passkey": {"rp_id": "example.com", "allowed_origins": [
+        "https://example.com", "https://login.example.com:8443"]}})
+    assert config.passkey.allowed_origins[1] == "https://login.example.com:8443"
+    assert parse_config({}).passkey.allowed_origins == ("http://localhost:8090",)
+
+
+def test_derived_addresses_default_from_base_url() -> None:
+    config = parse_config({"server": {"base_url": "https://id.example.com/"},
+                           "passkey": {"rp_id": "example.com",
+                                       "allowed_origins": ["https://id.example.com"]}})
+    assert config.issuer == "https://id.example.com"
+    assert config.gate_url == "https://id.example.com/gate"
+    assert config.mcp_audience == "https://id.example.com/mcp"
+
+
+def test_sample_config_documents_every_key_and_loads() -> None:
+    sample = Path(__file__).parent.parent / "sample-config.toml"
+    config = load_config(sample)
+    text = sample.read_text()
+    for section in ("server", "database", "passkey", "oauth", "gate_client", "mcp", "flow",
+                    "security"):
+        for key in vars(getattr(config, section)):
+            assert f"\n{key} = " in text, f"{section}.{key} is not documented"
+
+
+def test_syntax_errors_and_missing_files_are_config_errors(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[server\nport = 1")
+    with pytest.raises(ConfigError, match=r"broken.toml: \(syntax\)"):
+        load_config(broken)
+    with pytest.raises(ConfigError, match="identityctl init"):
+        load_config(tmp_path / "absent.toml")

@@ -1,0 +1,42 @@
+"""The server skeleton: health, and one JSON error shape for everything that goes wrong."""
+
+from __future__ import annotations
+
+from tests.conftest import Service
+
+
+def assert_error(response, status: int, code: str) -> dict:
+    assert response.status_code == status, response.text
+    assert response.headers["Content-Type"].startswith("application/json")
+    body = response.json()
+    assert set(body) == {"code", "message", "description"}
+    assert body["code"] == code
+    assert "Traceback" not in response.text
+    return body
+
+
+def test_health_reports_the_database(service: Service) -> None:
+    response = service.get("/health")
+    assert response.status_code == 200
+    assert response.json()["database"] == "ok"
+
+
+def test_unknown_path_is_a_json_404(service: Service) -> None:
+    assert_error(service.get("/no/such/thing"), 404, "not_found")
+
+
+def test_wrong_method_is_a_json_405(service: Service) -> None:
+    assert_error(service.http.delete(service.url("/health")), 405, "method_not_allowed")
+
+
+def test_oversized_body_is_refused_before_it_is_read(service: Service) -> None:
+    limit = service.config.server.max_body_bytes
+    response = service.http.post(service.url("/health"), data=b"x" * (limit + 1),
+                                 headers={"Content-Type": "application/json"})
+    assert_error(response, 413, "payload_too_large")
+
+
+def test_security_headers_are_on_every_response(service: Service) -> None:
+    headers = service.get("/health").headers
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    assert "frame-ancestors 'none'" in headers["Content-Security-Policy"]
