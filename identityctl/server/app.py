@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import falcon
 
 from identityctl.config import Config
-from identityctl.security.tokens import TokenService
 from identityctl.server import errors, middleware
 from identityctl.server.resources.health import HealthResource
-
-
-@dataclass(frozen=True)
-class AppContext:
-    """What resources share: configuration and the token service (no per-request state)."""
-
-    config: Config
-    tokens: TokenService
+from identityctl.services.context import ServiceContext
 
 
 def create_app(config: Config) -> falcon.App:
@@ -30,10 +20,10 @@ def create_app(config: Config) -> falcon.App:
     ])
     app.req_options.strip_url_path_trailing_slash = True
     errors.install(app)
-    add_routes(app, AppContext(config=config, tokens=TokenService(config.issuer)))
+    add_routes(app, ServiceContext.for_config(config))
     return app
 
 
-def add_routes(app: falcon.App, context: AppContext) -> None:
+def add_routes(app: falcon.App, context: ServiceContext) -> None:
     """Every route of the service, in one place."""
     app.add_route("/health", HealthResource())
