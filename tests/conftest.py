@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from identityctl.cli.main import app as cli_app
 from identityctl.config import Config, load_config
-from identityctl.server.runtime import make_server, open_store
+from identityctl.server.runtime import make_server, open_store, stop_server
 from identityctl.services import bootstrap
 from identityctl.store import db
 from identityctl.store.models import ALL_MODELS
@@ -75,7 +75,7 @@ def start_service(directory: Path, *, database_url: str | None = None,
                       base_url=f"http://localhost:{port}", http=requests.Session())
 
     def stop() -> None:
-        server.close()
+        stop_server(server)
         thread.join(timeout=5)
         service.http.close()
         db.close()

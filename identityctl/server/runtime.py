@@ -29,6 +29,14 @@ def make_server(config: Config, *, host: str, port: int,
         channel_timeout=30, connection_limit=1000)
 
 
+def stop_server(server: BaseWSGIServer | MultiSocketServer) -> None:
+    """Stop accepting, finish running tasks, close every channel so run() returns now."""
+    server.close()
+    server.task_dispatcher.shutdown(timeout=5)
+    for channel in list(server._map.values()):
+        channel.close()
+
+
 def serve(config: Config, *, host: str, port: int, threads: int,
           on_ready: Callable[[str], None]) -> None:
     """Serve until SIGINT/SIGTERM; ``on_ready`` gets the bound address."""
@@ -36,8 +44,7 @@ def serve(config: Config, *, host: str, port: int, threads: int,
     server = make_server(config, host=host, port=port, threads=threads)
 
     def stop(signum: int, frame: object) -> None:
-        server.close()
-        raise SystemExit(0)
+        raise SystemExit(0)  # leaves the select loop; the finally below closes cleanly
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
@@ -45,4 +52,5 @@ def serve(config: Config, *, host: str, port: int, threads: int,
     try:
         server.run()
     finally:
+        stop_server(server)
         db.close()
