@@ -6,6 +6,7 @@ import falcon
 
 from identityctl.config import Config
 from identityctl.server import errors, middleware
+from identityctl.server.openapi import OpenApiResource
 from identityctl.server.resources.health import HealthResource
 from identityctl.services.context import ServiceContext
 
@@ -27,3 +28,4 @@ def create_app(config: Config) -> falcon.App:
 def add_routes(app: falcon.App, context: ServiceContext) -> None:
     """Every route of the service, in one place."""
     app.add_route("/health", HealthResource())
+    app.add_route("/openapi.json", OpenApiResource(context.config.base_url))

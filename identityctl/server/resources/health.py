@@ -18,3 +18,21 @@ class HealthResource:
                                      code="database_unavailable",
                                      headers={"Retry-After": "5"}) from exc
         resp.media = {"status": "ok", "database": "ok", "version": __version__}
+
+
+OPENAPI_PATHS = {
+    "/health": {"get": {
+        "summary": "Liveness and database check",
+        "operationId": "health",
+        "responses": {
+            "200": {"description": "The service and its database answer.",
+                    "content": {"application/json": {"schema": {
+                        "type": "object", "properties": {
+                            "status": {"type": "string"}, "database": {"type": "string"},
+                            "version": {"type": "string"}}}}}},
+            "503": {"description": "database_unavailable: the database does not answer.",
+                    "content": {"application/json": {"schema": {
+                        "$ref": "#/components/schemas/Error"}}}},
+        },
+    }},
+}
