@@ -10,24 +10,25 @@ import asyncio
 import http.client
 import io
 import json
+import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import httpx2
 import pytest
 import waitress
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
 from identityctl.mcp.bridge import ACCESS_TOKEN_ENVIRON_KEY, McpWsgiBridge
@@ -44,6 +45,12 @@ def run(coro: Awaitable[T], timeout: float = 60) -> T:
     return asyncio.run(bounded())
 
 
+def first_text(result: CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
 class Greeting(BaseModel):
     text: str
     times: int
@@ -52,10 +59,8 @@ class Greeting(BaseModel):
 def build_server() -> MCPServer[Any]:
     server: MCPServer[Any] = MCPServer("bridge-test", instructions="Tools for the bridge test.")
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
-    def greet(
-        name: str, times: int = 1, style: Literal["plain", "loud"] | None = None
-    ) -> Greeting:
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def greet(name: str, times: int = 1, style: Literal["plain", "loud"] | None = None) -> Greeting:
         """Greet someone."""
         text = f"hello {name}"
         return Greeting(text=text.upper() if style == "loud" else text, times=times)
@@ -65,7 +70,7 @@ def build_server() -> MCPServer[Any]:
         """Always fails, as an expected (anticipated) error."""
         raise ToolError(reason)
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     def whoami() -> dict[str, Any]:
         """The caller identity the WSGI auth layer handed to the bridge."""
         token = get_access_token()
@@ -96,14 +101,14 @@ def make_wsgi_app(bridge: McpWsgiBridge) -> Callable[..., Iterable[bytes]]:
     return app
 
 
-@pytest.fixture(scope="module")
-def served() -> Iterator[tuple[str, McpWsgiBridge]]:
-    bridge = McpWsgiBridge(build_server, allowed_hosts=[PUBLIC_HOST])
+@contextmanager
+def serve(bridge: McpWsgiBridge) -> Iterator[str]:
+    """Run waitress (4 threads, ephemeral port) on the test WSGI app; yield the /mcp URL."""
     server = waitress.create_server(make_wsgi_app(bridge), host="127.0.0.1", port=0, threads=4)
     thread = threading.Thread(target=server.run, name="waitress-test", daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.effective_port}/mcp", bridge
+        yield f"http://127.0.0.1:{server.effective_port}/mcp"
     finally:
         server.close()
         thread.join(5)
@@ -111,12 +116,13 @@ def served() -> Iterator[tuple[str, McpWsgiBridge]]:
 
 
 @pytest.fixture(scope="module")
-def url(served: tuple[str, McpWsgiBridge]) -> str:
-    return served[0]
+def url() -> Iterator[str]:
+    with serve(McpWsgiBridge(build_server, allowed_hosts=[PUBLIC_HOST])) as mcp_url:
+        yield mcp_url
 
 
 @asynccontextmanager
-async def http_session(url: str, token: str | None = None):  # type: ignore[no-untyped-def]
+async def http_session(url: str, token: str | None = None) -> AsyncIterator[ClientSession]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     timeout = httpx2.Timeout(30, read=60)
     async with (
@@ -149,7 +155,7 @@ def test_initialize_list_and_call_over_http(url: str) -> None:
             result = await session.call_tool("greet", {"name": "ada", "style": "loud"})
             assert result.is_error is False
             assert result.structured_content == {"text": "HELLO ADA", "times": 1}
-            assert json.loads(result.content[0].text) == result.structured_content  # type: ignore[union-attr]
+            assert json.loads(first_text(result)) == result.structured_content
 
             invalid = await session.call_tool("greet", {"name": "ada", "style": "shout"})
             assert invalid.is_error is True
@@ -163,25 +169,52 @@ def test_expected_tool_error_reaches_client(url: str) -> None:
             result = await session.call_tool("fail", {"reason": "user not found: bob"})
             assert result.is_error is True
             assert result.structured_content is None
-            assert result.content[0].text == (  # type: ignore[union-attr]
-                "Error executing tool fail: user not found: bob"
-            )
+            assert first_text(result) == ("Error executing tool fail: user not found: bob")
 
     run(scenario())
 
 
-def test_concurrent_clients(url: str) -> None:
-    async def one(index: int) -> int:
+def test_concurrent_clients_on_a_cold_bridge() -> None:
+    """6 clients at once; the first requests race into the lazy, locked start-up."""
+    bridge = McpWsgiBridge(build_server)
+    assert not bridge.started
+
+    async def one(url: str, index: int) -> int:
         async with http_session(url) as session:
             for _ in range(3):
                 result = await session.call_tool("greet", {"name": f"c{index}", "times": index})
                 assert result.structured_content == {"text": f"hello c{index}", "times": index}
             return index
 
-    async def scenario() -> list[int]:
-        return list(await asyncio.gather(*(one(i) for i in range(6))))
+    async def scenario(url: str) -> list[int]:
+        return list(await asyncio.gather(*(one(url, i) for i in range(6))))
 
-    assert run(scenario()) == list(range(6))
+    with serve(bridge) as url:
+        assert run(scenario(url)) == list(range(6))
+        assert bridge.started
+
+
+def test_high_level_client_modern_protocol(url: str) -> None:
+    """`mcp.Client(url)` probes `server/discover` (protocol 2026-07-28): another SDK path."""
+
+    async def scenario() -> None:
+        async with Client(url) as client:
+            result = await client.call_tool("greet", {"name": "eve"})
+            assert result.structured_content == {"text": "hello eve", "times": 1}
+            failed = await client.call_tool("fail", {"reason": "nope"})
+            assert failed.is_error is True
+
+    run(scenario())
+
+
+def test_bridge_import_does_not_import_the_sdk() -> None:
+    code = (
+        "import sys, identityctl.mcp, identityctl.mcp.bridge as b\n"
+        "b.McpWsgiBridge(lambda: None, allowed_hosts=['x'])\n"
+        "heavy = [m for m in sys.modules if m.split('.')[0] in ('mcp', 'starlette', 'pydantic')]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_access_token_from_wsgi_layer_reaches_tools(url: str) -> None:
@@ -241,7 +274,6 @@ def test_host_check_uses_public_host_names(url: str) -> None:
     )
     assert status == 200, body
     assert headers["Content-Type"].startswith("application/json")
-    assert "Connection" not in headers or headers["Connection"].lower() != "upgrade"
     assert json.loads(body)["result"]["serverInfo"]["name"] == "bridge-test"
 
     status, _, body = raw_request(url, "POST", INITIALIZE, {**POST_HEADERS, "Host": "evil.test"})
@@ -365,7 +397,7 @@ def test_stdio_transport(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
             added = await session.call_tool("add", {"a": 40})
             assert (added.is_error, added.structured_content) == (False, {"result": 42})
-            assert added.content[0].text == "42"  # type: ignore[union-attr]
+            assert first_text(added) == "42"
 
             passed = await session.call_tool("env", {"name": "IDENTITYCTL_CONFIG"})
             assert passed.structured_content == {"result": "/x/config.toml"}
@@ -374,6 +406,6 @@ def test_stdio_transport(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
             failed = await session.call_tool("fail", {})
             assert failed.is_error is True
-            assert failed.content[0].text == "Error executing tool fail: nope"  # type: ignore[union-attr]
+            assert first_text(failed) == "Error executing tool fail: nope"
 
     run(scenario())

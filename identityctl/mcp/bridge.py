@@ -31,7 +31,7 @@ import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -187,11 +187,11 @@ class McpWsgiBridge:
                 _stop_loop(loop, thread, timeout=self._startup_timeout)
                 raise
             self._loop, self._thread, self._lifespan = loop, thread, lifespan
-            self._wsgi_app = ASGIMiddleware(
-                app,  # type: ignore[arg-type]  # a2wsgi's own, narrower ASGI aliases
-                wait_time=self._response_wait_time,
-                loop=loop,
+            # cast: a2wsgi declares its own, narrower ASGI and WSGI aliases
+            middleware = ASGIMiddleware(
+                cast("Any", app), wait_time=self._response_wait_time, loop=loop
             )
+            self._wsgi_app = cast("WSGIApplication", middleware)
             log.debug("MCP bridge started for %s", self._path)
 
     def close(self, timeout: float = 5.0) -> None:
@@ -209,9 +209,7 @@ class McpWsgiBridge:
         finally:
             _stop_loop(loop, thread, timeout=timeout)
 
-    def __call__(
-        self, environ: WSGIEnvironment, start_response: StartResponse
-    ) -> Iterable[bytes]:
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         method = str(environ.get("REQUEST_METHOD", "GET")).upper()
         if method in ("GET", "HEAD", "DELETE") and self._is_endpoint(environ):
             return _json_error(
@@ -235,10 +233,10 @@ class McpWsgiBridge:
 
     def _build_app(self) -> ASGIApp:
         server = self._server
-        target = server if hasattr(server, "streamable_http_app") else server()  # type: ignore[operator]
+        target = server if hasattr(server, "streamable_http_app") else server()
         if not hasattr(target, "streamable_http_app"):
-            return target  # type: ignore[return-value]  # a ready ASGI app
-        app: ASGIApp = target.streamable_http_app(  # type: ignore[union-attr]
+            return target  # a ready ASGI app (from_asgi_app)
+        app: ASGIApp = target.streamable_http_app(
             streamable_http_path=self._path,
             stateless_http=True,
             json_response=True,
@@ -266,10 +264,13 @@ class _AsgiLifespan:
             "asgi": {"version": "3.0", "spec_version": "2.0"},
             "state": {},
         }
-        task = loop.create_task(self._app(scope, self._inbox.get, self._send))
+        task = loop.create_task(self._run(scope, self._inbox))
         task.add_done_callback(self._on_task_done)
         await self._inbox.put({"type": "lifespan.startup"})
         await self._started
+
+    async def _run(self, scope: Scope, inbox: asyncio.Queue[Message]) -> None:
+        await self._app(scope, inbox.get, self._send)
 
     async def shutdown(self) -> None:
         if self._inbox is None or self._stopped is None:
@@ -282,11 +283,15 @@ class _AsgiLifespan:
         if kind == "lifespan.startup.complete":
             _settle(self._started)
         elif kind == "lifespan.startup.failed":
-            _settle(self._started, RuntimeError(f"MCP app startup failed: {message.get('message')}"))
+            _settle(
+                self._started, RuntimeError(f"MCP app startup failed: {message.get('message')}")
+            )
         elif kind == "lifespan.shutdown.complete":
             _settle(self._stopped)
         elif kind == "lifespan.shutdown.failed":
-            _settle(self._stopped, RuntimeError(f"MCP app shutdown failed: {message.get('message')}"))
+            _settle(
+                self._stopped, RuntimeError(f"MCP app shutdown failed: {message.get('message')}")
+            )
 
     def _on_task_done(self, task: asyncio.Task[None]) -> None:
         error = None if task.cancelled() else task.exception()
@@ -355,7 +360,7 @@ def _without_hop_by_hop(start_response: StartResponse) -> StartResponse:
         ]
         return start_response(status, kept, exc_info)
 
-    return filtered  # type: ignore[return-value]
+    return filtered
 
 
 def _json_error(
