@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from identityctl import __version__
+from identityctl.cli.audit import audit_app
 from identityctl.cli.common import Session, command
 from identityctl.cli.output import JsonOption, console, done, emit_json, show_table
 from identityctl.config import CONFIG_ENV, DEFAULT_CONFIG_NAME, load_config
@@ -29,6 +30,7 @@ config_app = typer.Typer(help="Check the configuration file.", no_args_is_help=T
 app.add_typer(db_app, name="db")
 app.add_typer(keys_app, name="keys")
 app.add_typer(config_app, name="config")
+app.add_typer(audit_app, name="audit")
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,71 @@
+"""`identityctl audit`: read the audit log."""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import UTC, datetime
+
+import typer
+
+from identityctl.cli.common import Session, command
+from identityctl.cli.output import JsonOption, show_table
+from identityctl.errors import InvalidField
+
+audit_app = typer.Typer(help="Read and prune the audit log (sign-ins, failures, credential "
+                             "and admin changes).", no_args_is_help=True)
+
+_DURATION = re.compile(r"^(\d+)([smhd])$")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_since(value: str) -> float:
+    """'15m', '24h', '7d' (ago) or an ISO 8601 time -> epoch seconds."""
+    match = _DURATION.match(value.strip())
+    if match:
+        return time.time() - int(match.group(1)) * _SECONDS[match.group(2)]
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidField("--since", "use a duration such as 15m, 24h, 7d or an ISO 8601 "
+                           "time such as 2026-11-22T08:00") from None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+@command(audit_app, "list")
+def audit_list(
+    since: str | None = typer.Option(None, help="Only events since: 15m, 24h, 7d or ISO time."),
+    user: str | None = typer.Option(None, help="Only events about this user id or username."),
+    event: str | None = typer.Option(None, help="Only this event name, e.g. passkey.register."),
+    limit: int = typer.Option(200, help="At most this many events, newest first."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Show audit events, newest first. Example:
+
+        identityctl audit list --since 24h --user alice
+    """
+    from identityctl.services.directory import require_user
+    from identityctl.store import audit
+
+    Session.connected()
+    user_id = require_user(user).id if user else None
+    events = audit.events(since=parse_since(since) if since else None, user_id=user_id,
+                          event=event, limit=limit)
+    rows = [{**e, "time": datetime.fromtimestamp(e["at"], UTC).strftime("%Y-%m-%d %H:%M:%S")}
+            for e in events]
+    show_table(rows, [("time", "Time (UTC)"), ("event", "Event"), ("outcome", "Outcome"),
+                      ("actor", "Actor"), ("userId", "User"), ("clientAddress", "Client"),
+                      ("details", "Details")], title="Audit events", as_json=as_json,
+               json_data=events)
+
+
+@command(audit_app, "purge")
+def audit_purge(as_json: bool = JsonOption) -> None:
+    """Delete events older than security.audit_retention_days (the server also does this)."""
+    from identityctl.cli.output import done
+    from identityctl.store import audit
+
+    config = Session.connected()
+    removed = audit.purge(config.security.audit_retention_days)
+    done(f"removed {removed} event(s) older than {config.security.audit_retention_days} days",
+         as_json=as_json, data={"removed": removed})
