@@ -11,6 +11,7 @@ import typer
 from identityctl import __version__
 from identityctl.cli.audit import audit_app
 from identityctl.cli.common import Session, command
+from identityctl.cli.mcp import mcp_app
 from identityctl.cli.output import JsonOption, console, done, emit_json, show_table
 from identityctl.config import CONFIG_ENV, DEFAULT_CONFIG_NAME, load_config
 from identityctl.errors import BadRequest, Conflict
@@ -31,6 +32,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(keys_app, name="keys")
 app.add_typer(config_app, name="config")
 app.add_typer(audit_app, name="audit")
+app.add_typer(mcp_app)
 
 
 def _version(value: bool) -> None:

@@ -17,6 +17,7 @@ from identityctl import __version__
 
 RESOURCE_MODULES: tuple[str, ...] = (
     "identityctl.server.resources.health",
+    "identityctl.server.resources.mcp_metadata",
 )
 
 ERROR_SCHEMA = {

@@ -5,12 +5,15 @@ from __future__ import annotations
 import logging
 import signal
 from collections.abc import Callable
+from typing import Any
 
 import waitress
 from waitress.server import BaseWSGIServer, MultiSocketServer
 
 from identityctl.config import Config
+from identityctl.mcp.http import McpDispatcher
 from identityctl.server.app import create_app
+from identityctl.services.context import ServiceContext
 from identityctl.store import db, migrations
 
 
@@ -20,19 +23,32 @@ def open_store(config: Config) -> list[str]:
     return migrations.upgrade()
 
 
+def served_app(config: Config) -> Callable[..., Any]:
+    """The WSGI app: Falcon, behind the /mcp dispatcher when the MCP server is enabled."""
+    app = create_app(config)
+    if not config.mcp.enabled:
+        return app
+    return McpDispatcher(app, ServiceContext.for_config(config))
+
+
 def make_server(config: Config, *, host: str, port: int,
                 threads: int) -> BaseWSGIServer | MultiSocketServer:
-    return waitress.create_server(
-        create_app(config), host=host, port=port, threads=threads,
+    app = served_app(config)
+    server = waitress.create_server(
+        app, host=host, port=port, threads=threads,
         ident="identityctl", clear_untrusted_proxy_headers=True,
         max_request_body_size=config.server.max_body_bytes * 4,
         channel_timeout=30, connection_limit=1000)
+    # waitress wraps the app (proxy headers): keep a handle to release what the app holds.
+    server.close_app = getattr(app, "close", lambda: None)
+    return server
 
 
 def stop_server(server: BaseWSGIServer | MultiSocketServer) -> None:
     """Stop accepting, finish running tasks, close every channel so run() returns now."""
     server.close()
     server.task_dispatcher.shutdown(timeout=5)
+    server.close_app()
     for channel in list(server._map.values()):
         channel.close()
 

@@ -68,6 +68,10 @@ def application_templates() -> dict[str, dict[str, Any]]:
 # --- themes ---------------------------------------------------------------------------------
 
 
+def list_themes() -> list[dict[str, Any]]:
+    return catalog.list_themes()
+
+
 def require_theme(id_or_handle: str) -> dict[str, Any]:
     found = catalog.find_theme(id_or_handle)
     if found is None:
@@ -113,6 +117,14 @@ def delete_theme(id_or_handle: str, *, actor: str = "admin") -> None:
 # --- flows ----------------------------------------------------------------------------------
 
 
+def list_flows(*, flow_type: str | None = None, limit: int = 30,
+               offset: int = 0) -> tuple[int, list[dict[str, Any]]]:
+    """One page of flows, optionally of one type, and how many there are in all."""
+    if flow_type is not None and flow_type not in FLOW_TYPES:
+        raise InvalidField("flowType", f"must be one of {', '.join(FLOW_TYPES)}")
+    return catalog.list_flows(flow_type=flow_type, limit=limit, offset=offset)
+
+
 def require_flow(id_or_handle: str, flow_type: str | None = None) -> dict[str, Any]:
     """A flow by id, or by handle (with ``flow_type`` when both types share the handle)."""
     for kind in ([flow_type] if flow_type else FLOW_TYPES):
@@ -123,6 +135,14 @@ def require_flow(id_or_handle: str, flow_type: str | None = None) -> dict[str, A
         return catalog.get_flow(id_or_handle)
     except NotFound:
         raise NotFound(f"No flow '{id_or_handle}'.", code="flow_not_found") from None
+
+
+def require_flow_by_handle(handle: str, flow_type: str) -> dict[str, Any]:
+    """The flow of ``flow_type`` with ``handle`` (ids are not tried)."""
+    found = catalog.find_flow_by_handle(handle, flow_type)
+    if found is None:
+        raise NotFound(f"No {flow_type} flow with handle '{handle}'.", code="flow_not_found")
+    return found
 
 
 def create_flow(document: dict[str, Any], *, actor: str = "admin") -> dict[str, Any]:
@@ -154,6 +174,10 @@ def delete_flow(id_or_handle: str, *, flow_type: str | None = None, actor: str =
 # --- applications ---------------------------------------------------------------------------
 
 
+def list_applications() -> list[dict[str, Any]]:
+    return catalog.list_applications()
+
+
 def require_application(id_or_client_id: str) -> dict[str, Any]:
     found = catalog.find_application_by_client_id(id_or_client_id)
     if found:
@@ -163,6 +187,15 @@ def require_application(id_or_client_id: str) -> dict[str, Any]:
     except NotFound:
         raise NotFound(f"No application '{id_or_client_id}'.",
                        code="application_not_found") from None
+
+
+def require_application_by_client_id(client_id: str) -> dict[str, Any]:
+    """The application whose OAuth client id is ``client_id`` (ids are not tried)."""
+    found = catalog.find_application_by_client_id(client_id)
+    if found is None:
+        raise NotFound(f"No application with client id '{client_id}'.",
+                       code="application_not_found")
+    return found
 
 
 def oauth_config(application: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,117 @@
+"""The /mcp endpoint: a bearer-token check in front of the MCP bridge, beside the Falcon app.
+
+`McpDispatcher` is the WSGI application waitress serves when `mcp.enabled`: requests for
+/mcp are authenticated here (MCP authorization spec, RFC 6750, RFC 9728) and handed to the
+`McpWsgiBridge`; everything else goes to the Falcon app untouched. A token is accepted only
+from the Authorization header, must be an access token (`typ` at+jwt) signed by the
+service's keys, issued by its issuer, for the MCP audience (config `mcp.audience`), unexpired,
+and carry the required scope (`mcp.required_scope`). Refusals are our JSON error body with a
+`WWW-Authenticate` challenge that points the client at the protected-resource metadata.
+
+Importing this module is cheap: the SDK is imported when the first authenticated request
+reaches the bridge, so a server whose /mcp is never used does not pay for it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import falcon
+
+from identityctl.errors import IdentityError, Unauthorized
+from identityctl.mcp.bridge import ACCESS_TOKEN_ENVIRON_KEY, McpWsgiBridge
+from identityctl.security.tokens import ACCESS_TOKEN_TYP, require_scope
+from identityctl.server.requests import bearer_token
+from identityctl.services.context import ServiceContext
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+    from mcp.server.mcpserver import MCPServer
+
+MCP_PATH = "/mcp"
+METADATA_PATH = "/.well-known/oauth-protected-resource"
+
+
+def resource_metadata_url(base_url: str) -> str:
+    """RFC 9728 metadata of the /mcp resource (the path-inserted form the MCP spec uses)."""
+    return f"{base_url}{METADATA_PATH}{MCP_PATH}"
+
+
+def bearer_challenge(*, resource_metadata: str, error: str = "", scope: str = "") -> str:
+    """A `WWW-Authenticate: Bearer` value (RFC 6750 §3 with RFC 9728's resource_metadata)."""
+    params = [f'resource_metadata="{resource_metadata}"']
+    if error:
+        params.append(f'error="{error}"')
+    if scope:
+        params.append(f'scope="{scope}"')
+    return "Bearer " + ", ".join(params)
+
+
+class McpDispatcher:
+    """WSGI: /mcp -> bearer check -> MCP bridge; every other path -> ``app``."""
+
+    def __init__(self, app: WSGIApplication, context: ServiceContext) -> None:
+        config = context.config
+        self._app = app
+        self._context = context
+        self._audience = config.mcp_audience
+        self._scope = config.mcp.required_scope
+        self._resource_metadata = resource_metadata_url(config.base_url)
+        public_hosts = {urlsplit(url).netloc for url in (config.base_url, config.mcp_audience)}
+        self._bridge = McpWsgiBridge(self._build_server, allowed_hosts=sorted(public_hosts),
+                                     path=MCP_PATH)
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if (str(environ.get("PATH_INFO", "")).rstrip("/") or "/") != MCP_PATH:
+            return self._app(environ, start_response)
+        token = bearer_token(falcon.Request(environ))
+        try:
+            if token is None:
+                raise Unauthorized("Send an access token with scope "
+                                   f"'{self._scope}' in an Authorization: Bearer header.",
+                                   code="missing_token")
+            claims = self._context.tokens.verify(token, typ=ACCESS_TOKEN_TYP,
+                                                 audience=self._audience)
+            require_scope(claims, self._scope)
+        except IdentityError as refusal:
+            return self._refuse(start_response, refusal, token_sent=token is not None)
+        environ[ACCESS_TOKEN_ENVIRON_KEY] = _access_token(token, claims, self._audience)
+        return self._bridge(environ, start_response)
+
+    def close(self) -> None:
+        """Stop the bridge's event loop (if /mcp was ever used)."""
+        self._bridge.close()
+
+    def _build_server(self) -> MCPServer[Any]:
+        from identityctl.mcp.tools import build_server
+
+        return build_server(self._context)
+
+    def _refuse(self, start_response: StartResponse, refusal: IdentityError, *,
+                token_sent: bool) -> list[bytes]:
+        if refusal.status == 403:
+            challenge = bearer_challenge(resource_metadata=self._resource_metadata,
+                                         error="insufficient_scope", scope=self._scope)
+        else:  # RFC 6750 §3.1: no error code when the request carried no token at all
+            challenge = bearer_challenge(resource_metadata=self._resource_metadata,
+                                         error="invalid_token" if token_sent else "")
+        body = json.dumps(refusal.to_dict()).encode()
+        status = HTTPStatus(refusal.status)
+        start_response(f"{status.value} {status.phrase}", [
+            ("Content-Type", "application/json"), ("Content-Length", str(len(body))),
+            ("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"),
+            ("WWW-Authenticate", challenge), *refusal.headers.items()])
+        return [body]
+
+
+def _access_token(token: str, claims: dict[str, Any], resource: str) -> Any:
+    """The verified token as the SDK's `AccessToken` (read by tools via get_access_token())."""
+    from mcp.server.auth.provider import AccessToken
+
+    return AccessToken(token=token, client_id=str(claims.get("client_id") or claims["sub"]),
+                       scopes=str(claims.get("scope", "")).split(), expires_at=int(claims["exp"]),
+                       resource=resource, subject=str(claims["sub"]), claims=claims)

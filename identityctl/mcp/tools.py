@@ -1,0 +1,362 @@
+"""The 16 `svc_*` tools of spec §4.4 on one `MCPServer`, over the shared service layer.
+
+Every operation is the same service or store function the CLI and REST API call; this module
+only translates: typed arguments in (schemas.py), records out, and an `IdentityError` into an
+MCP tool error "failed to <operation>: <what is wrong>" (never a transport failure). Changes
+are audited as actor `mcp:<token subject>` over HTTP, `mcp:stdio` over stdio.
+
+Importing this module imports the mcp SDK (about a second): only the MCP entry points
+(`identityctl mcp`, the first request to /mcp) do.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, TypeVar
+
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from identityctl import __version__
+from identityctl.errors import IdentityError
+from identityctl.mcp import react_sdk
+from identityctl.mcp.schemas import (
+    Application,
+    ApplicationFields,
+    ApplicationList,
+    ApplicationTemplates,
+    CreatedApplication,
+    Flow,
+    FlowDefinition,
+    FlowList,
+    FlowName,
+    FlowNodes,
+    FlowSummary,
+    FlowType,
+    OrganizationUnit,
+    OrganizationUnitList,
+    ReactIntegrationGuide,
+    Theme,
+    ThemeList,
+    ThemeSummary,
+    UserType,
+    UserTypeList,
+    WireModel,
+    field_title,
+)
+from identityctl.services import catalog as catalog_service
+from identityctl.services.context import ServiceContext
+from identityctl.store import catalog, directory
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+SERVER_NAME = "identityctl"
+STDIO_ACTOR = "mcp:stdio"
+INSTRUCTIONS = f"""\
+identityctl is a passkey-first identity service. These tools manage the applications (OAuth
+clients) that sign users in through it, the sign-in and sign-up flows, the themes of its
+hosted sign-in page, and read its organization units and user types.
+
+Rules:
+- Before creating an SPA, Mobile or Server application, call svc_list_themes and put a real
+  theme id in themeId: the svc_get_application_templates templates carry the placeholder
+  {catalog_service.THEME_PLACEHOLDER}, which is refused. M2M applications have no login page
+  and need no theme.
+- svc_update_application and svc_update_flow replace the whole record: read it first, change
+  what you need, send all of it back.
+- Flows are checked as the flow engine runs them; an error names the node and what to fix.
+- A confidential client's secret appears once, in the svc_create_application result.
+- svc_integrate_react_sdk explains how a React app signs users in and up with this service."""
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+CREATES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+REPLACES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+                           open_world_hint=False)
+
+_TOOLS: list[tuple[Callable[..., Any], str, ToolAnnotations]] = []
+
+ApplicationId = Annotated[str, Field(
+    description="Application id (UUID), as svc_list_applications shows it.")]
+FlowId = Annotated[str, Field(description="Flow id (UUID), as svc_list_flows shows it.")]
+ServiceUrl = Annotated[str | None, Field(
+    description="Public URL of this identity service as the React app reaches it; default: "
+                "the service's configured base_url.")]
+
+
+def current_actor() -> str:
+    """The audit actor: the verified bearer token's subject over HTTP, else the local admin."""
+    token = get_access_token()
+    return f"mcp:{token.subject}" if token is not None else STDIO_ACTOR
+
+
+def tool(operation: str, annotations: ToolAnnotations) -> Callable[[F], F]:
+    """Register a module-level function as a tool; ``operation`` names it in error messages."""
+
+    def register(function: F) -> F:
+        _TOOLS.append((function, operation, annotations))
+        return function
+
+    return register
+
+
+def takes_fields_of(model: type[WireModel], *leading: inspect.Parameter) -> Callable[[F], F]:
+    """Give a ``**document`` function the fields of ``model`` as keyword parameters.
+
+    The tool's input schema then lists the record's fields at the top level under their wire
+    names (the application object itself is the arguments, as in the reference system), and
+    the function receives them as the document the services take.
+    """
+
+    def apply(function: F) -> F:
+        fields = [
+            inspect.Parameter(
+                field.alias or name, inspect.Parameter.KEYWORD_ONLY,
+                default=inspect.Parameter.empty if field.is_required() else field.default,
+                annotation=Annotated[(field.annotation, *field.metadata,
+                                      Field(title=field_title(name),
+                                            description=field.description))])
+            for name, field in model.model_fields.items()]
+        signature = inspect.signature(function, eval_str=True)
+        function.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[*leading, *fields])
+        return function
+
+    return apply
+
+
+def _document(model: type[WireModel], values: dict[str, Any]) -> dict[str, Any]:
+    return model.model_validate(values).document()
+
+
+# --- applications ---------------------------------------------------------------------------
+
+
+@tool("list applications", READ_ONLY)
+def svc_list_applications() -> ApplicationList:
+    """List all registered applications (OAuth clients) with their settings.
+
+    Client secrets are never shown."""
+    applications = catalog.list_applications()
+    return ApplicationList(total_count=len(applications),
+                           applications=[Application.model_validate(a) for a in applications])
+
+
+@tool("get application", READ_ONLY)
+def svc_get_application_by_id(id: ApplicationId) -> Application:
+    """Full details of one application, by its id."""
+    return Application.model_validate(catalog.get_application(id))
+
+
+@tool("get application", READ_ONLY)
+def svc_get_application_by_client_id(
+        client_id: Annotated[str, Field(description="The application's OAuth client id.")],
+) -> Application:
+    """Full details of one application, by its OAuth client id."""
+    return Application.model_validate(catalog_service.require_application_by_client_id(client_id))
+
+
+@tool("create application", CREATES)
+@takes_fields_of(ApplicationFields)
+def svc_create_application(**application: Any) -> CreatedApplication:
+    """Create an application, optionally with its OAuth configuration (inboundAuthConfig).
+
+    Start from svc_get_application_templates. SPA, Mobile and Server applications show the
+    hosted sign-in page: call svc_list_themes first and replace the placeholder themeId with a
+    real theme id (the placeholder and unknown ids are refused). M2M applications
+    (client_credentials only) have no login page and need no theme. Replace placeholder
+    redirect URIs with the app's real ones. A confidential client's secret is returned once,
+    in clientSecret."""
+    created, secret = catalog_service.create_application(
+        _document(ApplicationFields, application), actor=current_actor())
+    return CreatedApplication.model_validate({**created, "clientSecret": secret})
+
+
+@tool("update application", REPLACES)
+@takes_fields_of(ApplicationFields, inspect.Parameter(
+    "id", inspect.Parameter.KEYWORD_ONLY, annotation=ApplicationId))
+def svc_update_application(**application: Any) -> Application:
+    """Replace an existing application (full replacement: fields left out are reset).
+
+    Read it with svc_get_application_by_id, change what you need and send the whole object
+    with its id. The client id and secret are kept; publicClient cannot change. The themeId
+    rules of svc_create_application apply."""
+    document = {**_document(ApplicationFields, application), "id": application["id"]}
+    return Application.model_validate(
+        catalog_service.update_application(document, actor=current_actor()))
+
+
+@tool("get application templates", READ_ONLY)
+def svc_get_application_templates() -> ApplicationTemplates:
+    """Minimal application objects for SPA, Mobile, Server and M2M applications.
+
+    Fill one in and pass it to svc_create_application. SPA, Mobile and Server templates carry
+    a placeholder themeId: call svc_list_themes and replace it. M2M needs no theme."""
+    placeholder = catalog_service.THEME_PLACEHOLDER
+    return ApplicationTemplates(templates=catalog_service.application_templates(), rules=[
+        f"SPA, Mobile and Server: themeId is the placeholder {placeholder}; call "
+        "svc_list_themes and put a real theme id there before svc_create_application.",
+        "M2M (client_credentials) has no login page and needs no theme: leave themeId out.",
+        "Replace the example redirect URIs (<CUSTOM_SCHEME>://callback, "
+        "https://app.example.com/callback, http://localhost:3000/callback) with the app's own.",
+        "Confidential clients (Server, M2M) get their client secret once, in the "
+        "svc_create_application result.",
+    ])
+
+
+# --- flows ----------------------------------------------------------------------------------
+
+
+@tool("list flows", READ_ONLY)
+def svc_list_flows(
+        limit: Annotated[int, Field(ge=1, le=100, description="Page size.")] = 30,
+        offset: Annotated[int, Field(ge=0, description="Flows to skip.")] = 0,
+        flow_type: Annotated[FlowType | None, Field(
+            description="Only flows of this type.")] = None,
+) -> FlowList:
+    """List flows (id, handle, name, type), ordered by handle, one page at a time.
+
+    total_count is the number of matching flows on all pages. Read a whole flow with
+    svc_get_flow_by_id or svc_get_flow_by_handle."""
+    total, flows = catalog.list_flows(flow_type=flow_type, limit=limit, offset=offset)
+    return FlowList(total_count=total, flows=[FlowSummary.model_validate(f) for f in flows])
+
+
+@tool("get flow", READ_ONLY)
+def svc_get_flow_by_handle(
+        handle: Annotated[str, Field(description="The flow's handle, e.g. default-passkey-flow.")],
+        flow_type: Annotated[FlowType, Field(
+            description="AUTHENTICATION or REGISTRATION: one handle may name one flow of "
+                        "each type.")],
+) -> Flow:
+    """The complete flow definition (nodes included) with this handle and type."""
+    return Flow.model_validate(catalog_service.require_flow_by_handle(handle, flow_type))
+
+
+@tool("get flow", READ_ONLY)
+def svc_get_flow_by_id(id: FlowId) -> Flow:
+    """The complete flow definition (nodes included), by its id."""
+    return Flow.model_validate(catalog.get_flow(id))
+
+
+@tool("create flow", CREATES)
+@takes_fields_of(FlowDefinition)
+def svc_create_flow(**flow: Any) -> Flow:
+    """Create an AUTHENTICATION (sign-in) or REGISTRATION (sign-up) flow.
+
+    A flow is a graph of nodes: one START (onSuccess), PROMPT nodes (prompts: inputs and an
+    action with nextNode), TASK_EXECUTION nodes (executor; onSuccess, optional onIncomplete
+    and onFailure) and END. It is validated exactly as the flow engine runs it; an error
+    names the node and the fix. Read an existing flow (svc_get_flow_by_handle,
+    default-passkey-flow) for a working example."""
+    return Flow.model_validate(
+        catalog_service.create_flow(_document(FlowDefinition, flow), actor=current_actor()))
+
+
+@tool("update flow", REPLACES)
+def svc_update_flow(id: FlowId, name: FlowName,
+                    nodes: FlowNodes) -> Flow:
+    """Replace a flow's name and nodes (its handle and type stay).
+
+    Read it with svc_get_flow_by_id first; the new nodes are validated as in svc_create_flow."""
+    return Flow.model_validate(catalog_service.update_flow(
+        id, name=name, nodes=[node.document() for node in nodes], actor=current_actor()))
+
+
+# --- themes, organization units, user types -------------------------------------------------
+
+
+@tool("list themes", READ_ONLY)
+def svc_list_themes() -> ThemeList:
+    """List the themes of the hosted sign-in page (id, handle, display name).
+
+    Call it before creating an SPA, Mobile or Server application and use one of these ids as
+    its themeId."""
+    themes = catalog.list_themes()
+    return ThemeList(total_count=len(themes),
+                     themes=[ThemeSummary.model_validate(t) for t in themes])
+
+
+@tool("get theme", READ_ONLY)
+def svc_get_theme_by_id(
+        id: Annotated[str, Field(description="Theme id, as svc_list_themes shows it.")],
+) -> Theme:
+    """A full theme: its color schemes (light, dark) and typography."""
+    return Theme.model_validate(catalog_service.require_theme(id))
+
+
+@tool("list organization units", READ_ONLY)
+def svc_list_organization_units() -> OrganizationUnitList:
+    """List all organization units (id, handle, name, description, parent)."""
+    units = directory.list_ous()
+    return OrganizationUnitList(total_count=len(units),
+                                organization_units=[OrganizationUnit.model_validate(u)
+                                                    for u in units])
+
+
+@tool("list user types", READ_ONLY)
+def svc_list_user_types() -> UserTypeList:
+    """List all user types with their self-registration setting and attribute schema."""
+    types = directory.list_user_types()
+    return UserTypeList(total_count=len(types),
+                        user_types=[UserType.model_validate(t) for t in types])
+
+
+# --- the server -----------------------------------------------------------------------------
+
+
+def _reporting_failures(function: F, operation: str) -> F:
+    """Turn our domain errors into tool errors the client sees (`isError` with the reason)."""
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except IdentityError as exc:
+            raise ToolError(f"failed to {operation}: {exc.description or exc.message}") from exc
+
+    return call  # type: ignore[return-value]
+
+
+@contextmanager
+def _root_logging_kept() -> Iterator[None]:
+    """`MCPServer()` calls `logging.basicConfig`; keep the host's root logger as it was."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
+def build_server(context: ServiceContext) -> MCPServer[Any]:
+    """An `MCPServer` with the 16 tools, for stdio or the HTTP bridge."""
+    config = context.config
+
+    def svc_integrate_react_sdk(
+            service_url: ServiceUrl = None,
+    ) -> ReactIntegrationGuide:
+        """Instructions and code snippets for a React app: redirect-based login (Mode 1,
+        react-oidc-context + PKCE), self-hosted login driving /flow/execute and WebAuthn
+        (Mode 2), and app-native sign-up, with this service's URLs filled in."""
+        url = service_url or config.base_url
+        return react_sdk.integration_guide(service_url=url, issuer=config.oauth.issuer or url)
+
+    with _root_logging_kept():
+        server: MCPServer[Any] = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS,
+                                           version=__version__)
+    # The SDK logs every stateless request and expected tool error at INFO.
+    logging.getLogger("mcp").setLevel(logging.WARNING)
+    tools = [*_TOOLS, (svc_integrate_react_sdk, "integrate the React SDK", READ_ONLY)]
+    for function, operation, hints in tools:
+        server.add_tool(_reporting_failures(function, operation), name=function.__name__,
+                        description=inspect.cleandoc(function.__doc__ or ""), annotations=hints)
+    return server
+

@@ -1,0 +1,86 @@
+"""MCP clients for tests: the official SDK's own stdio and Streamable HTTP clients.
+
+`mcp_session(service, transport)` opens an initialized `ClientSession` on a running
+deployment: over HTTP to {base_url}/mcp with an admin token, or over stdio by spawning
+`identityctl --config <its config> mcp`, as an MCP client in production would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from typing import Any, Literal, TypeVar
+
+import httpx2
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult, TextContent
+
+from identityctl.security.tokens import ACCESS_TOKEN_TYP, TokenService
+from tests.conftest import Service
+
+T = TypeVar("T")
+Transport = Literal["http", "stdio"]
+ADMIN_SUBJECT = "mcp-test-admin"
+
+
+def run(coro: Awaitable[T], timeout: float = 120) -> T:
+    """Run one async test scenario to the end (bounded, so a hang fails instead of sticking)."""
+
+    async def bounded() -> T:
+        return await asyncio.wait_for(coro, timeout)
+
+    return asyncio.run(bounded())
+
+
+def first_text(result: CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+def admin_token(service: Service, *, ttl: int = 300, **claims: Any) -> str:
+    """An access token as `identityctl token --scope system` mints it; ``claims`` override."""
+    config = service.config
+    return TokenService(config.issuer).sign(
+        {"sub": ADMIN_SUBJECT, "aud": config.mcp_audience, "scope": "system",
+         "client_id": "identityctl-cli", **claims}, typ=ACCESS_TOKEN_TYP, ttl=ttl)
+
+
+@asynccontextmanager
+async def http_session(url: str, token: str | None = None) -> AsyncIterator[ClientSession]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    timeout = httpx2.Timeout(30, read=60)
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout, trust_env=False) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+def identityctl_command(*args: str) -> list[str]:
+    """`identityctl ARGS` run with this interpreter."""
+    return [sys.executable, "-c", "from identityctl.cli.main import run; run()", *args]
+
+
+@asynccontextmanager
+async def stdio_session(service: Service) -> AsyncIterator[ClientSession]:
+    command, *args = identityctl_command("--config", str(service.config_path), "mcp")
+    params = StdioServerParameters(command=command, args=args)
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+def mcp_session(service: Service, transport: Transport) -> Any:
+    """An initialized session on ``service`` over ``transport`` (async context manager)."""
+    if transport == "stdio":
+        return stdio_session(service)
+    return http_session(service.url("/mcp"), admin_token(service))
