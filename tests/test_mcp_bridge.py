@@ -14,41 +14,26 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-import httpx2
 import pytest
 import waitress
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import ToolAnnotations
 from pydantic import BaseModel
 
 from identityctl.mcp.bridge import ACCESS_TOKEN_ENVIRON_KEY, McpWsgiBridge
+from tests.support.mcp_clients import first_text, http_session, run
 
-T = TypeVar("T")
 PUBLIC_HOST = "id.example.test"
 GOOD_TOKEN = "good-token"
-
-
-def run(coro: Awaitable[T], timeout: float = 60) -> T:
-    async def bounded() -> T:
-        return await asyncio.wait_for(coro, timeout)
-
-    return asyncio.run(bounded())
-
-
-def first_text(result: CallToolResult) -> str:
-    block = result.content[0]
-    assert isinstance(block, TextContent)
-    return block.text
 
 
 class Greeting(BaseModel):
@@ -119,19 +104,6 @@ def serve(bridge: McpWsgiBridge) -> Iterator[str]:
 def url() -> Iterator[str]:
     with serve(McpWsgiBridge(build_server, allowed_hosts=[PUBLIC_HOST])) as mcp_url:
         yield mcp_url
-
-
-@asynccontextmanager
-async def http_session(url: str, token: str | None = None) -> AsyncIterator[ClientSession]:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    timeout = httpx2.Timeout(30, read=60)
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=timeout, trust_env=False) as http,
-        streamable_http_client(url, http_client=http) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
 
 
 def test_initialize_list_and_call_over_http(url: str) -> None:

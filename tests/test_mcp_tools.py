@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from mcp import ClientSession
-from mcp.types import CallToolResult
 
 from identityctl.errors import InvalidField
 from identityctl.flow.definition import validate_flow
@@ -22,7 +21,16 @@ from identityctl.mcp.tools import INSTRUCTIONS
 from identityctl.services.catalog import THEME_PLACEHOLDER
 from identityctl.store import audit, catalog
 from tests.conftest import Service
-from tests.support.mcp_clients import ADMIN_SUBJECT, Transport, first_text, mcp_session, run
+from tests.support.mcp_clients import (
+    ADMIN_SUBJECT,
+    Transport,
+    call,
+    call_failing,
+    mcp_session,
+    password_flow,
+    run,
+    signup_flow,
+)
 
 TOOL_NAMES = {
     "svc_list_applications", "svc_get_application_by_id", "svc_get_application_by_client_id",
@@ -33,37 +41,6 @@ TOOL_NAMES = {
 }
 WRITING_TOOLS = {"svc_create_application", "svc_update_application", "svc_create_flow",
                  "svc_update_flow"}
-
-
-def password_flow(handle: str, name: str = "Password sign-in") -> dict[str, Any]:
-    """A valid AUTHENTICATION flow in the reference format."""
-    return {"handle": handle, "name": name, "flowType": "AUTHENTICATION", "nodes": [
-        {"id": "start", "type": "START", "onSuccess": "prompt"},
-        {"id": "prompt", "type": "PROMPT", "prompts": [{
-            "inputs": [
-                {"ref": "u", "identifier": "username", "type": "TEXT_INPUT", "required": True},
-                {"ref": "p", "identifier": "password", "type": "PASSWORD_INPUT",
-                 "required": True}],
-            "action": {"ref": "submit", "nextNode": "check"}}]},
-        {"id": "check", "type": "TASK_EXECUTION", "executor": {"name": "BasicAuthExecutor"},
-         "onSuccess": "assert", "onIncomplete": "prompt"},
-        {"id": "assert", "type": "TASK_EXECUTION", "executor": {"name": "AuthAssertExecutor"},
-         "onSuccess": "end"},
-        {"id": "end", "type": "END"},
-    ]}
-
-
-def signup_flow(handle: str) -> dict[str, Any]:
-    """A valid REGISTRATION flow: collect a username, provision the user."""
-    return {"handle": handle, "name": "Sign-up", "flowType": "REGISTRATION", "nodes": [
-        {"id": "start", "type": "START", "onSuccess": "collect"},
-        {"id": "collect", "type": "PROMPT", "prompts": [{
-            "inputs": [{"ref": "u", "identifier": "username", "type": "TEXT_INPUT"}],
-            "action": {"ref": "next", "nextNode": "provision"}}]},
-        {"id": "provision", "type": "TASK_EXECUTION",
-         "executor": {"name": "ProvisioningExecutor"}, "onSuccess": "end"},
-        {"id": "end", "type": "END"},
-    ]}
 
 
 @pytest.fixture(params=["http", "stdio"])
@@ -83,24 +60,6 @@ def tools(service: Service, transport: Transport) -> Callable[..., Any]:
         return run(opened())
 
     return run_scenario
-
-
-async def call(session: ClientSession, name: str, arguments: dict[str, Any] | None = None
-               ) -> dict[str, Any]:
-    """Call a tool that must succeed; its structured result (also sent as JSON text)."""
-    result = await session.call_tool(name, arguments or {})
-    assert result.is_error is False, first_text(result)
-    assert result.structured_content is not None
-    assert json.loads(first_text(result)) == result.structured_content
-    return result.structured_content
-
-
-async def call_failing(session: ClientSession, name: str, arguments: dict[str, Any]) -> str:
-    """Call a tool that must fail as a tool error (not a protocol error); its message."""
-    result: CallToolResult = await session.call_tool(name, arguments)
-    assert result.is_error is True
-    assert result.structured_content is None
-    return first_text(result)
 
 
 def tool_error(name: str, operation: str, description: str) -> str:

@@ -143,7 +143,7 @@ def svc_list_applications() -> ApplicationList:
     """List all registered applications (OAuth clients) with their settings.
 
     Client secrets are never shown."""
-    applications = catalog.list_applications()
+    applications = catalog_service.list_applications()
     return ApplicationList(total_count=len(applications),
                            applications=[Application.model_validate(a) for a in applications])
 
@@ -224,7 +224,7 @@ def svc_list_flows(
 
     total_count is the number of matching flows on all pages. Read a whole flow with
     svc_get_flow_by_id or svc_get_flow_by_handle."""
-    total, flows = catalog.list_flows(flow_type=flow_type, limit=limit, offset=offset)
+    total, flows = catalog_service.list_flows(flow_type=flow_type, limit=limit, offset=offset)
     return FlowList(total_count=total, flows=[FlowSummary.model_validate(f) for f in flows])
 
 
@@ -278,7 +278,7 @@ def svc_list_themes() -> ThemeList:
 
     Call it before creating an SPA, Mobile or Server application and use one of these ids as
     its themeId."""
-    themes = catalog.list_themes()
+    themes = catalog_service.list_themes()
     return ThemeList(total_count=len(themes),
                      themes=[ThemeSummary.model_validate(t) for t in themes])
 

@@ -8,6 +8,7 @@ deployment: over HTTP to {base_url}/mcp with an admin token, or over stdio by sp
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
@@ -84,3 +85,55 @@ def mcp_session(service: Service, transport: Transport) -> Any:
     if transport == "stdio":
         return stdio_session(service)
     return http_session(service.url("/mcp"), admin_token(service))
+
+
+async def call(session: ClientSession, name: str, arguments: dict[str, Any] | None = None
+               ) -> dict[str, Any]:
+    """Call a tool that must succeed; its structured result (also sent as JSON text)."""
+    result = await session.call_tool(name, arguments or {})
+    assert result.is_error is False, first_text(result)
+    assert result.structured_content is not None
+    assert json.loads(first_text(result)) == result.structured_content
+    return result.structured_content
+
+
+async def call_failing(session: ClientSession, name: str, arguments: dict[str, Any]) -> str:
+    """Call a tool that must fail as a tool error (not a protocol error); its message."""
+    result: CallToolResult = await session.call_tool(name, arguments)
+    assert result.is_error is True
+    assert result.structured_content is None
+    return first_text(result)
+
+
+# --- sample records ----------------------------------------------------------------------
+
+
+def password_flow(handle: str, name: str = "Password sign-in") -> dict[str, Any]:
+    """A valid AUTHENTICATION flow in the reference format."""
+    return {"handle": handle, "name": name, "flowType": "AUTHENTICATION", "nodes": [
+        {"id": "start", "type": "START", "onSuccess": "prompt"},
+        {"id": "prompt", "type": "PROMPT", "prompts": [{
+            "inputs": [
+                {"ref": "u", "identifier": "username", "type": "TEXT_INPUT", "required": True},
+                {"ref": "p", "identifier": "password", "type": "PASSWORD_INPUT",
+                 "required": True}],
+            "action": {"ref": "submit", "nextNode": "check"}}]},
+        {"id": "check", "type": "TASK_EXECUTION", "executor": {"name": "BasicAuthExecutor"},
+         "onSuccess": "assert", "onIncomplete": "prompt"},
+        {"id": "assert", "type": "TASK_EXECUTION", "executor": {"name": "AuthAssertExecutor"},
+         "onSuccess": "end"},
+        {"id": "end", "type": "END"},
+    ]}
+
+
+def signup_flow(handle: str) -> dict[str, Any]:
+    """A valid REGISTRATION flow: collect a username, provision the user."""
+    return {"handle": handle, "name": "Sign-up", "flowType": "REGISTRATION", "nodes": [
+        {"id": "start", "type": "START", "onSuccess": "collect"},
+        {"id": "collect", "type": "PROMPT", "prompts": [{
+            "inputs": [{"ref": "u", "identifier": "username", "type": "TEXT_INPUT"}],
+            "action": {"ref": "next", "nextNode": "provision"}}]},
+        {"id": "provision", "type": "TASK_EXECUTION",
+         "executor": {"name": "ProvisioningExecutor"}, "onSuccess": "end"},
+        {"id": "end", "type": "END"},
+    ]}
