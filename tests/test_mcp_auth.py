@@ -88,6 +88,7 @@ def unsigned(service: Service) -> str:
 
 INVALID_TOKENS: dict[str, Callable[[Service], str]] = {
     "expired": lambda s: admin_token(s, ttl=-60),
+    "not yet valid": lambda s: admin_token(s, nbf=int(time.time()) + 600),
     "wrong audience": lambda s: admin_token(s, aud="https://other.example.com/mcp"),
     "audience of the issuer only": lambda s: admin_token(s, aud=s.config.issuer),
     "no audience": lambda s: TokenService(s.config.issuer).sign(
