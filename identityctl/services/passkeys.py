@@ -1,0 +1,425 @@
+"""Passkey registration and sign-in: the rules around the WebAuthn ceremonies.
+
+Shared by the atomic REST API, the flow engine and the CLI. A ceremony's state (challenge,
+user, policy) lives in the store under the hash of an opaque session token, so any instance
+can finish what another started. A finish either commits everything it changes together
+with consuming the token, or changes nothing and leaves one audit event.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import jwt
+
+from identityctl.errors import (
+    BadRequest,
+    Conflict,
+    Forbidden,
+    IdentityError,
+    InvalidField,
+    MissingField,
+    NotFound,
+    Unauthorized,
+)
+from identityctl.passkey import codec
+from identityctl.passkey.options import (
+    COSE_ALGORITHMS,
+    KnownCredential,
+    RegistrationPolicy,
+    creation_options,
+    registration_policy,
+    request_options,
+)
+from identityctl.passkey.verification import (
+    AuthenticationExpectations,
+    RegistrationExpectations,
+    StoredPasskey,
+    VerificationError,
+    verify_authentication,
+    verify_registration,
+)
+from identityctl.security.secrets import new_token, token_hash
+from identityctl.security.tokens import ACCESS_TOKEN_TYP, require_scope
+from identityctl.services import signin
+from identityctl.services.context import ServiceContext
+from identityctl.services.directory import ensure_usable, require_user
+from identityctl.store import audit, directory
+from identityctl.store import passkeys as store
+from identityctl.store.db import transaction
+from identityctl.store.directory import UserRecord
+
+CHALLENGE_BYTES = 32
+MAX_CREDENTIAL_NAME = 64
+#: Expired sessions are kept this long so a late finish hears "expired", not "unknown".
+EXPIRED_SESSION_GRACE = 3600
+ADMIN_SCOPE = "system"
+REGISTER_EVENT = "passkey.register"
+AUTHENTICATE_EVENT = "passkey.authenticate"
+#: Failures that are refusals of a genuine-looking request rather than bad input.
+_DENIED_CODES = frozenset({"possible_clone", "account_unavailable", "backup_eligibility_changed"})
+
+
+@dataclass(frozen=True)
+class CeremonyStart:
+    #: WebAuthn JSON form (Base64URL strings): what parse*OptionsFromJSON takes.
+    options: dict[str, Any]
+    session_token: str
+
+
+@dataclass(frozen=True)
+class RegisteredCredential:
+    credential_id: str
+    name: str
+    created_at: float
+
+    def to_api(self) -> dict[str, str]:
+        return {"CredentialID": self.credential_id, "CredentialName": self.name,
+                "CreatedAt": rfc3339(self.created_at)}
+
+
+@dataclass(frozen=True)
+class AuthenticatedUser:
+    user: UserRecord
+    credential_id: str
+    #: RFC 8176 style methods: "passkey", plus "hwk" for a device-bound (BE=0) credential.
+    amr: list[str]
+    user_verified: bool
+
+
+def rfc3339(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- errors shared by several steps -------------------------------------------------------
+
+def _session_error(code: str, description: str) -> BadRequest:
+    return BadRequest(description, code=code, message="The session token cannot be used.")
+
+
+class _AuditedAttempt:
+    """Records one failure audit event when the block raises a caller-facing error."""
+
+    def __init__(self, event: str, client_address: str) -> None:
+        self.event, self.client_address = event, client_address
+        self.user_id: str | None = None
+
+    def __enter__(self) -> _AuditedAttempt:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: object) -> None:
+        if isinstance(error, IdentityError) and error.status < 500:
+            audit.record(self.event, "denied" if error.code in _DENIED_CODES else "failure",
+                         actor=self.user_id or "", user_id=self.user_id,
+                         client_address=self.client_address,
+                         details={"code": error.code, **getattr(error, "details", {})})
+
+
+# --- shared steps ---------------------------------------------------------------------------
+
+def _require_rp_id(ctx: ServiceContext, rp_id: str | None) -> str:
+    if rp_id is None or not rp_id.strip():
+        raise MissingField("relyingPartyId")
+    if rp_id != ctx.config.passkey.rp_id:
+        raise InvalidField("relyingPartyId", f"this service's relying party is "
+                           f"{ctx.config.passkey.rp_id!r}, got {rp_id!r}",
+                           code="relying_party_mismatch")
+    return rp_id
+
+
+def _start(ctx: ServiceContext, *, ceremony: str, user_id: str | None, challenge: bytes,
+           options: dict[str, Any], state: dict[str, Any]) -> CeremonyStart:
+    """Store the ceremony (superseding the user's older one) and hand out its token."""
+    token = new_token()
+    now = time.time()
+    store.purge_sessions(expired_before=now - EXPIRED_SESSION_GRACE)
+    store.create_session(token_hash=token_hash(token), ceremony=ceremony, user_id=user_id,
+                         rp_id=ctx.config.passkey.rp_id, challenge=codec.encode(challenge),
+                         state=state, now=now,
+                         expires_at=now + ctx.config.passkey.session_token_ttl)
+    return CeremonyStart(options=options, session_token=token)
+
+
+def _open_session(session_token: Any, *, ceremony: str, now: float) -> store.CeremonySessionRecord:
+    """The session behind ``session_token``, if it may still finish ``ceremony``."""
+    if session_token is None or (isinstance(session_token, str) and not session_token.strip()):
+        raise MissingField("sessionToken")
+    if not isinstance(session_token, str):
+        raise InvalidField("sessionToken", "must be a string")
+    session = store.find_session(token_hash(session_token))
+    if session is None or session.ceremony != ceremony:
+        raise _session_error("unknown_session_token", f"The session token is unknown or "
+                             f"already used; call the {ceremony} start endpoint again.")
+    if session.superseded:
+        raise _session_error("stale_session_token", "A newer start call for this user "
+                             "replaced this session; finish with the newest session token.")
+    if session.expires_at <= now:
+        raise _session_error("expired_session_token", "The session token expired; start the "
+                             "ceremony again and finish it within passkey.session_token_ttl.")
+    return session
+
+
+def _consume(session: store.CeremonySessionRecord, now: float) -> None:
+    """Inside the finishing transaction: win the token or roll everything back."""
+    if not store.consume_session(session.token_hash, ceremony=session.ceremony, now=now):
+        raise _session_error("unknown_session_token", "The session token was used by a "
+                             "concurrent request; start the ceremony again.")
+
+
+def _known_credentials(user_id: str) -> list[KnownCredential]:
+    return [KnownCredential(codec.decode(record.credential_id, field="credentialId"),
+                            record.transports) for record in store.list_credentials(user_id)]
+
+
+def _credential_name(name: Any, now: float) -> str:
+    if name is None or (isinstance(name, str) and not name.strip()):
+        return f"Passkey {rfc3339(now)[:10]}"
+    if not isinstance(name, str) or len(name.strip()) > MAX_CREDENTIAL_NAME:
+        raise InvalidField("credentialName", f"must be a string of at most "
+                           f"{MAX_CREDENTIAL_NAME} characters")
+    return name.strip()
+
+
+def _display_name(user: UserRecord) -> str:
+    parts = [user.attributes.get(key) for key in ("given_name", "family_name")]
+    full = " ".join(part for part in parts if isinstance(part, str) and part.strip())
+    return full or user.username
+
+
+# --- registration -------------------------------------------------------------------------
+
+def start_registration(ctx: ServiceContext, *, user_id: str, rp_id: str,
+                       rp_name: str | None = None,
+                       authenticator_selection: dict | None = None,
+                       attestation: str | None = None) -> CeremonyStart:
+    """Creation options for a new passkey of ``user_id`` and the session to finish it."""
+    rp_id = _require_rp_id(ctx, rp_id)
+    if user_id is None or not user_id.strip():
+        raise MissingField("userId")
+    config = ctx.config.passkey
+    policy = registration_policy(
+        authenticator_selection=authenticator_selection, attestation=attestation,
+        defaults=RegistrationPolicy(
+            user_verification=config.user_verification, resident_key=config.resident_key,
+            authenticator_attachment=config.authenticator_attachment,
+            attestation=config.attestation,
+            algorithms=tuple(int(COSE_ALGORITHMS[name]) for name in config.algorithms)))
+    user = directory.get_user(user_id)
+    ensure_usable(user, time.time())
+    challenge = secrets.token_bytes(CHALLENGE_BYTES)
+    options = creation_options(
+        rp_id=rp_id, rp_name=rp_name.strip() if rp_name and rp_name.strip() else config.rp_name,
+        user_handle=codec.decode(user.user_handle, field="userHandle"),
+        user_name=user.username, user_display_name=_display_name(user), challenge=challenge,
+        timeout_ms=config.timeout_ms, policy=policy,
+        exclude_credentials=_known_credentials(user.id))
+    state = {"userVerification": policy.user_verification,
+             "authenticatorAttachment": policy.authenticator_attachment,
+             "attestation": policy.attestation, "algorithms": list(policy.algorithms)}
+    return _start(ctx, ceremony=store.REGISTRATION, user_id=user.id, challenge=challenge,
+                  options=options, state=state)
+
+
+def finish_registration(ctx: ServiceContext, *, credential: dict, session_token: str,
+                        credential_name: str | None,
+                        client_address: str = "") -> RegisteredCredential:
+    """Verify the authenticator's attestation and store the credential (WebAuthn §7.1)."""
+    now = time.time()
+    with _AuditedAttempt(REGISTER_EVENT, client_address) as attempt:
+        name = _credential_name(credential_name, now)
+        response = codec.read_credential(credential, ceremony=store.REGISTRATION)
+        session = _open_session(session_token, ceremony=store.REGISTRATION, now=now)
+        attempt.user_id = session.user_id
+        user = directory.get_user(session.user_id)
+        ensure_usable(user, now)
+        state = session.state
+        verified = verify_registration(response, expected=RegistrationExpectations(
+            challenge=codec.decode(session.challenge, field="challenge"), rp_id=session.rp_id,
+            allowed_origins=ctx.config.passkey.allowed_origins,
+            user_verification_required=state["userVerification"] == "required",
+            algorithms=tuple(state["algorithms"]),
+            authenticator_attachment=state["authenticatorAttachment"]))
+        credential_id = codec.encode(verified.credential_id)
+        if store.find_credential(credential_id) is not None:
+            raise Conflict("This credential is already registered; use another authenticator.",
+                           code="credential_already_registered")
+        with transaction():
+            _consume(session, now)
+            record = store.insert_credential(
+                credential_id=credential_id, user_id=user.id, public_key=verified.public_key,
+                algorithm=verified.algorithm, sign_count=verified.sign_count,
+                transports=list(verified.transports), aaguid=verified.aaguid,
+                attestation_format=verified.attestation_format,
+                backup_eligible=verified.backup_eligible, backup_state=verified.backup_state,
+                user_verified=verified.user_verified, name=name, now=now)
+            audit.record(REGISTER_EVENT, "success", actor=user.id, user_id=user.id,
+                         client_address=client_address,
+                         details={"credentialId": credential_id, "aaguid": verified.aaguid,
+                                  "attestationFormat": verified.attestation_format})
+    return RegisteredCredential(credential_id=record.credential_id, name=record.name,
+                                created_at=record.created_at)
+
+
+# --- authentication -------------------------------------------------------------------------
+
+def start_authentication(ctx: ServiceContext, *, user_id: str | None,
+                         rp_id: str) -> CeremonyStart:
+    """Request options for ``user_id``'s passkeys, or usernameless when it is None/blank."""
+    rp_id = _require_rp_id(ctx, rp_id)
+    config = ctx.config.passkey
+    if user_id is None or not user_id.strip():
+        # Usernameless: the credential itself names the user, so it must verify the user.
+        user, allowed, user_verification = None, [], "required"
+    else:
+        user = directory.get_user(user_id)
+        ensure_usable(user, time.time())
+        allowed = _known_credentials(user.id)
+        if not allowed:
+            raise NotFound("The user has no passkey yet; register one first or sign in "
+                           "another way.", code="no_passkeys")
+        user_verification = config.user_verification
+    challenge = secrets.token_bytes(CHALLENGE_BYTES)
+    options = request_options(rp_id=rp_id, challenge=challenge, timeout_ms=config.timeout_ms,
+                              user_verification=user_verification, allow_credentials=allowed)
+    state = {"userVerification": user_verification,
+             "allowCredentials": [codec.encode(c.credential_id) for c in allowed]}
+    return _start(ctx, ceremony=store.AUTHENTICATION, user_id=user.id if user else None,
+                  challenge=challenge, options=options, state=state)
+
+
+def finish_authentication(ctx: ServiceContext, *, credential: dict, session_token: str,
+                          client_address: str = "") -> AuthenticatedUser:
+    """Verify the assertion (WebAuthn §7.2) and say who signed in."""
+    now = time.time()
+    with _AuditedAttempt(AUTHENTICATE_EVENT, client_address) as attempt:
+        response = codec.read_credential(credential, ceremony=store.AUTHENTICATION)
+        session = _open_session(session_token, ceremony=store.AUTHENTICATION, now=now)
+        attempt.user_id = session.user_id
+        stored = store.find_credential(codec.encode(response.credential_id))
+        if stored is None:
+            raise VerificationError("unknown_credential", "No passkey with this credential id "
+                                    "is registered here.")
+        if session.user_id is not None and stored.user_id != session.user_id:
+            raise VerificationError("credential_of_another_user", "The credential belongs to "
+                                    "another user than the one this sign-in started for.")
+        attempt.user_id = stored.user_id
+        owner = directory.get_user(stored.user_id)
+        verified = verify_authentication(
+            response, expected=AuthenticationExpectations(
+                challenge=codec.decode(session.challenge, field="challenge"),
+                rp_id=session.rp_id, allowed_origins=ctx.config.passkey.allowed_origins,
+                user_verification_required=session.state["userVerification"] == "required",
+                allowed_credential_ids=tuple(codec.decode(c, field="allowCredentials")
+                                             for c in session.state["allowCredentials"]),
+                user_handle_required=session.user_id is None),
+            stored=StoredPasskey(
+                credential_id=response.credential_id, public_key=stored.public_key,
+                sign_count=stored.sign_count, backup_eligible=stored.backup_eligible,
+                user_handle=codec.decode(owner.user_handle, field="userHandle")))
+        # Checked only once the key proved itself: nobody learns an account's state cheaply.
+        ensure_usable(owner, now)
+        with transaction():
+            _consume(session, now)
+            if not store.record_use(stored.credential_id, sign_count=verified.sign_count,
+                                    backup_eligible=verified.backup_eligible,
+                                    backup_state=verified.backup_state, now=now):
+                raise VerificationError(
+                    "possible_clone", "A concurrent sign-in with this credential already "
+                    "reported a higher signature counter: the credential may have been cloned.",
+                    presented_sign_count=verified.sign_count)
+            audit.record(AUTHENTICATE_EVENT, "success", actor=owner.id, user_id=owner.id,
+                         client_address=client_address,
+                         details={"credentialId": stored.credential_id,
+                                  "userVerified": verified.user_verified,
+                                  "usernameless": session.user_id is None})
+    amr = ["passkey"] if verified.backup_eligible else ["passkey", "hwk"]
+    return AuthenticatedUser(user=owner, credential_id=stored.credential_id, amr=amr,
+                             user_verified=verified.user_verified)
+
+
+# --- who may enrol a passkey ------------------------------------------------------------------
+
+def _enrolment_subject(ctx: ServiceContext, bearer_token: str | None) -> str | None:
+    """The user a bearer token lets enrol passkeys for, or None for an admin (any user).
+
+    A sign-in assertion counts only while it is younger than passkey.enrolment_window; an
+    access token needs the admin scope. Anything else is 401 (or 403 for a valid token
+    without the scope).
+    """
+    if not bearer_token:
+        raise Unauthorized("Registering a passkey needs 'Authorization: Bearer <token>': the "
+                           "assertion of a recent sign-in of that user, or an admin token "
+                           "(identityctl token --scope system).", code="authentication_required",
+                           headers={"WWW-Authenticate": 'Bearer realm="identityctl"'})
+    try:
+        kind = jwt.get_unverified_header(bearer_token).get("typ")
+    except jwt.PyJWTError:
+        kind = None  # the assertion check below names what is wrong with it
+    if kind == ACCESS_TOKEN_TYP:
+        claims = ctx.tokens.verify(bearer_token, typ=ACCESS_TOKEN_TYP,
+                                   audience=ctx.config.issuer)
+        require_scope(claims, ADMIN_SCOPE)
+        return None
+    claims = signin.verify_assertion(ctx, bearer_token)
+    signed_in_at = claims.get("auth_time", claims["iat"])
+    if time.time() - signed_in_at > ctx.config.passkey.enrolment_window:
+        raise Unauthorized("The sign-in is too old to enrol a passkey; sign in again.",
+                           code="sign_in_too_old",
+                           headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
+    return str(claims["sub"])
+
+
+def _refuse_other_user() -> Forbidden:
+    return Forbidden("The token proves a sign-in of another user; a passkey can only be "
+                     "enrolled by its own user or an admin.", code="token_for_another_user")
+
+
+def authorize_enrolment(ctx: ServiceContext, *, bearer_token: str | None, user_id: str) -> None:
+    """401 without a usable token, 403 when it belongs to another user than ``user_id``."""
+    subject = _enrolment_subject(ctx, bearer_token)
+    if subject is not None and subject != user_id:
+        raise _refuse_other_user()
+
+
+def authorize_registration_finish(ctx: ServiceContext, *, bearer_token: str | None,
+                                  session_token: Any) -> None:
+    """:func:`authorize_enrolment` for the user whose registration ``session_token`` started.
+
+    An unknown token is left to :func:`finish_registration` to report.
+    """
+    subject = _enrolment_subject(ctx, bearer_token)
+    if subject is None or not isinstance(session_token, str) or not session_token:
+        return
+    session = store.find_session(token_hash(session_token))
+    if session is not None and session.ceremony == store.REGISTRATION \
+            and session.user_id != subject:
+        raise _refuse_other_user()
+
+
+# --- administration (CLI) -------------------------------------------------------------------
+
+def list_credentials(id_or_username: str) -> list[store.PasskeyRecord]:
+    return store.list_credentials(require_user(id_or_username).id)
+
+
+def rename_credential(id_or_username: str, credential_id: str, name: str, *,
+                      actor: str = "admin") -> store.PasskeyRecord:
+    user = require_user(id_or_username)
+    if not isinstance(name, str) or not name.strip():
+        raise MissingField("name", "The new name must not be blank.")
+    record = store.rename_credential(user.id, credential_id, _credential_name(name, 0.0))
+    audit.record("passkey.rename", "success", actor=actor, user_id=user.id,
+                 details={"credentialId": credential_id})
+    return record
+
+
+def delete_credential(id_or_username: str, credential_id: str, *, actor: str = "admin") -> None:
+    user = require_user(id_or_username)
+    store.delete_credential(user.id, credential_id)
+    audit.record("passkey.delete", "success", actor=actor, user_id=user.id,
+                 details={"credentialId": credential_id})

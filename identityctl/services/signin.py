@@ -1,0 +1,38 @@
+"""The outcome of a completed sign-in: the assertion JWT and the authentication result.
+
+Passkey finish and flow completion both end here, so the OAuth layer accepts one kind of
+proof however the user signed in. The assertion is short-lived (``oauth.assertion_ttl``),
+typed ``assertion+jwt`` (it cannot pass for an access or ID token) and addressed to the
+issuer itself.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from identityctl.security.tokens import ASSERTION_TYP
+from identityctl.services.context import ServiceContext
+from identityctl.store.directory import UserRecord
+
+
+def issue_assertion(ctx: ServiceContext, user: UserRecord, amr: list[str]) -> str:
+    """A signed statement that ``user`` just authenticated with the methods in ``amr``."""
+    claims = {"sub": user.id, "aud": ctx.config.issuer, "amr": list(amr),
+              "user_type": user.user_type, "ou_id": user.ou_id, "auth_time": int(time.time())}
+    return ctx.tokens.sign(claims, typ=ASSERTION_TYP, ttl=ctx.config.oauth.assertion_ttl)
+
+
+def verify_assertion(ctx: ServiceContext, token: str) -> dict[str, Any]:
+    """The claims of a valid, unexpired assertion of this issuer; else 401 invalid_token."""
+    return ctx.tokens.verify(token, typ=ASSERTION_TYP, audience=ctx.config.issuer)
+
+
+def authentication_result(ctx: ServiceContext, user: UserRecord, amr: list[str], *,
+                          skip_assertion: bool = False) -> dict[str, Any]:
+    """``{id, type, ouId, assertion}``; ``skip_assertion`` leaves the assertion out (the
+    caller only wanted to know who signed in, e.g. to chain another step itself)."""
+    result: dict[str, Any] = {"id": user.id, "type": user.user_type, "ouId": user.ou_id}
+    if not skip_assertion:
+        result["assertion"] = issue_assertion(ctx, user, amr)
+    return result

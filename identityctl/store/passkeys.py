@@ -1,0 +1,177 @@
+"""Passkey credentials and the server-side state of WebAuthn ceremonies.
+
+A ceremony session lives in the store, not in a process, so a ceremony started on one
+instance finishes on another. Single use is decided by one conditional DELETE whose row
+count picks the winner; credential writes that go with it run in the caller's transaction
+(see services/passkeys.py), so a lost race or a failed check leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from identityctl.errors import NotFound
+from identityctl.store import crud
+from identityctl.store.db import transaction
+from identityctl.store.models import CeremonySession, PasskeyCredential
+
+REGISTRATION = "registration"
+AUTHENTICATION = "authentication"
+
+
+@dataclass(frozen=True)
+class CeremonySessionRecord:
+    token_hash: str
+    ceremony: str
+    user_id: str | None
+    rp_id: str
+    #: Base64URL of the challenge bytes.
+    challenge: str
+    state: dict[str, Any]
+    superseded: bool
+    created_at: float
+    expires_at: float
+
+
+@dataclass(frozen=True)
+class PasskeyRecord:
+    credential_id: str
+    user_id: str
+    public_key: bytes
+    algorithm: int
+    sign_count: int
+    transports: tuple[str, ...]
+    aaguid: str
+    attestation_format: str
+    backup_eligible: bool
+    backup_state: bool
+    user_verified: bool
+    name: str
+    created_at: float
+    last_used_at: float | None
+
+    def to_api(self) -> dict[str, Any]:
+        return {"credentialId": self.credential_id, "name": self.name,
+                "createdAt": self.created_at, "lastUsedAt": self.last_used_at,
+                "algorithm": self.algorithm, "signCount": self.sign_count,
+                "transports": list(self.transports), "aaguid": self.aaguid,
+                "attestationFormat": self.attestation_format,
+                "backupEligible": self.backup_eligible, "backupState": self.backup_state}
+
+
+def _session_record(row: CeremonySession) -> CeremonySessionRecord:
+    return CeremonySessionRecord(
+        token_hash=row.token_hash, ceremony=row.ceremony, user_id=row.user_id, rp_id=row.rp_id,
+        challenge=row.challenge, state=row.state or {}, superseded=row.superseded,
+        created_at=row.created_at, expires_at=row.expires_at)
+
+
+def _passkey_record(row: PasskeyCredential) -> PasskeyRecord:
+    return PasskeyRecord(
+        credential_id=row.credential_id, user_id=row.user_id, public_key=bytes(row.public_key),
+        algorithm=row.algorithm, sign_count=row.sign_count,
+        transports=tuple(row.transports or ()), aaguid=row.aaguid,
+        attestation_format=row.attestation_format, backup_eligible=row.backup_eligible,
+        backup_state=row.backup_state, user_verified=row.user_verified, name=row.name,
+        created_at=row.created_at, last_used_at=row.last_used_at)
+
+
+# --- ceremony sessions ----------------------------------------------------------------------
+
+def create_session(*, token_hash: str, ceremony: str, user_id: str | None, rp_id: str,
+                   challenge: str, state: dict[str, Any], now: float, expires_at: float) -> None:
+    """Store a new session; it supersedes the same user's open sessions of ``ceremony``."""
+    with transaction():
+        if user_id is not None:
+            CeremonySession.update(superseded=True).where(
+                (CeremonySession.user == user_id) & (CeremonySession.ceremony == ceremony)
+                & (CeremonySession.superseded == False)).execute()  # noqa: E712 (SQL)
+        CeremonySession.create(token_hash=token_hash, ceremony=ceremony, user=user_id,
+                               rp_id=rp_id, challenge=challenge, state=state, created_at=now,
+                               expires_at=expires_at)
+
+
+def find_session(token_hash: str) -> CeremonySessionRecord | None:
+    row = CeremonySession.get_or_none(CeremonySession.token_hash == token_hash)
+    return _session_record(row) if row else None
+
+
+def consume_session(token_hash: str, *, ceremony: str, now: float) -> bool:
+    """Delete the session if it is still current and unexpired; True for the one caller
+    that did. Run it in the transaction that stores the ceremony's outcome."""
+    return CeremonySession.delete().where(
+        (CeremonySession.token_hash == token_hash) & (CeremonySession.ceremony == ceremony)
+        & (CeremonySession.superseded == False)  # noqa: E712 (SQL)
+        & (CeremonySession.expires_at > now)).execute() == 1
+
+
+def purge_sessions(*, expired_before: float) -> int:
+    """Forget sessions that expired before ``expired_before`` (finished ones are gone)."""
+    return CeremonySession.delete().where(CeremonySession.expires_at < expired_before).execute()
+
+
+# --- credentials --------------------------------------------------------------------------
+
+def find_credential(credential_id: str) -> PasskeyRecord | None:
+    row = PasskeyCredential.get_or_none(PasskeyCredential.credential_id == credential_id)
+    return _passkey_record(row) if row else None
+
+
+def list_credentials(user_id: str) -> list[PasskeyRecord]:
+    rows = PasskeyCredential.select().where(PasskeyCredential.user == user_id) \
+        .order_by(PasskeyCredential.created_at, PasskeyCredential.id)
+    return [_passkey_record(row) for row in rows]
+
+
+def insert_credential(*, credential_id: str, user_id: str, public_key: bytes, algorithm: int,
+                      sign_count: int, transports: list[str], aaguid: str,
+                      attestation_format: str, backup_eligible: bool, backup_state: bool,
+                      user_verified: bool, name: str, now: float) -> PasskeyRecord:
+    """Store a new credential; an id registered already (to anyone) is a 409."""
+    row = crud.insert(
+        PasskeyCredential, code="credential_already_registered",
+        conflict="This credential is already registered; use another authenticator.",
+        credential_id=credential_id, user=user_id, public_key=public_key, algorithm=algorithm,
+        sign_count=sign_count, transports=transports, aaguid=aaguid,
+        attestation_format=attestation_format, backup_eligible=backup_eligible,
+        backup_state=backup_state, user_verified=user_verified, name=name, created_at=now)
+    return _passkey_record(row)
+
+
+def record_use(credential_id: str, *, sign_count: int, backup_eligible: bool,
+               backup_state: bool, now: float) -> bool:
+    """Store a verified assertion's counter and backup state.
+
+    Conditional on the stored counter still being below ``sign_count`` (or both zero) and
+    BE unchanged: False when a concurrent sign-in got there first with a higher counter, so
+    this assertion's counter no longer moves forward.
+    """
+    counter_moves = (PasskeyCredential.sign_count < sign_count) if sign_count else \
+        (PasskeyCredential.sign_count == 0)
+    return PasskeyCredential.update(
+        sign_count=sign_count, backup_state=backup_state, last_used_at=now,
+    ).where((PasskeyCredential.credential_id == credential_id) & counter_moves
+            & (PasskeyCredential.backup_eligible == backup_eligible)).execute() == 1
+
+
+def _user_credential(user_id: str, credential_id: str) -> PasskeyCredential:
+    row = PasskeyCredential.get_or_none((PasskeyCredential.user == user_id)
+                                        & (PasskeyCredential.credential_id == credential_id))
+    if row is None:
+        raise NotFound(f"The user has no passkey with id '{credential_id}'.",
+                       code="credential_not_found")
+    return row
+
+
+def rename_credential(user_id: str, credential_id: str, name: str) -> PasskeyRecord:
+    with transaction():
+        row = _user_credential(user_id, credential_id)
+        row.name = name
+        row.save()
+    return _passkey_record(row)
+
+
+def delete_credential(user_id: str, credential_id: str) -> None:
+    with transaction():
+        _user_credential(user_id, credential_id).delete_instance()
