@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from identityctl.errors import BadRequest, InvalidField, NotFound
 from identityctl.flow.definition import FLOW_TYPES, validate_flow
 from identityctl.security import passwords
-from identityctl.services.directory import require_ou
+from identityctl.services.directory import check_handle, require_ou
 from identityctl.store import audit, catalog
 
 THEME_PLACEHOLDER = "<THEME_ID>"
@@ -93,6 +93,7 @@ def validate_theme(theme: dict[str, Any]) -> dict[str, Any]:
 
 def create_theme(*, handle: str, display_name: str, description: str = "",
                  theme: dict[str, Any] | None = None, actor: str = "admin") -> dict[str, Any]:
+    check_handle(handle)
     created = catalog.create_theme(handle=handle, display_name=display_name,
                                    description=description, theme=validate_theme(theme or {}))
     audit.record("theme.create", "success", actor=actor, details={"id": created["id"]})
@@ -101,6 +102,8 @@ def create_theme(*, handle: str, display_name: str, description: str = "",
 
 def update_theme(id_or_handle: str, *, actor: str = "admin", **fields: Any) -> dict[str, Any]:
     theme_id = require_theme(id_or_handle)["id"]
+    if "handle" in fields:
+        check_handle(fields["handle"])
     if "theme" in fields:
         validate_theme(fields["theme"])
     updated = catalog.update_theme(theme_id, **fields)

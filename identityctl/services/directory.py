@@ -10,7 +10,7 @@ import re
 import secrets
 from typing import Any
 
-from identityctl.errors import Forbidden, InvalidField, NotFound
+from identityctl.errors import Conflict, Forbidden, InvalidField, NotFound
 from identityctl.security import passwords
 from identityctl.security.secrets import b64url_encode
 from identityctl.store import audit, directory
@@ -22,7 +22,7 @@ DEFAULT_OU = "default"
 DEFAULT_USER_TYPE = "person"
 
 
-def _require_user_type(id_or_name: str) -> dict[str, Any]:
+def require_user_type(id_or_name: str) -> dict[str, Any]:
     found = directory.find_user_type(id_or_name)
     if found is None:
         raise NotFound(f"No user type '{id_or_name}'.", code="user_type_not_found")
@@ -43,8 +43,13 @@ def require_user(id_or_username: str) -> UserRecord:
     return found
 
 
-def validate_attributes(schema: dict[str, Any], attributes: dict[str, Any]) -> dict[str, Any]:
-    """Check ``attributes`` against a user type's schema; unknown names are refused."""
+def validate_attributes(schema: dict[str, Any], attributes: dict[str, Any], *,
+                        user_id: str | None = None) -> dict[str, Any]:
+    """Check ``attributes`` against a user type's schema; unknown names are refused.
+
+    ``user_id`` is the user the attributes belong to, so an update may keep its own
+    unique values.
+    """
     if not isinstance(attributes, dict):
         raise InvalidField("attributes", "must be an object")
     for name, value in attributes.items():
@@ -54,13 +59,40 @@ def validate_attributes(schema: dict[str, Any], attributes: dict[str, Any]) -> d
         expected = ATTRIBUTE_TYPES.get(rule.get("type", "string"), str)
         if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):
             raise InvalidField(f"attributes.{name}", f"must be a {rule.get('type', 'string')}")
-        if rule.get("unique") and directory.find_user_by_attribute(name, value):
+        holder = directory.find_user_by_attribute(name, value) if rule.get("unique") else None
+        if holder is not None and holder.id != user_id:
             raise InvalidField(f"attributes.{name}", "is already used by another user",
                                code="attribute_taken")
     for name, rule in schema.items():
         if rule.get("required") and attributes.get(name) in (None, ""):
             raise InvalidField(f"attributes.{name}", "is required by the user type")
     return attributes
+
+
+def coerce_attributes(schema: dict[str, Any], texts: dict[str, str]) -> dict[str, Any]:
+    """Attribute values given as text (command line, form inputs) in the schema's types.
+
+    Names outside the schema stay text; :func:`validate_attributes` refuses them by name.
+    """
+    values: dict[str, Any] = {}
+    for name, text in texts.items():
+        kind = schema.get(name, {}).get("type", "string")
+        if kind == "boolean":
+            if text.lower() not in ("true", "false"):
+                raise InvalidField(f"attributes.{name}", "must be true or false")
+            values[name] = text.lower() == "true"
+        elif kind == "number":
+            try:
+                values[name] = int(text) if text.lstrip("-").isdigit() else float(text)
+            except ValueError:
+                raise InvalidField(f"attributes.{name}", "must be a number") from None
+        else:
+            values[name] = text
+    return values
+
+
+def list_users(*, limit: int = 100, offset: int = 0) -> list[UserRecord]:
+    return directory.list_users(limit=limit, offset=offset)
 
 
 def create_user(*, username: str, password: str | None = None,
@@ -70,7 +102,7 @@ def create_user(*, username: str, password: str | None = None,
     if not isinstance(username, str) or not USERNAME_PATTERN.match(username):
         raise InvalidField("username", "use 1-128 letters, digits or . _ @ + - "
                            "(starting with a letter or digit)")
-    kind = _require_user_type(user_type)
+    kind = require_user_type(user_type)
     attributes = validate_attributes(kind["schema"], attributes or {})
     password_hash = None
     if password is not None:
@@ -83,6 +115,24 @@ def create_user(*, username: str, password: str | None = None,
     audit.record("user.create", "success", actor=actor, user_id=user.id,
                  details={"username": username})
     return user
+
+
+def update_user(id_or_username: str, *, attributes: dict[str, Any] | None = None,
+                ou: str | None = None, actor: str = "admin") -> UserRecord:
+    """Replace the user's attributes (checked against its type's schema) and/or move its OU."""
+    user = require_user(id_or_username)
+    changes: dict[str, Any] = {}
+    if attributes is not None:
+        schema = require_user_type(user.user_type_id)["schema"]
+        changes["attributes"] = validate_attributes(schema, attributes, user_id=user.id)
+    if ou is not None:
+        changes["ou"] = require_ou(ou)["id"]
+    if not changes:
+        return user
+    updated = directory.update_user(user.id, **changes)
+    audit.record("user.update", "success", actor=actor, user_id=user.id,
+                 details={"changed": sorted(changes)})
+    return updated
 
 
 def set_password(id_or_username: str, password: str, *, actor: str = "admin") -> UserRecord:
@@ -103,6 +153,17 @@ def set_status(id_or_username: str, status: str, *, actor: str = "admin") -> Use
     return updated
 
 
+def unlock_user(id_or_username: str, *, actor: str = "admin") -> UserRecord:
+    """Lift a lockout (after too many failures); a disabled account stays disabled."""
+    user = require_user(id_or_username)
+    if user.status == "disabled":
+        raise Conflict("The account is disabled, not locked; enable it instead.",
+                       code="account_disabled")
+    updated = directory.update_user(user.id, status="active", locked_until=None)
+    audit.record("user.unlock", "success", actor=actor, user_id=user.id)
+    return updated
+
+
 def delete_user(id_or_username: str, *, actor: str = "admin") -> None:
     user = require_user(id_or_username)
     directory.delete_user(user.id)
@@ -110,9 +171,13 @@ def delete_user(id_or_username: str, *, actor: str = "admin") -> None:
                  details={"username": user.username})
 
 
+def list_ous() -> list[dict[str, Any]]:
+    return directory.list_ous()
+
+
 def create_ou(*, handle: str, name: str, description: str = "", parent: str | None = None,
               actor: str = "admin") -> dict[str, Any]:
-    _check_handle(handle)
+    check_handle(handle)
     parent_id = require_ou(parent)["id"] if parent else None
     ou = directory.create_ou(handle=handle, name=name, description=description,
                              parent_id=parent_id)
@@ -120,14 +185,71 @@ def create_ou(*, handle: str, name: str, description: str = "", parent: str | No
     return ou
 
 
+def update_ou(id_or_handle: str, *, actor: str = "admin", **fields: Any) -> dict[str, Any]:
+    """Change ``name``, ``description`` and/or ``parent`` (id or handle; None: top level)."""
+    ou = require_ou(id_or_handle)
+    if not fields:
+        return ou
+    if fields.get("parent"):
+        parent = require_ou(fields["parent"])
+        fields["parent"] = parent["id"]
+        # Walk up from the new parent: meeting this unit would make the tree a loop.
+        while parent is not None:
+            if parent["id"] == ou["id"]:
+                raise InvalidField("parent", "would place the unit inside itself",
+                                   code="ou_cycle")
+            parent = directory.find_ou(parent["parent"]) if parent["parent"] else None
+    updated = directory.update_ou(ou["id"], **fields)
+    audit.record("ou.update", "success", actor=actor,
+                 details={"id": ou["id"], "changed": sorted(fields)})
+    return updated
+
+
+def delete_ou(id_or_handle: str, *, actor: str = "admin") -> None:
+    ou_id = require_ou(id_or_handle)["id"]
+    directory.delete_ou(ou_id)
+    audit.record("ou.delete", "success", actor=actor, details={"id": ou_id})
+
+
+def list_user_types() -> list[dict[str, Any]]:
+    return directory.list_user_types()
+
+
 def create_user_type(*, name: str, ou: str = DEFAULT_OU, allow_self_registration: bool = False,
                      schema: dict[str, Any] | None = None, actor: str = "admin") -> dict[str, Any]:
-    _check_handle(name, field="name")
+    check_handle(name, field="name")
     schema = validate_schema(schema or {})
     created = directory.create_user_type(name=name, ou_id=require_ou(ou)["id"], schema=schema,
                                          allow_self_registration=allow_self_registration)
     audit.record("user_type.create", "success", actor=actor, details={"id": created["id"]})
     return created
+
+
+def update_user_type(id_or_name: str, *, ou: str | None = None,
+                     allow_self_registration: bool | None = None,
+                     schema: dict[str, Any] | None = None,
+                     actor: str = "admin") -> dict[str, Any]:
+    """Change a user type's OU, self-registration setting and/or attribute schema."""
+    kind = require_user_type(id_or_name)
+    changes: dict[str, Any] = {}
+    if ou is not None:
+        changes["ou"] = require_ou(ou)["id"]
+    if allow_self_registration is not None:
+        changes["allow_self_registration"] = allow_self_registration
+    if schema is not None:
+        changes["schema"] = validate_schema(schema)
+    if not changes:
+        return kind
+    updated = directory.update_user_type(kind["id"], **changes)
+    audit.record("user_type.update", "success", actor=actor,
+                 details={"id": kind["id"], "changed": sorted(changes)})
+    return updated
+
+
+def delete_user_type(id_or_name: str, *, actor: str = "admin") -> None:
+    type_id = require_user_type(id_or_name)["id"]
+    directory.delete_user_type(type_id)
+    audit.record("user_type.delete", "success", actor=actor, details={"id": type_id})
 
 
 def validate_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -141,7 +263,7 @@ def validate_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _check_handle(handle: str, field: str = "handle") -> None:
+def check_handle(handle: str, field: str = "handle") -> None:
     if not isinstance(handle, str) or not re.match(r"^[a-z0-9][a-z0-9_-]{0,63}$", handle):
         raise InvalidField(field, "use 1-64 lowercase letters, digits, '-' or '_'")
 
