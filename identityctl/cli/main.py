@@ -10,7 +10,9 @@ import typer
 
 from identityctl import __version__
 from identityctl.cli.audit import audit_app
+from identityctl.cli.catalog import app_app, flow_app, theme_app
 from identityctl.cli.common import Session, command
+from identityctl.cli.directory import ou_app, user_app, user_type_app
 from identityctl.cli.mcp import mcp_app
 from identityctl.cli.output import JsonOption, console, done, emit_json, show_table
 from identityctl.config import CONFIG_ENV, DEFAULT_CONFIG_NAME, load_config
@@ -32,6 +34,12 @@ app.add_typer(db_app, name="db")
 app.add_typer(keys_app, name="keys")
 app.add_typer(config_app, name="config")
 app.add_typer(audit_app, name="audit")
+app.add_typer(user_app, name="user")
+app.add_typer(ou_app, name="ou")
+app.add_typer(user_type_app, name="user-type")
+app.add_typer(app_app, name="app")
+app.add_typer(flow_app, name="flow")
+app.add_typer(theme_app, name="theme")
 app.add_typer(mcp_app)
 
 
