@@ -1,0 +1,238 @@
+"""`identityctl app`, `flow` and `theme` against a running deployment (Typer's runner)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from identityctl.security.passwords import verify_password
+from identityctl.store import catalog
+from tests.test_cli_directory import Cli, error_code, ok_json
+
+REDIRECT = "https://shop.example.com/callback"
+PASSWORD_FLOW = {
+    "handle": "password-login", "name": "Password sign-in", "flowType": "AUTHENTICATION",
+    "nodes": [
+        {"id": "start", "type": "START", "onSuccess": "prompt_credentials"},
+        {"id": "prompt_credentials", "type": "PROMPT", "prompts": [{
+            "inputs": [{"ref": "u", "identifier": "username", "type": "TEXT_INPUT"},
+                       {"ref": "p", "identifier": "password", "type": "PASSWORD_INPUT"}],
+            "action": {"ref": "submit", "nextNode": "credentials_auth"}}]},
+        {"id": "credentials_auth", "type": "TASK_EXECUTION",
+         "executor": {"name": "BasicAuthExecutor"}, "onSuccess": "auth_assert",
+         "onIncomplete": "prompt_credentials"},
+        {"id": "auth_assert", "type": "TASK_EXECUTION",
+         "executor": {"name": "AuthAssertExecutor"}, "onSuccess": "end"},
+        {"id": "end", "type": "END"},
+    ],
+}
+
+
+def write_json(folder: Path, name: str, document: Any) -> str:
+    path = folder / name
+    path.write_text(json.dumps(document))
+    return str(path)
+
+
+def oauth(application: dict[str, Any]) -> dict[str, Any]:
+    return application["inboundAuthConfig"][0]["config"]
+
+
+# --- applications ---------------------------------------------------------------------------
+
+
+def test_an_spa_from_its_template_is_a_public_client_without_secret(cli: Cli) -> None:
+    shop = ok_json(cli, "app", "create", "--template", "spa", "--name", "Shop",
+                   "--redirect-uri", REDIRECT)
+    assert shop["clientSecret"] is None
+    assert oauth(shop)["publicClient"] is True
+    assert oauth(shop)["redirectUris"] == [REDIRECT]
+    assert shop["themeId"] == ok_json(cli, "theme", "show", "default")["id"]
+    shown = ok_json(cli, "app", "show", oauth(shop)["clientId"])
+    assert shown == {key: value for key, value in shop.items() if key != "clientSecret"}
+    assert [app["name"] for app in ok_json(cli, "app", "list")] == ["Shop"]
+
+
+def test_a_confidential_client_secret_is_shown_once_and_stored_hashed(cli: Cli) -> None:
+    result = cli("app", "create", "--template", "Server", "--name", "Backend",
+                 "--redirect-uri", REDIRECT, "--theme", "default")
+    assert result.exit_code == 0, result.output
+    assert "only time the secret is shown" in result.stdout
+    client_id = oauth(ok_json(cli, "app", "list")[0])["clientId"]
+    secret = re.search(r"│ (\S+) +│", result.stdout).group(1)
+    assert verify_password(catalog.client_secret_hash(client_id), secret)
+    assert secret not in cli("app", "show", client_id).stdout
+    assert secret not in json.dumps(ok_json(cli, "app", "show", client_id))
+
+
+def test_rotating_the_secret_retires_the_old_one(cli: Cli) -> None:
+    service = ok_json(cli, "app", "create", "--template", "M2M", "--name", "Worker")
+    client_id = oauth(service)["clientId"]
+    assert service["themeId"] is None
+    assert cli("app", "rotate-secret", client_id, input="n\n").exit_code == 1
+    assert verify_password(catalog.client_secret_hash(client_id), service["clientSecret"])
+    rotated = ok_json(cli, "app", "rotate-secret", client_id, "--yes")
+    assert rotated["clientId"] == client_id
+    assert verify_password(catalog.client_secret_hash(client_id), rotated["clientSecret"])
+    assert not verify_password(catalog.client_secret_hash(client_id), service["clientSecret"])
+    spa = ok_json(cli, "app", "create", "--template", "SPA", "--name", "Shop",
+                  "--redirect-uri", REDIRECT)
+    assert error_code(cli, "app", "rotate-secret", spa["id"], "--yes") == "public_client"
+
+
+def test_a_template_file_with_the_theme_placeholder_is_refused(cli: Cli, tmp_path: Path) -> None:
+    template = cli("app", "templates", "SPA")
+    assert template.exit_code == 0
+    document = json.loads(template.stdout)
+    assert document["themeId"] == "<THEME_ID>"
+    path = write_json(tmp_path, "app.json", document)
+    assert error_code(cli, "app", "create", "--file", path) == "theme_placeholder"
+    created = ok_json(cli, "app", "create", "--file", path, "--theme", "default")
+    assert created["name"] == document["name"]
+
+
+def test_templates_need_a_name_and_somewhere_to_return_to(cli: Cli, tmp_path: Path) -> None:
+    assert error_code(cli, "app", "create", "--template", "SPA", "--redirect-uri",
+                      REDIRECT) == "missing_field"
+    assert error_code(cli, "app", "create", "--template", "Server", "--name",
+                      "Backend") == "missing_field"
+    assert error_code(cli, "app", "create", "--template", "Desktop", "--name",
+                      "X") == "invalid_field"
+    assert error_code(cli, "app", "create", "--name", "X") == "conflicting_options"
+    mobile = write_json(tmp_path, "mobile.json", json.loads(cli("app", "templates",
+                                                                "Mobile").stdout))
+    assert error_code(cli, "app", "create", "--file", mobile, "--theme",
+                      "default") == "invalid_field"
+    listing = ok_json(cli, "app", "templates")
+    assert set(listing) == {"SPA", "Mobile", "Server", "M2M"}
+    assert "themeId" not in listing["M2M"]
+
+
+def test_an_application_round_trips_through_show_and_update(cli: Cli, tmp_path: Path) -> None:
+    shop = ok_json(cli, "app", "create", "--template", "SPA", "--name", "Shop",
+                   "--redirect-uri", REDIRECT)
+    del shop["clientSecret"]
+    edited = copy.deepcopy(shop)
+    edited["name"] = "Shop (EU)"
+    oauth(edited)["redirectUris"].append("https://eu.shop.example.com/callback")
+    path = write_json(tmp_path, "app.json", edited)
+    updated = ok_json(cli, "app", "update", shop["id"], "--file", path)
+    assert updated["name"] == "Shop (EU)"
+    assert len(oauth(updated)["redirectUris"]) == 2
+    assert oauth(updated)["clientId"] == oauth(shop)["clientId"]
+    oauth(edited)["publicClient"] = False
+    oauth(edited)["tokenEndpointAuthMethod"] = "client_secret_basic"
+    write_json(tmp_path, "app.json", edited)
+    assert error_code(cli, "app", "update", shop["id"], "--file", path) == "invalid_field"
+    assert ok_json(cli, "app", "delete", shop["id"], "--yes")["deleted"] == shop["id"]
+    assert error_code(cli, "app", "show", shop["id"]) == "application_not_found"
+
+
+def test_files_that_are_not_json_objects_are_refused(cli: Cli, tmp_path: Path) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    assert error_code(cli, "app", "create", "--file", str(broken)) == "malformed_json"
+    assert error_code(cli, "app", "create", "--file", str(tmp_path / "none.json")) \
+        == "file_not_found"
+    assert error_code(cli, "flow", "create", "--file",
+                      write_json(tmp_path, "list.json", [])) == "malformed_json"
+
+
+# --- flows ----------------------------------------------------------------------------------
+
+
+def test_flow_validate_says_valid(cli: Cli, tmp_path: Path) -> None:
+    path = write_json(tmp_path, "flow.json", PASSWORD_FLOW)
+    result = cli("flow", "validate", "--file", path)
+    assert result.exit_code == 0
+    assert "valid" in result.stdout
+    assert ok_json(cli, "flow", "validate", "--file", path)["valid"] is True
+
+
+@pytest.mark.parametrize(("node", "change", "problem", "blamed"), [
+    ("auth_assert", {"onSuccess": "nowhere"}, "unknown node 'nowhere'", {"auth_assert"}),
+    ("credentials_auth", {"executor": {"name": "MagicExecutor"}}, "unknown executor",
+     {"credentials_auth"}),
+    ("auth_assert", {"onFailure": "credentials_auth"}, "cycle without a PROMPT",
+     {"auth_assert", "credentials_auth"}),
+])
+def test_flow_validate_names_the_node_at_fault(cli: Cli, tmp_path: Path, node: str,
+                                               change: dict[str, Any], problem: str,
+                                               blamed: set[str]) -> None:
+    document = copy.deepcopy(PASSWORD_FLOW)
+    next(item for item in document["nodes"] if item["id"] == node).update(change)
+    path = write_json(tmp_path, "flow.json", document)
+    result = cli("flow", "validate", "--file", path)
+    assert result.exit_code == 1
+    message = " ".join(result.stderr.split())
+    assert "invalid_flow" in message
+    assert problem in message
+    assert any(f"node '{name}'" in message for name in blamed), message
+    assert error_code(cli, "flow", "create", "--file", path) == "invalid_flow"
+
+
+def test_flows_are_created_listed_updated_and_deleted(cli: Cli, tmp_path: Path) -> None:
+    path = write_json(tmp_path, "flow.json", PASSWORD_FLOW)
+    created = ok_json(cli, "flow", "create", "--file", path)
+    assert created["nodes"] == PASSWORD_FLOW["nodes"]
+    assert error_code(cli, "flow", "create", "--file", path) == "flow_exists"
+    registration = {**PASSWORD_FLOW, "flowType": "REGISTRATION",
+                    "nodes": [{"id": "start", "type": "START", "onSuccess": "end"},
+                              {"id": "end", "type": "END"}]}
+    ok_json(cli, "flow", "create", "--file", write_json(tmp_path, "reg.json", registration))
+    listing = ok_json(cli, "flow", "list", "--type", "authentication")
+    assert [flow["handle"] for flow in listing["flows"]] == ["password-login"]
+    assert listing["total_count"] == 1
+    assert error_code(cli, "flow", "list", "--type", "RECOVERY") == "invalid_field"
+    shown = ok_json(cli, "flow", "show", "password-login", "--type", "AUTHENTICATION")
+    assert shown == created
+    assert "BasicAuthExecutor" in cli("flow", "show", created["id"]).stdout
+
+    shown["name"] = "Sign in with a password"
+    updated = ok_json(cli, "flow", "update", created["id"], "--file",
+                      write_json(tmp_path, "edit.json", shown))
+    assert updated["name"] == "Sign in with a password"
+    shown["flowType"] = "REGISTRATION"
+    assert error_code(cli, "flow", "update", created["id"], "--file",
+                      write_json(tmp_path, "edit.json", shown)) == "invalid_flow"
+
+    deleted = ok_json(cli, "flow", "delete", "password-login", "--type", "REGISTRATION",
+                      "--yes")
+    assert deleted["flowType"] == "REGISTRATION"
+    assert ok_json(cli, "flow", "show", "password-login")["id"] == created["id"]
+    assert error_code(cli, "flow", "show", "password-login", "--type",
+                      "REGISTRATION") == "flow_not_found"
+
+
+# --- themes ---------------------------------------------------------------------------------
+
+
+def test_themes_are_managed_from_files(cli: Cli, tmp_path: Path) -> None:
+    default = ok_json(cli, "theme", "show", "default")
+    ocean = {**default, "handle": "ocean", "displayName": "Ocean"}
+    path = write_json(tmp_path, "ocean.json", ocean)
+    created = ok_json(cli, "theme", "create", "--file", path)
+    assert created["id"] != default["id"]
+    assert created["theme"] == default["theme"]
+    assert error_code(cli, "theme", "create", "--file", path) == "theme_exists"
+    assert [theme["handle"] for theme in ok_json(cli, "theme", "list")] == ["default", "ocean"]
+    partial = write_json(tmp_path, "partial.json", {"description": "Deep blue"})
+    updated = ok_json(cli, "theme", "update", "ocean", "--file", partial)
+    assert (updated["description"], updated["displayName"]) == ("Deep blue", "Ocean")
+    assert ok_json(cli, "theme", "delete", "ocean", "--yes")["deleted"] == created["id"]
+    assert error_code(cli, "theme", "show", "ocean") == "theme_not_found"
+
+
+def test_bad_theme_documents_are_refused(cli: Cli, tmp_path: Path) -> None:
+    no_handle = write_json(tmp_path, "a.json", {"displayName": "X"})
+    assert error_code(cli, "theme", "create", "--file", no_handle) == "missing_field"
+    bad_handle = write_json(tmp_path, "b.json", {"handle": "Sea Blue", "displayName": "X"})
+    assert error_code(cli, "theme", "create", "--file", bad_handle) == "invalid_field"
+    bad_colors = write_json(tmp_path, "c.json", {"handle": "sea", "displayName": "X",
+                                                 "theme": {"colorSchemes": {"light": 1}}})
+    assert error_code(cli, "theme", "create", "--file", bad_colors) == "invalid_field"
