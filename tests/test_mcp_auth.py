@@ -218,3 +218,18 @@ def test_disabled_mcp_serves_neither_endpoint_nor_metadata(mcp_disabled: str) ->
                                         timeout=10)
             assert response.status_code == 404, (method, path)
             assert response.json()["code"] == "not_found"
+
+
+def test_a_trailing_slash_is_the_same_endpoint(service: Service) -> None:
+    assert post_initialize(service, admin_token(service), path="/mcp/").status_code == 200
+    assert_refused(service, post_initialize(service, path="/mcp/"), 401, "missing_token",
+                   challenge_error=None)
+
+
+def test_an_oversized_body_is_refused_before_it_is_read(service: Service) -> None:
+    limit = service.config.server.max_body_bytes
+    response = service.http.post(service.url("/mcp"), data=b"x" * (limit + 1),
+                                 headers={**MCP_HEADERS,
+                                          "Authorization": f"Bearer {admin_token(service)}"})
+    assert response.status_code == 413
+    assert response.json()["code"] == "payload_too_large"

@@ -15,6 +15,7 @@ reaches the bridge, so a server whose /mcp is never used does not pay for it.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,7 @@ from urllib.parse import urlsplit
 
 import falcon
 
-from identityctl.errors import IdentityError, Unauthorized
+from identityctl.errors import IdentityError, PayloadTooLarge, Unauthorized
 from identityctl.mcp.bridge import ACCESS_TOKEN_ENVIRON_KEY, McpWsgiBridge
 from identityctl.security.tokens import ACCESS_TOKEN_TYP, require_scope
 from identityctl.server.requests import bearer_token
@@ -31,6 +32,8 @@ from identityctl.services.context import ServiceContext
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
     from mcp.server.mcpserver import MCPServer
+
+log = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
 METADATA_PATH = "/.well-known/oauth-protected-resource"
@@ -61,6 +64,7 @@ class McpDispatcher:
         self._audience = config.mcp_audience
         self._scope = config.mcp.required_scope
         self._resource_metadata = resource_metadata_url(config.base_url)
+        self._max_body_bytes = config.server.max_body_bytes
         public_hosts = {urlsplit(url).netloc for url in (config.base_url, config.mcp_audience)}
         self._bridge = McpWsgiBridge(self._build_server, allowed_hosts=sorted(public_hosts),
                                      path=MCP_PATH)
@@ -68,7 +72,12 @@ class McpDispatcher:
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         if (str(environ.get("PATH_INFO", "")).rstrip("/") or "/") != MCP_PATH:
             return self._app(environ, start_response)
-        token = bearer_token(falcon.Request(environ))
+        environ["PATH_INFO"] = MCP_PATH  # /mcp/ is /mcp, as Falcon strips trailing slashes
+        request = falcon.Request(environ)
+        if (request.content_length or 0) > self._max_body_bytes:
+            return _error_response(start_response, PayloadTooLarge(
+                f"Bodies are limited to {self._max_body_bytes} bytes."))
+        token = bearer_token(request)
         try:
             if token is None:
                 raise Unauthorized("Send an access token with scope "
@@ -78,7 +87,10 @@ class McpDispatcher:
                                                  audience=self._audience)
             require_scope(claims, self._scope)
         except IdentityError as refusal:
-            return self._refuse(start_response, refusal, token_sent=token is not None)
+            log.info("refused an MCP request from %s: %s", request.remote_addr,
+                     refusal.description)
+            return _error_response(start_response, refusal,
+                                   ("WWW-Authenticate", self._challenge(refusal, token)))
         environ[ACCESS_TOKEN_ENVIRON_KEY] = _access_token(token, claims, self._audience)
         return self._bridge(environ, start_response)
 
@@ -91,21 +103,25 @@ class McpDispatcher:
 
         return build_server(self._context)
 
-    def _refuse(self, start_response: StartResponse, refusal: IdentityError, *,
-                token_sent: bool) -> list[bytes]:
+    def _challenge(self, refusal: IdentityError, token: str | None) -> str:
         if refusal.status == 403:
-            challenge = bearer_challenge(resource_metadata=self._resource_metadata,
-                                         error="insufficient_scope", scope=self._scope)
-        else:  # RFC 6750 §3.1: no error code when the request carried no token at all
-            challenge = bearer_challenge(resource_metadata=self._resource_metadata,
-                                         error="invalid_token" if token_sent else "")
-        body = json.dumps(refusal.to_dict()).encode()
-        status = HTTPStatus(refusal.status)
-        start_response(f"{status.value} {status.phrase}", [
-            ("Content-Type", "application/json"), ("Content-Length", str(len(body))),
-            ("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"),
-            ("WWW-Authenticate", challenge), *refusal.headers.items()])
-        return [body]
+            return bearer_challenge(resource_metadata=self._resource_metadata,
+                                    error="insufficient_scope", scope=self._scope)
+        # RFC 6750 §3.1: no error code when the request carried no token at all.
+        return bearer_challenge(resource_metadata=self._resource_metadata,
+                                error="" if token is None else "invalid_token")
+
+
+def _error_response(start_response: StartResponse, error: IdentityError,
+                    *headers: tuple[str, str]) -> list[bytes]:
+    """The service's JSON error body, as server/errors.py writes it for Falcon routes."""
+    body = json.dumps(error.to_dict()).encode()
+    status = HTTPStatus(error.status)
+    start_response(f"{status.value} {status.phrase}", [
+        ("Content-Type", "application/json"), ("Content-Length", str(len(body))),
+        ("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"),
+        *headers, *error.headers.items()])
+    return [body]
 
 
 def _access_token(token: str, claims: dict[str, Any], resource: str) -> Any:

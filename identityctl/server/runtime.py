@@ -48,9 +48,9 @@ def stop_server(server: BaseWSGIServer | MultiSocketServer) -> None:
     """Stop accepting, finish running tasks, close every channel so run() returns now."""
     server.close()
     server.task_dispatcher.shutdown(timeout=5)
-    server.close_app()
     for channel in list(server._map.values()):
         channel.close()
+    server.close_app()
 
 
 def serve(config: Config, *, host: str, port: int, threads: int,
