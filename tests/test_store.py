@@ -1,0 +1,243 @@
+"""The store, on SQLite and on PostgreSQL: schema versions, records, constraints, atomicity.
+
+Every test runs once per database of the `store_url` fixture (PostgreSQL when
+IDENTITYCTL_TEST_PG_URL names a server, as scripts/test.sh arranges).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from identityctl.errors import Conflict, NotFound
+from identityctl.store import catalog, db, directory, migrations
+from identityctl.store.directory import UserRecord
+from identityctl.store.models import AuthorizationCode, SchemaVersion, now
+
+NESTED_JSON = {"name": "Zoë 😀", "flag": True, "count": 3, "ratio": 0.5, "none": None,
+               "list": [1, "two", {"three": [False]}]}
+
+
+def make_ou(handle: str = "staff", parent_id: str | None = None) -> dict[str, Any]:
+    return directory.create_ou(handle=handle, name=handle.title(), parent_id=parent_id)
+
+
+def make_user_type(ou_id: str, name: str = "person") -> dict[str, Any]:
+    return directory.create_user_type(name=name, ou_id=ou_id, allow_self_registration=True,
+                                      schema={"email": {"type": "string", "unique": True}})
+
+
+def make_user(username: str = "alice", attributes: dict[str, Any] | None = None) -> UserRecord:
+    ou = directory.find_ou("staff") or make_ou()
+    kind = directory.find_user_type("person") or make_user_type(ou["id"])
+    return directory.create_user(username=username, user_handle=f"handle-{username}",
+                                 user_type_id=kind["id"], ou_id=ou["id"],
+                                 attributes=attributes or {}, password_hash=None)
+
+
+def make_application(name: str = "Shop", client_id: str = "shop-client") -> dict[str, Any]:
+    return catalog.create_application(
+        name=name, description="", template="SPA", ouId=None, authFlowId=None,
+        registrationFlowId=None, isRegistrationFlowEnabled=False, themeId=None,
+        allowedUserTypes=[], clientId=client_id, clientSecretHash=None,
+        oauth={"redirectUris": ["https://shop.example.com/cb"], "publicClient": True})
+
+
+def make_flow(handle: str = "login", flow_type: str = "AUTHENTICATION") -> dict[str, Any]:
+    return catalog.create_flow(handle=handle, name="Login", flow_type=flow_type,
+                               nodes=[{"id": "start", "type": "START", "onSuccess": "end"},
+                                      {"id": "end", "type": "END", "meta": NESTED_JSON}])
+
+
+# --- schema versions ------------------------------------------------------------------------
+
+
+def test_a_migrated_store_records_every_version_once(store_url: str) -> None:
+    versions = [row.version for row in SchemaVersion.select().order_by(SchemaVersion.version)]
+    assert versions == [number for number, _, _ in migrations.MIGRATIONS]
+    assert migrations.current_version() == migrations.LATEST_VERSION
+
+
+def test_upgrading_again_changes_nothing(store_url: str) -> None:
+    make_user()
+    assert migrations.upgrade() == []
+    assert SchemaVersion.select().count() == len(migrations.MIGRATIONS)
+    assert directory.find_user("alice") is not None
+
+
+# --- records --------------------------------------------------------------------------------
+
+
+def test_organization_units_form_a_tree_and_can_be_renamed(store_url: str) -> None:
+    parent = make_ou("emea")
+    child = make_ou("sales", parent_id=parent["id"])
+    assert directory.find_ou("sales") == child
+    assert child["parent"] == parent["id"]
+    assert directory.update_ou(child["id"], name="EMEA Sales")["name"] == "EMEA Sales"
+    assert [unit["handle"] for unit in directory.list_ous()] == ["emea", "sales"]
+    directory.delete_ou(child["id"])
+    assert directory.find_ou(child["id"]) is None
+
+
+def test_user_types_keep_their_schema(store_url: str) -> None:
+    kind = make_user_type(make_ou()["id"])
+    assert directory.find_user_type(kind["id"]) == kind
+    changed = directory.update_user_type(kind["id"], schema=NESTED_JSON,
+                                         allow_self_registration=False)
+    assert changed["schema"] == NESTED_JSON
+    assert changed["allowSelfRegistration"] is False
+    directory.delete_user_type(kind["id"])
+    assert directory.list_user_types() == []
+
+
+def test_users_are_found_by_id_username_and_handle(store_url: str) -> None:
+    user = make_user(attributes=NESTED_JSON)
+    assert directory.find_user(user.id) == user
+    assert directory.find_user("alice") == user
+    assert directory.find_user_by_handle("handle-alice") == user
+    assert directory.get_user(user.id).attributes == NESTED_JSON
+    updated = directory.update_user(user.id, status="disabled", password_hash="$argon2id$x")
+    assert (updated.status, updated.password_hash) == ("disabled", "$argon2id$x")
+    assert updated.updated_at >= user.updated_at
+    assert [u.username for u in directory.list_users()] == ["alice"]
+    directory.delete_user(user.id)
+    with pytest.raises(NotFound) as missing:
+        directory.get_user(user.id)
+    assert missing.value.code == "user_not_found"
+
+
+def test_themes_round_trip_their_document(store_url: str) -> None:
+    theme = catalog.create_theme(handle="ocean", display_name="Ocean", description="Blue",
+                                 theme=NESTED_JSON)
+    assert catalog.find_theme("ocean")["theme"] == NESTED_JSON
+    assert catalog.update_theme(theme["id"], display_name="Deep")["displayName"] == "Deep"
+    catalog.delete_theme(theme["id"])
+    assert catalog.list_themes() == []
+
+
+def test_flows_are_unique_per_handle_and_type(store_url: str) -> None:
+    login = make_flow()
+    signup = make_flow(flow_type="REGISTRATION")
+    assert catalog.find_flow_by_handle("login", "REGISTRATION") == signup
+    assert catalog.get_flow(login["id"])["nodes"][1]["meta"] == NESTED_JSON
+    total, page = catalog.list_flows(flow_type="AUTHENTICATION")
+    assert (total, [flow["id"] for flow in page]) == (1, [login["id"]])
+    assert catalog.update_flow(login["id"], name="Sign in")["name"] == "Sign in"
+    catalog.delete_flow(login["id"])
+    assert catalog.list_flows()[0] == 1
+
+
+def test_applications_keep_oauth_settings_and_never_show_the_secret_hash(
+        store_url: str) -> None:
+    application = make_application()
+    assert catalog.find_application_by_client_id("shop-client") == application
+    config = application["inboundAuthConfig"][0]["config"]
+    assert config["clientId"] == "shop-client"
+    assert config["redirectUris"] == ["https://shop.example.com/cb"]
+    assert "clientSecretHash" not in str(application)
+    catalog.update_application(application["id"], clientSecretHash="$argon2id$y")
+    assert catalog.client_secret_hash("shop-client") == "$argon2id$y"
+    catalog.delete_application(application["id"])
+    with pytest.raises(NotFound):
+        catalog.get_application(application["id"])
+
+
+def test_missing_rows_are_not_found_with_the_record_code(store_url: str) -> None:
+    for attempt, code in [(lambda: directory.update_ou("nope", name="x"), "ou_not_found"),
+                          (lambda: directory.delete_user("nope"), "user_not_found"),
+                          (lambda: catalog.delete_theme("nope"), "theme_not_found"),
+                          (lambda: catalog.get_flow("nope"), "flow_not_found")]:
+        with pytest.raises(NotFound) as missing:
+            attempt()
+        assert missing.value.code == code
+
+
+# --- constraints ----------------------------------------------------------------------------
+
+
+def test_unique_values_are_conflicts_with_stable_codes(store_url: str) -> None:
+    make_user()
+    make_flow()
+    make_application()
+    catalog.create_theme(handle="ocean", display_name="Ocean", description="", theme={})
+    duplicates = [
+        (lambda: make_ou(), "ou_exists"),
+        (lambda: make_user_type(directory.find_ou("staff")["id"]), "user_type_exists"),
+        (lambda: make_user(), "username_taken"),
+        (lambda: catalog.create_theme(handle="ocean", display_name="O", description="",
+                                      theme={}), "theme_exists"),
+        (lambda: make_flow(), "flow_exists"),
+        (lambda: make_application(client_id="other-client"), "application_exists"),
+        (lambda: make_application(name="Other"), "application_exists"),
+    ]
+    for attempt, code in duplicates:
+        with pytest.raises(Conflict) as conflict:
+            attempt()
+        assert conflict.value.code == code
+
+
+def test_renaming_onto_a_taken_username_is_a_conflict(store_url: str) -> None:
+    make_user("alice")
+    bob = make_user("bob")
+    with pytest.raises(Conflict) as conflict:
+        directory.update_user(bob.id, username="alice")
+    assert conflict.value.code == "username_taken"
+
+
+def test_records_still_in_use_cannot_be_deleted(store_url: str) -> None:
+    user = make_user()
+    parent = directory.find_ou("staff")
+    make_ou("child", parent_id=parent["id"])
+    with pytest.raises(Conflict) as ou_in_use:
+        directory.delete_ou(parent["id"])
+    assert ou_in_use.value.code == "ou_in_use"
+    with pytest.raises(Conflict) as type_in_use:
+        directory.delete_user_type(user.user_type_id)
+    assert type_in_use.value.code == "user_type_in_use"
+    assert directory.find_ou("staff") is not None
+    assert directory.find_user_type("person") is not None
+
+
+# --- atomicity ------------------------------------------------------------------------------
+
+
+def test_a_transaction_keeps_all_its_writes_or_none(store_url: str) -> None:
+    with pytest.raises(Conflict), db.transaction():
+        ou = make_ou("first")
+        make_user_type(ou["id"])
+        make_ou("first")  # fails: everything above goes too
+    assert directory.find_ou("first") is None
+    assert directory.list_user_types() == []
+    with db.transaction():
+        make_user_type(make_ou("second")["id"])
+    assert directory.find_user_type("person")["ouId"] == directory.find_ou("second")["id"]
+
+
+def test_a_single_use_code_is_consumed_by_exactly_one_of_many_racers(store_url: str) -> None:
+    user, application = make_user(), make_application()
+    AuthorizationCode.create(code_hash="h", application=application["id"], user=user.id,
+                             redirect_uri="https://shop.example.com/cb", auth_time=now(),
+                             expires_at=now() + 60)
+    racers = 8
+    start = threading.Barrier(racers)
+    wins: list[int] = []
+
+    def consume() -> None:
+        try:
+            start.wait()
+            # The pattern the OAuth layer relies on: one conditional UPDATE decides.
+            wins.append(AuthorizationCode.update(consumed_at=now())
+                        .where((AuthorizationCode.code_hash == "h")
+                               & AuthorizationCode.consumed_at.is_null()).execute())
+        finally:
+            db.close()  # this thread's connection
+
+    threads = [threading.Thread(target=consume) for _ in range(racers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(wins) == [0] * (racers - 1) + [1]
+    assert AuthorizationCode.get_by_id("h").consumed_at is not None
