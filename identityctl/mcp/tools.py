@@ -52,8 +52,9 @@ from identityctl.mcp.schemas import (
     field_title,
 )
 from identityctl.services import catalog as catalog_service
+from identityctl.services import directory as directory_service
 from identityctl.services.context import ServiceContext
-from identityctl.store import catalog, directory
+from identityctl.store import catalog
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -294,7 +295,7 @@ def svc_get_theme_by_id(
 @tool("list organization units", READ_ONLY)
 def svc_list_organization_units() -> OrganizationUnitList:
     """List all organization units (id, handle, name, description, parent)."""
-    units = directory.list_ous()
+    units = directory_service.list_ous()
     return OrganizationUnitList(total_count=len(units),
                                 organization_units=[OrganizationUnit.model_validate(u)
                                                     for u in units])
@@ -303,7 +304,7 @@ def svc_list_organization_units() -> OrganizationUnitList:
 @tool("list user types", READ_ONLY)
 def svc_list_user_types() -> UserTypeList:
     """List all user types with their self-registration setting and attribute schema."""
-    types = directory.list_user_types()
+    types = directory_service.list_user_types()
     return UserTypeList(total_count=len(types),
                         user_types=[UserType.model_validate(t) for t in types])
 

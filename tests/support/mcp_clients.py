@@ -65,7 +65,7 @@ async def http_session(url: str, token: str | None = None) -> AsyncIterator[Clie
 
 def identityctl_command(*args: str) -> list[str]:
     """`identityctl ARGS` run with this interpreter."""
-    return [sys.executable, "-c", "from identityctl.cli.main import run; run()", *args]
+    return [sys.executable, "-m", "identityctl", *args]
 
 
 @asynccontextmanager
