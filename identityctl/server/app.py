@@ -9,6 +9,7 @@ from identityctl.server import errors, middleware
 from identityctl.server.openapi import OpenApiResource
 from identityctl.server.resources.health import HealthResource
 from identityctl.server.resources.mcp_metadata import ProtectedResourceMetadataResource
+from identityctl.server.resources.passkey import add_passkey_routes
 from identityctl.services.context import ServiceContext
 
 
@@ -30,6 +31,7 @@ def add_routes(app: falcon.App, context: ServiceContext) -> None:
     """Every route of the service, in one place."""
     app.add_route("/health", HealthResource())
     app.add_route("/openapi.json", OpenApiResource(context.config.base_url))
+    add_passkey_routes(app, context)
     if context.config.mcp.enabled:
         mcp_metadata = ProtectedResourceMetadataResource(context.config)
         app.add_route("/.well-known/oauth-protected-resource", mcp_metadata)

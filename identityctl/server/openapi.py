@@ -18,6 +18,7 @@ from identityctl import __version__
 RESOURCE_MODULES: tuple[str, ...] = (
     "identityctl.server.resources.health",
     "identityctl.server.resources.mcp_metadata",
+    "identityctl.server.resources.passkey",
 )
 
 ERROR_SCHEMA = {
