@@ -38,15 +38,11 @@ from identityctl.mcp.schemas import (
     FlowList,
     FlowName,
     FlowNodes,
-    FlowSummary,
     FlowType,
-    OrganizationUnit,
     OrganizationUnitList,
     ReactIntegrationGuide,
     Theme,
     ThemeList,
-    ThemeSummary,
-    UserType,
     UserTypeList,
     WireModel,
     field_title,
@@ -111,8 +107,8 @@ def takes_fields_of(model: type[WireModel], *leading: inspect.Parameter) -> Call
     """Give a ``**document`` function the fields of ``model`` as keyword parameters.
 
     The tool's input schema then lists the record's fields at the top level under their wire
-    names (the application object itself is the arguments, as in the reference system), and
-    the function receives them as the document the services take.
+    names (the application object itself is the arguments, as in the reference system); the
+    function gets them as keyword arguments and `_document` makes the services' JSON of them.
     """
 
     def apply(function: F) -> F:
@@ -145,8 +141,8 @@ def svc_list_applications() -> ApplicationList:
 
     Client secrets are never shown."""
     applications = catalog_service.list_applications()
-    return ApplicationList(total_count=len(applications),
-                           applications=[Application.model_validate(a) for a in applications])
+    return ApplicationList.model_validate({"total_count": len(applications),
+                                           "applications": applications})
 
 
 @tool("get application", READ_ONLY)
@@ -226,7 +222,7 @@ def svc_list_flows(
     total_count is the number of matching flows on all pages. Read a whole flow with
     svc_get_flow_by_id or svc_get_flow_by_handle."""
     total, flows = catalog_service.list_flows(flow_type=flow_type, limit=limit, offset=offset)
-    return FlowList(total_count=total, flows=[FlowSummary.model_validate(f) for f in flows])
+    return FlowList.model_validate({"total_count": total, "flows": flows})
 
 
 @tool("get flow", READ_ONLY)
@@ -280,8 +276,7 @@ def svc_list_themes() -> ThemeList:
     Call it before creating an SPA, Mobile or Server application and use one of these ids as
     its themeId."""
     themes = catalog_service.list_themes()
-    return ThemeList(total_count=len(themes),
-                     themes=[ThemeSummary.model_validate(t) for t in themes])
+    return ThemeList.model_validate({"total_count": len(themes), "themes": themes})
 
 
 @tool("get theme", READ_ONLY)
@@ -296,17 +291,15 @@ def svc_get_theme_by_id(
 def svc_list_organization_units() -> OrganizationUnitList:
     """List all organization units (id, handle, name, description, parent)."""
     units = directory_service.list_ous()
-    return OrganizationUnitList(total_count=len(units),
-                                organization_units=[OrganizationUnit.model_validate(u)
-                                                    for u in units])
+    return OrganizationUnitList.model_validate({"total_count": len(units),
+                                                "organization_units": units})
 
 
 @tool("list user types", READ_ONLY)
 def svc_list_user_types() -> UserTypeList:
     """List all user types with their self-registration setting and attribute schema."""
     types = directory_service.list_user_types()
-    return UserTypeList(total_count=len(types),
-                        user_types=[UserType.model_validate(t) for t in types])
+    return UserTypeList.model_validate({"total_count": len(types), "user_types": types})
 
 
 # --- the server -----------------------------------------------------------------------------
