@@ -77,13 +77,13 @@ class AuthStartResource(_PasskeyResource):
 class AuthFinishResource(_PasskeyResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = json_object(req)
+        skip_assertion = bool_field(body, "skipAssertion")
         signed_in = passkeys.finish_authentication(
             self.context, credential=object_field(body, CREDENTIAL),
             session_token=string_field(body, "sessionToken"),
             client_address=req.context.client_address)
-        resp.media = signin.authentication_result(
-            self.context, signed_in.user, signed_in.amr,
-            skip_assertion=bool_field(body, "skipAssertion"))
+        resp.media = signin.authentication_result(self.context, signed_in.user, signed_in.amr,
+                                                  skip_assertion=skip_assertion)
 
 
 def add_passkey_routes(app: falcon.App, context: ServiceContext) -> None:
