@@ -17,7 +17,7 @@ from identityctl.store import passkeys as passkey_store
 from identityctl.store.models import CeremonySession
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator, b64url, b64url_decode
-from tests.test_passkey_helpers import PasskeyClient, assert_error
+from tests.test_passkey_helpers import PasskeyClient, assert_error, second_instance
 
 
 @pytest.fixture
@@ -387,3 +387,22 @@ def test_finish_bodies_need_a_credential_and_a_session_token(client: PasskeyClie
     assert_error(client.service.post("/auth/passkey/finish", {
         "publicKeyCredential": {}, "sessionToken": "x", "skipAssertion": "yes"}),
         400, "invalid_field")
+
+
+def test_an_algorithm_the_server_did_not_offer_is_refused(client: PasskeyClient) -> None:
+    """The browser's policy is not trusted: the server checks what it offered itself."""
+    def offer_es256_only(config_text: str) -> str:
+        return config_text.replace('algorithms = ["ES256", "EdDSA", "RS256"]',
+                                   'algorithms = ["ES256"]')
+
+    with second_instance(client.service, offer_es256_only) as strict_instance:
+        strict = PasskeyClient(strict_instance)
+        user = strict.new_user()
+        options, session_token = strict.begin_registration(user)
+        assert [p["alg"] for p in options["pubKeyCredParams"]] == [-7]
+
+        ed25519 = SoftAuthenticator(alg="EdDSA")
+        refused = strict.register_finish(ed25519.create(options, origin=strict.origin),
+                                         session_token)
+        assert_error(refused, 400, "algorithm_not_offered")
+        assert strict.register(user, SoftAuthenticator(alg="ES256")).status_code == 201

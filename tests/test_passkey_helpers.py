@@ -5,16 +5,22 @@ No tests here; the specifications live in the other tests/test_passkey_*.py file
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
+import sys
+import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import requests
 
+from identityctl.config import load_config
 from identityctl.security.tokens import ACCESS_TOKEN_TYP, TokenService
 from identityctl.services import directory
 from identityctl.store.directory import UserRecord
-from tests.conftest import Service
+from tests.conftest import Service, free_port
 from tests.support.authenticator import SoftAuthenticator
 
 
@@ -25,6 +31,45 @@ def assert_error(response: requests.Response, status: int, code: str) -> dict[st
     assert set(body) == {"code", "message", "description"}, body
     assert body["code"] == code, body
     return body
+
+
+@contextlib.contextmanager
+def second_instance(service: Service,
+                    edit: Callable[[str], str] = lambda text: text) -> Iterator[Service]:
+    """Another `identityctl serve` process on ``service``'s database and public address.
+
+    Like a second instance behind the same load balancer: same config file contents
+    (changed by ``edit``), another port, another process.
+    """
+    port = free_port()
+    config_path = service.config_path.with_name(f"instance-{port}.toml")
+    config_path.write_text(edit(service.config_path.read_text()))
+    log_path = config_path.with_suffix(".log")
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "identityctl", "--config", str(config_path), "serve",
+             "--host", "127.0.0.1", "--port", str(port)], stdout=log, stderr=log)
+    instance = Service(config=load_config(config_path), config_path=config_path,
+                       base_url=f"http://localhost:{port}", http=requests.Session())
+    try:
+        deadline = time.monotonic() + 30
+        while not _answers(instance):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"second instance did not start:\n"
+                                   f"{log_path.read_text()[-2000:]}")
+            time.sleep(0.1)
+        yield instance
+    finally:
+        instance.http.close()
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def _answers(instance: Service) -> bool:
+    try:
+        return instance.get("/health").status_code == 200
+    except requests.ConnectionError:
+        return False
 
 
 @dataclass
