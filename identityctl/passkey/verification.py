@@ -121,7 +121,7 @@ def _check_client_data(client_data_json: bytes, *, expected_type: str, challenge
     """§7.1 steps 5-9 / §7.2 steps 9-13, each failure with its own code."""
     try:
         client_data = json.loads(client_data_json)
-    except (UnicodeDecodeError, ValueError):
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         client_data = None
     if not isinstance(client_data, dict) or not all(
             isinstance(client_data.get(key), str) for key in ("type", "challenge", "origin")):
