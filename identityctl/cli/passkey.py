@@ -1,0 +1,66 @@
+"""`identityctl passkey`: list, rename and delete a user's passkeys.
+
+Registering a passkey needs a browser (or the user's authenticator), so it is not a CLI
+command; an admin lets it happen with a token: `identityctl token --scope system`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import typer
+
+from identityctl.cli.common import Session, command
+from identityctl.cli.directory import ACTOR, YesOption, confirm_and_delete, when
+from identityctl.cli.output import JsonOption, done, show_table
+
+passkey_app = typer.Typer(help="A user's passkeys (WebAuthn credentials): list, rename, delete.",
+                          no_args_is_help=True)
+
+UserArgument = typer.Argument(..., help="User id or username.")
+CredentialArgument = typer.Argument(..., metavar="CRED_ID",
+                                    help="Credential id (Base64URL, as `passkey list` shows).")
+
+
+@command(passkey_app, "list")
+def passkey_list(user: str = UserArgument, as_json: bool = JsonOption) -> None:
+    """Show the passkeys of USER, oldest first. Example:
+
+        identityctl passkey list alice
+    """
+    from identityctl.services import passkeys
+
+    Session.connected()
+    records = [record.to_api() for record in passkeys.list_credentials(user)]
+    rows = [{**record, "created": when(record["createdAt"]),
+             "lastUsed": when(record["lastUsedAt"]),
+             "synced": "yes" if record["backupEligible"] else "no"} for record in records]
+    show_table(rows, [("credentialId", "Credential id"), ("name", "Name"),
+                      ("created", "Created"), ("lastUsed", "Last used"),
+                      ("synced", "Synced"), ("signCount", "Counter")],
+               title="Passkeys", as_json=as_json, json_data=records)
+
+
+@command(passkey_app, "rename")
+def passkey_rename(user: str = UserArgument, credential_id: str = CredentialArgument,
+                   name: str = typer.Argument(..., help="New name (at most 64 characters)."),
+                   as_json: bool = JsonOption) -> None:
+    """Give one of USER's passkeys a new NAME."""
+    from identityctl.services import passkeys
+
+    Session.connected()
+    record = passkeys.rename_credential(user, credential_id, name, actor=ACTOR)
+    done(f"renamed passkey {credential_id} to {record.name!r}", as_json=as_json,
+         data=record.to_api())
+
+
+@command(passkey_app, "delete")
+def passkey_delete(user: str = UserArgument, credential_id: str = CredentialArgument,
+                   yes: bool = YesOption, as_json: bool = JsonOption) -> None:
+    """Remove one of USER's passkeys; it can no longer sign in (asks first unless --yes)."""
+    from identityctl.services import passkeys
+
+    Session.connected()
+    confirm_and_delete(f"passkey {credential_id} of {user}", credential_id,
+                       functools.partial(passkeys.delete_credential, user), yes=yes,
+                       as_json=as_json, shown={"user": user})
