@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -52,13 +51,18 @@ class VerificationError(BadRequest):
 
 
 @dataclass(frozen=True)
-class RegistrationExpectations:
-    """What the registration ceremony's start promised and the response must match."""
+class CeremonyExpectations:
+    """What a ceremony's start promised and its response must match."""
 
     challenge: bytes
     rp_id: str
     allowed_origins: tuple[str, ...]
     user_verification_required: bool
+
+
+@dataclass(frozen=True)
+class RegistrationExpectations(CeremonyExpectations):
+    #: COSE algorithms offered in pubKeyCredParams.
     algorithms: tuple[int, ...]
     #: "" when any attachment was acceptable.
     authenticator_attachment: str = ""
@@ -81,13 +85,7 @@ class VerifiedCredential:
 
 
 @dataclass(frozen=True)
-class AuthenticationExpectations:
-    """What the authentication ceremony's start promised and the response must match."""
-
-    challenge: bytes
-    rp_id: str
-    allowed_origins: tuple[str, ...]
-    user_verification_required: bool
+class AuthenticationExpectations(CeremonyExpectations):
     #: allowCredentials of the options; empty for usernameless ceremonies.
     allowed_credential_ids: tuple[bytes, ...] = ()
     #: Usernameless: the response must carry a userHandle (it names the user).
@@ -116,8 +114,8 @@ class VerifiedAssertion:
     user_verified: bool
 
 
-def _check_client_data(client_data_json: bytes, *, expected_type: str, challenge: bytes,
-                       allowed_origins: Sequence[str]) -> None:
+def _check_client_data(client_data_json: bytes, *, expected_type: str,
+                       expected: CeremonyExpectations) -> None:
     """§7.1 steps 5-9 / §7.2 steps 9-13, each failure with its own code."""
     try:
         client_data = json.loads(client_data_json)
@@ -131,17 +129,18 @@ def _check_client_data(client_data_json: bytes, *, expected_type: str, challenge
         raise VerificationError("client_data_type_mismatch", f"Unexpected clientData type "
                                 f"{client_data['type']!r}, expected {expected_type!r}.")
     sent = codec.decode(client_data["challenge"], field="clientDataJSON.challenge")
-    if not hmac.compare_digest(sent, challenge):
+    if not hmac.compare_digest(sent, expected.challenge):
         raise VerificationError("challenge_mismatch", "The clientData challenge is not the one "
                                 "this session issued; use the options of the same start call.")
     origin = client_data["origin"]
-    if origin not in allowed_origins:
+    if origin not in expected.allowed_origins:
         parts = urlsplit(origin)
         if parts.scheme == "http" and parts.hostname not in LOCAL_HOSTS:
             raise VerificationError("plain_http_origin", f"Origin {origin!r} uses plain http; "
                                     "WebAuthn needs https outside localhost.", origin=origin)
         raise VerificationError("origin_mismatch", f"Unexpected origin {origin!r}, expected one "
-                                f"of {list(allowed_origins)} (passkey.allowed_origins).",
+                                f"of {list(expected.allowed_origins)} "
+                                f"(passkey.allowed_origins).",
                                 origin=origin)
     top_origin = client_data.get("topOrigin")
     if client_data.get("crossOrigin") is True or (top_origin is not None
@@ -151,16 +150,17 @@ def _check_client_data(client_data_json: bytes, *, expected_type: str, challenge
                                 "use these passkeys.", top_origin=top_origin)
 
 
-def _check_authenticator_data(auth_data: AuthenticatorData, *, rp_id: str,
-                              user_verification_required: bool) -> None:
+def _check_authenticator_data(auth_data: AuthenticatorData, *,
+                              expected: CeremonyExpectations) -> None:
     """rpIdHash, UP, UV when required, and the BE/BS consistency of §6.1.3."""
-    if not hmac.compare_digest(auth_data.rp_id_hash, hashlib.sha256(rp_id.encode()).digest()):
+    rp_id_hash = hashlib.sha256(expected.rp_id.encode()).digest()
+    if not hmac.compare_digest(auth_data.rp_id_hash, rp_id_hash):
         raise VerificationError("rp_id_mismatch", f"authenticatorData rpIdHash is not the hash "
-                                f"of the relying party id {rp_id!r}.")
+                                f"of the relying party id {expected.rp_id!r}.")
     if not auth_data.flags.up:
         raise VerificationError("user_presence_missing", "The authenticator did not report "
                                 "user presence (UP=0).")
-    if user_verification_required and not auth_data.flags.uv:
+    if expected.user_verification_required and not auth_data.flags.uv:
         raise VerificationError("user_verification_missing", "User verification is required "
                                 "but the authenticator reported UV=0.")
     if auth_data.flags.bs and not auth_data.flags.be:
@@ -172,16 +172,14 @@ def verify_registration(credential: CredentialResponse, *,
                         expected: RegistrationExpectations) -> VerifiedCredential:
     """§7.1: a registration response, or :class:`VerificationError` naming the failed step."""
     client_data_json = credential.fields["clientDataJSON"]
-    _check_client_data(client_data_json, expected_type=REGISTRATION_TYPE,
-                       challenge=expected.challenge, allowed_origins=expected.allowed_origins)
+    _check_client_data(client_data_json, expected_type=REGISTRATION_TYPE, expected=expected)
     try:
         attestation = parse_attestation_object(credential.fields["attestationObject"])
     except (WebAuthnException, ValueError, KeyError, TypeError) as exc:
         raise VerificationError("invalid_attestation", "attestationObject is not a valid CBOR "
                                 "attestation object.") from exc
     auth_data = attestation.auth_data
-    _check_authenticator_data(auth_data, rp_id=expected.rp_id,
-                              user_verification_required=expected.user_verification_required)
+    _check_authenticator_data(auth_data, expected=expected)
     attested = auth_data.attested_credential_data
     if attested is None:
         raise VerificationError("invalid_attestation", "authenticatorData carries no attested "
@@ -246,14 +244,13 @@ def verify_authentication(credential: CredentialResponse, *,
         raise VerificationError("user_handle_mismatch", "response.userHandle does not name the "
                                 "owner of this credential.")
     _check_client_data(credential.fields["clientDataJSON"], expected_type=AUTHENTICATION_TYPE,
-                       challenge=expected.challenge, allowed_origins=expected.allowed_origins)
+                       expected=expected)
     try:
         auth_data = parse_authenticator_data(credential.fields["authenticatorData"])
     except (WebAuthnException, ValueError, KeyError, TypeError, IndexError) as exc:
         raise VerificationError("invalid_authenticator_data", "authenticatorData is "
                                 "malformed.") from exc
-    _check_authenticator_data(auth_data, rp_id=expected.rp_id,
-                              user_verification_required=expected.user_verification_required)
+    _check_authenticator_data(auth_data, expected=expected)
     try:
         # A zero stored count turns py_webauthn's own counter check off: ours below runs
         # after the signature, so only a genuine signed assertion is reported as a clone.
