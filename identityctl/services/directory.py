@@ -13,6 +13,7 @@ from typing import Any
 from identityctl.errors import Conflict, Forbidden, InvalidField, NotFound
 from identityctl.security import passwords
 from identityctl.security.secrets import b64url_encode
+from identityctl.services import throttle
 from identityctl.store import audit, directory
 from identityctl.store.directory import UserRecord
 
@@ -160,6 +161,7 @@ def unlock_user(id_or_username: str, *, actor: str = "admin") -> UserRecord:
         raise Conflict("The account is disabled, not locked; enable it instead.",
                        code="account_disabled")
     updated = directory.update_user(user.id, status="active", locked_until=None)
+    throttle.unlock_account(user.username)
     audit.record("user.unlock", "success", actor=actor, user_id=user.id)
     return updated
 

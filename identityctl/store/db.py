@@ -47,7 +47,6 @@ def connect(url: str, *, busy_timeout: float = 5.0) -> peewee.Database:
             password=unquote(parts.password or "") or None,
             host=parts.hostname or None,
             port=parts.port or None,
-            autorollback=True,
         )
     else:
         raise ValueError(f"unsupported database URL {url!r}")

@@ -1,0 +1,80 @@
+"""Brute-force throttling shared by password sign-in, passkey ceremonies, flows and tokens.
+
+Failures are counted per account and per client address within ``security.failure_window``;
+reaching ``max_failures_per_account`` / ``max_failures_per_address`` blocks that key for
+``security.lockout_seconds`` (429 with Retry-After). The account is whatever the caller
+names (a normalized username, a client id), known or not, so a blocked unknown username
+answers exactly like a blocked real one. Every block and every refusal is audited.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from identityctl.errors import TooManyRequests
+from identityctl.services.context import ServiceContext
+from identityctl.store import audit
+from identityctl.store import throttle as store
+
+
+def account_key(account: str) -> str:
+    return "account:" + account.strip().casefold()
+
+
+def address_key(client_address: str) -> str:
+    return "address:" + client_address
+
+
+def ensure_allowed(ctx: ServiceContext, *, action: str, account: str | None,
+                   client_address: str) -> None:
+    """Refuse with 429 when the account or the client address is currently blocked."""
+    now = time.time()
+    keys = _keys(account, client_address)
+    until = store.blocked_until([key for key, _ in keys], now=now)
+    if until is None:
+        return
+    retry_after = max(1, math.ceil(until - now))
+    audit.record("throttle.refuse", "throttled", actor=action, client_address=client_address,
+                 details={"action": action, "retryAfter": retry_after})
+    raise TooManyRequests(f"Too many failed attempts; try again in {retry_after} seconds.",
+                          retry_after=retry_after, code="too_many_attempts")
+
+
+def record_failure(ctx: ServiceContext, *, action: str, account: str | None,
+                   client_address: str) -> None:
+    """Count a failed attempt against the account and the address; block at the limit."""
+    security = ctx.config.security
+    now = time.time()
+    for key, limit in _keys(account, client_address,
+                            account_limit=security.max_failures_per_account,
+                            address_limit=security.max_failures_per_address):
+        until = store.count_failure(key, now=now, window=security.failure_window,
+                                    limit=limit, block_for=security.lockout_seconds)
+        if until is not None:
+            audit.record("throttle.block", "throttled", actor=action,
+                         client_address=client_address,
+                         details={"action": action, "scope": key.split(":", 1)[0],
+                                  "seconds": security.lockout_seconds})
+
+
+def record_success(ctx: ServiceContext, *, action: str, account: str | None,
+                   client_address: str) -> None:
+    """A success clears the account's failures (the address keeps its count)."""
+    if account:
+        store.clear([account_key(account)])
+
+
+def unlock_account(account: str) -> None:
+    """Lift a throttle block on an account (``identityctl user unlock``)."""
+    store.clear([account_key(account)])
+
+
+def _keys(account: str | None, client_address: str, *, account_limit: int = 0,
+          address_limit: int = 0) -> list[tuple[str, int]]:
+    keys = []
+    if account:
+        keys.append((account_key(account), account_limit))
+    if client_address:
+        keys.append((address_key(client_address), address_limit))
+    return keys
