@@ -164,11 +164,15 @@ def _open_session(session_token: Any, *, ceremony: str, now: float) -> store.Cer
     return session
 
 
+def _used_concurrently() -> BadRequest:
+    return _session_error("unknown_session_token", "The session token was used by a "
+                          "concurrent request; start the ceremony again.")
+
+
 def _consume(session: store.CeremonySessionRecord, now: float) -> None:
     """Inside the finishing transaction: win the token or roll everything back."""
     if not store.consume_session(session.token_hash, ceremony=session.ceremony, now=now):
-        raise _session_error("unknown_session_token", "The session token was used by a "
-                             "concurrent request; start the ceremony again.")
+        raise _used_concurrently()
 
 
 def _known_credentials(user_id: str) -> list[KnownCredential]:
@@ -309,18 +313,24 @@ def finish_authentication(ctx: ServiceContext, *, credential: dict, session_toke
                                     "another user than the one this sign-in started for.")
         attempt.user_id = stored.user_id
         owner = directory.get_user(stored.user_id)
-        verified = verify_authentication(
-            response, expected=AuthenticationExpectations(
+        expectations = AuthenticationExpectations(
                 challenge=codec.decode(session.challenge, field="challenge"),
                 rp_id=session.rp_id, allowed_origins=ctx.config.passkey.allowed_origins,
                 user_verification_required=session.state["userVerification"] == "required",
                 allowed_credential_ids=tuple(codec.decode(c, field="allowCredentials")
                                              for c in session.state["allowCredentials"]),
-                user_handle_required=session.user_id is None),
-            stored=StoredPasskey(
+                user_handle_required=session.user_id is None)
+        try:
+            verified = verify_authentication(response, expected=expectations, stored=StoredPasskey(
                 credential_id=response.credential_id, public_key=stored.public_key,
                 sign_count=stored.sign_count, backup_eligible=stored.backup_eligible,
                 user_handle=codec.decode(owner.user_handle, field="userHandle")))
+        except VerificationError as error:
+            # A concurrent finish of this very token already stored the counter: a replay
+            # of one assertion, not a cloned authenticator.
+            if error.code == "possible_clone" and store.find_session(session.token_hash) is None:
+                raise _used_concurrently() from None
+            raise
         # Checked only once the key proved itself: nobody learns an account's state cheaply.
         ensure_usable(owner, now)
         with transaction():
