@@ -108,10 +108,13 @@ def serve(
     host: str | None = typer.Option(None, help="Listen address (default: server.host)."),
     port: int | None = typer.Option(None, help="Listen port (default: server.port)."),
     threads: int | None = typer.Option(None, help="Worker threads (default: server.threads)."),
+    workers: int = typer.Option(1, min=1, help="Processes sharing the port (one per core); "
+                                               "see docs/deployment.md."),
 ) -> None:
     """Run the HTTP service (REST API, OAuth/OIDC, hosted sign-in UI, /mcp) under waitress.
 
     Stops cleanly on Ctrl-C or SIGTERM. Applies pending database migrations first.
+    With --workers N, N processes of --threads threads each accept on the same port.
     """
     from identityctl.server.runtime import open_store
     from identityctl.server.runtime import serve as run_server
@@ -127,8 +130,14 @@ def serve(
         console.print(f"  health:    {config.base_url}/health")
         console.print(f"  discovery: {config.issuer}/.well-known/openid-configuration")
 
-    run_server(config, host=host or config.server.host, port=port or config.server.port,
-               threads=threads or config.server.threads, on_ready=ready)
+    listen = {"host": host or config.server.host, "port": port or config.server.port,
+              "threads": threads or config.server.threads, "on_ready": ready}
+    if workers > 1:
+        from identityctl.server.workers import serve_workers
+
+        serve_workers(config, workers=workers, **listen)
+    else:
+        run_server(config, **listen)
 
 
 @command(config_app, "check")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -31,11 +32,13 @@ def served_app(config: Config) -> Callable[..., Any]:
     return McpDispatcher(app, ServiceContext.for_config(config))
 
 
-def make_server(config: Config, *, host: str, port: int,
-                threads: int) -> BaseWSGIServer | MultiSocketServer:
+def make_server(config: Config, *, host: str, port: int, threads: int,
+                sockets: list[socket.socket] | None = None) -> BaseWSGIServer | MultiSocketServer:
+    """A waitress server on host:port, or on ``sockets`` already bound (worker processes)."""
     app = served_app(config)
+    listen: dict[str, Any] = {"sockets": sockets} if sockets else {"host": host, "port": port}
     server = waitress.create_server(
-        app, host=host, port=port, threads=threads,
+        app, **listen, threads=threads,
         ident="identityctl", clear_untrusted_proxy_headers=True,
         max_request_body_size=config.server.max_body_bytes * 4,
         channel_timeout=30, connection_limit=1000)
@@ -54,10 +57,10 @@ def stop_server(server: BaseWSGIServer | MultiSocketServer) -> None:
 
 
 def serve(config: Config, *, host: str, port: int, threads: int,
-          on_ready: Callable[[str], None]) -> None:
+          on_ready: Callable[[str], None], sockets: list[socket.socket] | None = None) -> None:
     """Serve until SIGINT/SIGTERM; ``on_ready`` gets the bound address."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    server = make_server(config, host=host, port=port, threads=threads)
+    server = make_server(config, host=host, port=port, threads=threads, sockets=sockets)
 
     def stop(signum: int, frame: object) -> None:
         raise SystemExit(0)  # leaves the select loop; the finally below closes cleanly
