@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Build dist/identityctl.pex: identityctl and every dependency in one executable file.
+#   ./build_pex.sh            -> dist/identityctl.pex (runs wherever CPython >= 3.11 is)
+#   ./build_pex.sh OUT.pex    -> OUT.pex (the tests build into a temporary directory)
+# Reproducible: pex pins zip timestamps (SOURCE_DATE_EPOCH for the wheel it builds from this
+# tree) and orders entries, so the same sources and the same resolved wheels give the same
+# bytes; the script prints the sha256 to compare (docs/deployment.md, "Build the file").
+# The wheels are those of this machine's platform (glibc, x86_64); see the docs for others.
+set -euo pipefail
+cd "$(dirname "$0")"
+out="${1:-dist/identityctl.pex}"
+# pex itself: the development venv's (pip install -e '.[build]'), else a private build venv;
+# an existing .venv is never modified.
+if [ -x .venv/bin/pex ]; then
+  tools=.venv
+else
+  tools=build/pex-venv
+  [ -x "$tools/bin/pex" ] || { python3 -m venv "$tools" &&
+    "$tools/bin/python" -m pip install --quiet 'pex>=2.20'; }
+fi
+mkdir -p "$(dirname "$out")"
+# --venv: on first run the PEX unpacks into ~/.cache/pex once; later starts skip zip imports,
+# which makes `identityctl --help` start in well under a second.
+"$tools/bin/pex" . \
+  --console-script identityctl \
+  --output-file "$out" \
+  --venv prepend \
+  --interpreter-constraint 'CPython>=3.11,<4' \
+  --python-shebang '/usr/bin/env python3' \
+  --no-pre-install-wheels
+# The package data (hosted UI, default flows, password list, sample config) must be inside:
+# check every file pyproject.toml's package-data patterns match here against the built file.
+PEX_OUT="$out" "$tools/bin/python" - <<'PY'
+import hashlib, io, os, sys, tomllib, zipfile
+from pathlib import Path
+
+path = os.environ["PEX_OUT"]
+patterns = tomllib.loads(Path("pyproject.toml").read_text())["tool"]["setuptools"][
+    "package-data"]["identityctl"]
+expected = {str(p) for pattern in patterns for p in Path("identityctl").glob(pattern)
+            if p.is_file()}
+with zipfile.ZipFile(path) as pex:
+    wheel = next(n for n in pex.namelist() if n.startswith(".deps/identityctl-"))
+    with zipfile.ZipFile(io.BytesIO(pex.read(wheel))) as inner:
+        missing = sorted(expected - set(inner.namelist()))
+if missing:
+    sys.exit(f"build_pex.sh: package data missing from {path}: {', '.join(missing)}")
+digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+print(f"built {path}: {os.path.getsize(path) / 1e6:.1f} MB, {len(expected)} data files, "
+      f"sha256 {digest}")
+PY
