@@ -1,0 +1,212 @@
+"""Scale-out: two `identityctl serve` processes on one PostgreSQL database act as one service.
+
+Each test run gets its own database (created on the server of IDENTITYCTL_TEST_PG_URL, dropped
+afterwards). Both instances read the same config file (the same public address, as behind one
+load balancer) and listen on different ports. Ceremonies started on one finish on the other,
+and a session token sent to both at once is accepted exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+import requests
+
+from identityctl.config import load_config
+from tests.conftest import PG_URL_ENV, Service, free_port
+from tests.support.authenticator import SoftAuthenticator
+from tests.test_cli_process import identityctl, wait_for_health
+from tests.test_passkey_helpers import PasskeyClient
+
+pytestmark = pytest.mark.postgres
+
+#: Concurrent finishes sent to each instance with the same session token.
+PER_INSTANCE = 5
+
+
+@pytest.fixture(scope="module")
+def database_url() -> Iterator[str]:
+    """A new, empty PostgreSQL database on the test server; dropped after the module."""
+    server_url = os.environ.get(PG_URL_ENV, "")
+    if not server_url:
+        pytest.skip(f"no PostgreSQL server: set {PG_URL_ENV} (.ci/run starts one)")
+    psycopg2 = pytest.importorskip("psycopg2")
+    name = f"identityctl_scale_{uuid.uuid4().hex[:12]}"
+    admin = psycopg2.connect(server_url)
+    admin.autocommit = True
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute(f'CREATE DATABASE "{name}"')
+        yield urlunsplit(urlsplit(server_url)._replace(path=f"/{name}"))
+        with admin.cursor() as cursor:
+            cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        admin.close()
+
+
+@dataclass
+class Cluster:
+    """Two instances of one deployment and the admin token to enrol passkeys with."""
+
+    a: PasskeyClient
+    b: PasskeyClient
+    config_path: Path
+    admin_token: str
+
+    def new_user_id(self) -> str:
+        made = identityctl("user", "create", "--username", f"u-{uuid.uuid4().hex[:10]}",
+                           "--json", config=self.config_path)
+        assert made.returncode == 0, made.stderr
+        return json.loads(made.stdout)["id"]
+
+
+def _serve(config_path: Path, port: int, log_path: Path) -> subprocess.Popen[str]:
+    with log_path.open("w") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "identityctl", "--config", str(config_path), "serve",
+             "--host", "127.0.0.1", "--port", str(port)], stdout=log, stderr=log, text=True)
+
+
+@pytest.fixture(scope="module")
+def cluster(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    directory = tmp_path_factory.mktemp("scale-out")
+    port_a, port_b = free_port(), free_port()
+    made = identityctl("init", "--dir", str(directory), "--base-url",
+                       f"http://localhost:{port_a}", "--json")
+    assert made.returncode == 0, made.stderr
+    config_path = directory / "config.toml"
+    text = config_path.read_text()
+    assert 'url = "sqlite:///identityctl.db"' in text
+    config_path.write_text(text.replace('url = "sqlite:///identityctl.db"',
+                                        f'url = "{database_url}"'))
+
+    processes: list[subprocess.Popen[str]] = []
+    clients = []
+    try:
+        # A migrates and seeds the empty database, then B starts on what A made.
+        for port in (port_a, port_b):
+            process = _serve(config_path, port, directory / f"serve-{port}.log")
+            processes.append(process)
+            wait_for_health(f"http://127.0.0.1:{port}/health", process)
+            service = Service(config=load_config(config_path), config_path=config_path,
+                              base_url=f"http://localhost:{port}", http=requests.Session())
+            clients.append(PasskeyClient(service))
+        token = identityctl("token", "--scope", "system", config=config_path)
+        assert token.returncode == 0, token.stderr
+        yield Cluster(a=clients[0], b=clients[1], config_path=config_path,
+                      admin_token=token.stdout.strip())
+    finally:
+        for client in clients:
+            client.service.http.close()
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+    for port, process in zip((port_a, port_b), processes, strict=True):
+        log = (directory / f"serve-{port}.log").read_text()
+        assert process.returncode == 0 and "Traceback" not in log, log
+
+
+@pytest.fixture
+def on(cluster: Cluster) -> Cluster:
+    for client in (cluster.a, cluster.b):
+        client._admin_token = cluster.admin_token
+    return cluster
+
+
+def test_both_instances_are_up_on_one_database(on: Cluster) -> None:
+    for client in (on.a, on.b):
+        health = client.service.get("/health")
+        assert health.status_code == 200 and health.json()["database"] == "ok"
+
+
+def test_register_on_a_finish_on_b_then_sign_in_on_b_finish_on_a(on: Cluster) -> None:
+    user_id, authenticator = on.new_user_id(), SoftAuthenticator()
+
+    started = on.a.register_start(user_id)
+    assert started.status_code == 200, started.text
+    body = started.json()
+    credential = authenticator.create(body["publicKeyCredentialCreationOptions"],
+                                      origin=on.a.origin)
+    finished = on.b.register_finish(credential, body["sessionToken"], name="Across")
+    assert finished.status_code == 201, finished.text
+
+    options, session_token = on.b.begin_sign_in(user_id)
+    signed_in = on.a.auth_finish(authenticator.get(options, origin=on.b.origin), session_token)
+    assert signed_in.status_code == 200, signed_in.text
+    assert signed_in.json()["id"] == user_id
+
+    # And usernameless, the other way round.
+    options, session_token = on.a.begin_sign_in()
+    signed_in = on.b.auth_finish(authenticator.get(options, origin=on.a.origin), session_token)
+    assert signed_in.status_code == 200, signed_in.text
+    assert signed_in.json()["id"] == user_id
+
+
+def _on_both_at_once(on: Cluster, path: str, body: dict,
+                     headers: dict[str, str] | None = None) -> list[requests.Response]:
+    urls = [client.service.url(path) for client in (on.a, on.b)] * PER_INSTANCE
+    with ThreadPoolExecutor(len(urls)) as pool:
+        return list(pool.map(
+            lambda url: requests.post(url, json=body, headers=headers or {}, timeout=30), urls))
+
+
+def _accepted_once(responses: list[requests.Response], success: int,
+                   losing_codes: tuple[str, ...]) -> None:
+    statuses = [response.status_code for response in responses]
+    assert statuses.count(success) == 1, [(r.status_code, r.text) for r in responses]
+    for response in responses:
+        if response.status_code != success:
+            assert response.json()["code"] in losing_codes, response.text
+
+
+def test_a_sign_in_token_finished_on_both_instances_at_once_is_accepted_once(
+        on: Cluster) -> None:
+    user_id, authenticator = on.new_user_id(), SoftAuthenticator()
+    started = on.a.register_start(user_id)
+    assert started.status_code == 200, started.text
+    credential = authenticator.create(started.json()["publicKeyCredentialCreationOptions"],
+                                      origin=on.a.origin)
+    finished = on.b.register_finish(credential, started.json()["sessionToken"])
+    assert finished.status_code == 201, finished.text
+
+    options, session_token = on.a.begin_sign_in(user_id)
+    body = {"publicKeyCredential": authenticator.get(options, origin=on.a.origin),
+            "sessionToken": session_token}
+
+    responses = _on_both_at_once(on, "/auth/passkey/finish", body)
+
+    _accepted_once(responses, 200, ("unknown_session_token",))
+
+
+def test_a_registration_token_finished_on_both_instances_at_once_stores_one_passkey(
+        on: Cluster) -> None:
+    user_id = on.new_user_id()
+    started = on.b.register_start(user_id)
+    assert started.status_code == 200, started.text
+    body = {"publicKeyCredential": SoftAuthenticator().create(
+        started.json()["publicKeyCredentialCreationOptions"], origin=on.b.origin),
+        "sessionToken": started.json()["sessionToken"]}
+
+    responses = _on_both_at_once(on, "/register/passkey/finish", body,
+                                 {"Authorization": f"Bearer {on.admin_token}"})
+
+    _accepted_once(responses, 201, ("unknown_session_token", "credential_already_registered"))
+    listed = identityctl("passkey", "list", user_id, "--json", config=on.config_path)
+    assert listed.returncode == 0, listed.stderr
+    assert len(json.loads(listed.stdout)) == 1
