@@ -13,6 +13,7 @@ from typing import Any
 import falcon
 
 from identityctl.errors import IdentityError
+from identityctl.store.db import busy_error
 
 log = logging.getLogger("identityctl.server")
 
@@ -58,6 +59,12 @@ def handle_http_error(req: falcon.Request, resp: falcon.Response, ex: falcon.HTT
 
 def handle_unexpected(req: falcon.Request, resp: falcon.Response, ex: Exception,
                       params: dict[str, Any]) -> None:
+    # A write outside store.db.transaction() that met a locked database: retry, not a bug.
+    busy = busy_error(ex)
+    if busy is not None:
+        log.warning("database busy on %s %s: %s", req.method, req.path, ex)
+        handle_identity_error(req, resp, busy, params)
+        return
     log.exception("unhandled error on %s %s", req.method, req.path)
     _write(resp, 500, {"code": "internal_error", "message": "Internal server error.",
                        "description": "The error was logged; nothing was changed."})

@@ -67,12 +67,14 @@ class BodyRules:
 
 
 class SecurityHeaders:
-    """Headers every response carries; pages tighten them further (CSP) themselves."""
+    """Headers every response carries; pages set their own CSP (which keeps frame-ancestors
+    'none'). X-Frame-Options is for browsers that ignore CSP frame-ancestors."""
 
     def process_response(self, req: falcon.Request, resp: falcon.Response, resource: Any,
                          req_succeeded: bool) -> None:
         resp.set_header("X-Content-Type-Options", "nosniff")
         resp.set_header("Referrer-Policy", "no-referrer")
+        resp.set_header("X-Frame-Options", "DENY")
         if resp.get_header("Content-Security-Policy") is None:
             resp.set_header("Content-Security-Policy", "default-src 'none'; "
                                                        "frame-ancestors 'none'")

@@ -45,7 +45,7 @@ from identityctl.passkey.verification import (
 )
 from identityctl.security.secrets import new_token, token_hash
 from identityctl.security.tokens import ACCESS_TOKEN_TYP, require_scope
-from identityctl.services import signin
+from identityctl.services import signin, throttle
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import ensure_usable, require_user
 from identityctl.store import audit, directory
@@ -62,6 +62,8 @@ REGISTER_EVENT = "passkey.register"
 AUTHENTICATE_EVENT = "passkey.authenticate"
 #: Failures that are refusals of a genuine-looking request rather than bad input.
 _DENIED_CODES = frozenset({"possible_clone", "account_unavailable", "backup_eligibility_changed"})
+#: Refusals by the brute-force throttle (429).
+_THROTTLED_CODES = frozenset({"too_many_attempts"})
 
 
 @dataclass(frozen=True)
@@ -114,10 +116,51 @@ class _AuditedAttempt:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  traceback: object) -> None:
         if isinstance(error, IdentityError) and error.status < 500:
-            audit.record(self.event, "denied" if error.code in _DENIED_CODES else "failure",
+            outcome = ("throttled" if error.code in _THROTTLED_CODES
+                       else "denied" if error.code in _DENIED_CODES else "failure")
+            audit.record(self.event, outcome,
                          actor=self.user_id or "", user_id=self.user_id,
                          client_address=self.client_address,
                          details={"code": error.code, **getattr(error, "details", {})})
+
+
+class _Throttled:
+    """Brute-force throttling of a ceremony finish (services.throttle).
+
+    :meth:`check` refuses with 429 while the account (the session user's username) or the
+    client address is blocked; a :class:`VerificationError` leaving the block counts as a
+    failure against both; :meth:`succeeded` clears the account's failures.
+    """
+
+    def __init__(self, ctx: ServiceContext, action: str, client_address: str) -> None:
+        self.ctx, self.action, self.client_address = ctx, action, client_address
+        self.account: str | None = None
+
+    def check(self, account: str | None) -> None:
+        self.account = account
+        throttle.ensure_allowed(self.ctx, action=self.action, account=account,
+                                client_address=self.client_address)
+
+    def succeeded(self) -> None:
+        throttle.record_success(self.ctx, action=self.action, account=self.account,
+                                client_address=self.client_address)
+
+    def __enter__(self) -> _Throttled:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: object) -> None:
+        if isinstance(error, VerificationError):
+            throttle.record_failure(self.ctx, action=self.action, account=self.account,
+                                    client_address=self.client_address)
+
+
+def _username(user_id: str | None) -> str | None:
+    """The throttle's account name for ``user_id`` (what `identityctl user unlock` lifts)."""
+    if user_id is None:
+        return None
+    user = directory.find_user(user_id)
+    return user.username if user else None
 
 
 # --- shared steps ---------------------------------------------------------------------------
@@ -234,13 +277,15 @@ def finish_registration(ctx: ServiceContext, *, credential: dict, session_token:
                         client_address: str = "") -> RegisteredCredential:
     """Verify the authenticator's attestation and store the credential (WebAuthn §7.1)."""
     now = time.time()
-    with _AuditedAttempt(REGISTER_EVENT, client_address) as attempt:
+    with _AuditedAttempt(REGISTER_EVENT, client_address) as attempt, \
+            _Throttled(ctx, REGISTER_EVENT, client_address) as throttled:
         name = _credential_name(credential_name, now)
         response = codec.read_credential(credential, ceremony=store.REGISTRATION)
         session = _open_session(session_token, ceremony=store.REGISTRATION, now=now)
         attempt.user_id = session.user_id
         user = directory.get_user(session.user_id)
         ensure_usable(user, now)
+        throttled.check(user.username)
         state = session.state
         verified = verify_registration(response, expected=RegistrationExpectations(
             challenge=codec.decode(session.challenge, field="challenge"), rp_id=session.rp_id,
@@ -265,6 +310,7 @@ def finish_registration(ctx: ServiceContext, *, credential: dict, session_token:
                          client_address=client_address,
                          details={"credentialId": credential_id, "aaguid": verified.aaguid,
                                   "attestationFormat": verified.attestation_format})
+        throttled.succeeded()
     return RegisteredCredential(credential_id=record.credential_id, name=record.name,
                                 created_at=record.created_at)
 
@@ -300,10 +346,14 @@ def finish_authentication(ctx: ServiceContext, *, credential: dict, session_toke
                           client_address: str = "") -> AuthenticatedUser:
     """Verify the assertion (WebAuthn §7.2) and say who signed in."""
     now = time.time()
-    with _AuditedAttempt(AUTHENTICATE_EVENT, client_address) as attempt:
+    with _AuditedAttempt(AUTHENTICATE_EVENT, client_address) as attempt, \
+            _Throttled(ctx, AUTHENTICATE_EVENT, client_address) as throttled:
         response = codec.read_credential(credential, ceremony=store.AUTHENTICATION)
         session = _open_session(session_token, ceremony=store.AUTHENTICATION, now=now)
         attempt.user_id = session.user_id
+        # Usernameless sign-ins name no account before the key proved itself: the client
+        # address is their throttle.
+        throttled.check(_username(session.user_id))
         stored = store.find_credential(codec.encode(response.credential_id))
         if stored is None:
             raise VerificationError("unknown_credential", "No passkey with this credential id "
@@ -347,6 +397,7 @@ def finish_authentication(ctx: ServiceContext, *, credential: dict, session_toke
                          details={"credentialId": stored.credential_id,
                                   "userVerified": verified.user_verified,
                                   "usernameless": session.user_id is None})
+        throttled.succeeded()
     amr = ["passkey"] if verified.backup_eligible else ["passkey", "hwk"]
     return AuthenticatedUser(user=owner, credential_id=stored.credential_id, amr=amr,
                              user_verified=verified.user_verified)

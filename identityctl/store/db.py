@@ -8,6 +8,8 @@ front (``BEGIN IMMEDIATE``) so two writers never deadlock on a lock upgrade.
 from __future__ import annotations
 
 import contextlib
+import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -28,6 +30,7 @@ def connect(url: str, *, busy_timeout: float = 5.0) -> peewee.Database:
             if not Path(path).exists():
                 # Secrets (signing keys, hashes) live here: never world-readable.
                 Path(path).touch(mode=0o600)
+            _require_writable(Path(path))
         db: peewee.Database = peewee.SqliteDatabase(
             path,
             timeout=busy_timeout,
@@ -54,6 +57,37 @@ def connect(url: str, *, busy_timeout: float = 5.0) -> peewee.Database:
     return db
 
 
+def _require_writable(path: Path) -> None:
+    """A SQLite file we cannot write is a clear error now, not a traceback at the first write.
+
+    The file's own mode counts even for root (who may write anyway): a deployment that made
+    its database read-only did not mean the service to write it. WAL also needs to create
+    ``-wal``/``-shm`` files next to it, so the folder must be writable too.
+    """
+    problem = ""
+    if not path.is_file():
+        problem = "is not a regular file"
+    elif not path.stat().st_mode & stat.S_IWUSR or not os.access(path, os.W_OK):
+        problem = "is read-only"
+    elif not os.access(path.parent, os.W_OK | os.X_OK):
+        problem = f"is in a folder this process cannot write ({path.parent}); SQLite needs " \
+                  "to create its -wal and -shm files there"
+    if problem:
+        raise ServiceUnavailable(
+            f"The SQLite database {path} {problem}. Give the service's user read-write "
+            "access to it (chmod 600 and chown to that user), or fix database.url.",
+            code="database_read_only", message="The database cannot be written.")
+
+
+def busy_error(error: BaseException) -> ServiceUnavailable | None:
+    """The 503 for a database error that means "locked / busy, retry", else None."""
+    if isinstance(error, peewee.OperationalError) and (
+            "locked" in str(error) or "busy" in str(error)):
+        return ServiceUnavailable("The database is busy; retry shortly.", code="database_busy",
+                                  headers={"Retry-After": "1"})
+    return None
+
+
 def is_sqlite() -> bool:
     return isinstance(database.obj, peewee.SqliteDatabase)
 
@@ -69,11 +103,9 @@ def transaction() -> Iterator[None]:
         with database.atomic("IMMEDIATE") if is_sqlite() else database.atomic():
             yield
     except peewee.OperationalError as exc:
-        if "locked" in str(exc) or "busy" in str(exc):
-            raise ServiceUnavailable(
-                "The database is busy; retry shortly.", code="database_busy",
-                headers={"Retry-After": "1"},
-            ) from exc
+        busy = busy_error(exc)
+        if busy is not None:
+            raise busy from exc
         raise
 
 
