@@ -2,9 +2,9 @@
 # Build dist/identityctl.pex: identityctl and every dependency in one executable file.
 #   ./build_pex.sh            -> dist/identityctl.pex (runs wherever CPython >= 3.11 is)
 #   ./build_pex.sh OUT.pex    -> OUT.pex (the tests build into a temporary directory)
-# Reproducible: pex pins zip timestamps (SOURCE_DATE_EPOCH for the wheel it builds from this
-# tree) and orders entries, so the same sources and the same resolved wheels give the same
-# bytes; the script prints the sha256 to compare (docs/deployment.md, "Build the file").
+# Reproducible: pex pins zip timestamps and orders entries, and this tree's wheel is built with
+# SOURCE_DATE_EPOCH (the last commit's time), so the same sources and the same resolved wheels
+# give the same bytes; the script prints the sha256 to compare (docs/deployment.md).
 # The wheels are those of this machine's platform (glibc, x86_64); see the docs for others.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -19,9 +19,17 @@ else
     "$tools/bin/python" -m pip install --quiet 'pex>=2.20'; }
 fi
 mkdir -p "$(dirname "$out")"
+# identityctl's own wheel is built here, in place: given the folder, pex's pip would first copy
+# the whole tree (.git, .venv) and trip over files that change meanwhile.
+wheels="$(mktemp -d)"
+trap 'rm -rf "$wheels"' EXIT
+SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 315532800)}" \
+  "$tools/bin/python" -m pip wheel --quiet --no-deps --wheel-dir "$wheels" .
+wheel="$(echo "$wheels"/identityctl-*.whl)"
+# [postgres]: the driver for several instances on one PostgreSQL database is inside too.
 # --venv: on first run the PEX unpacks into ~/.cache/pex once; later starts skip zip imports,
 # which makes `identityctl --help` start in well under a second.
-"$tools/bin/pex" . \
+"$tools/bin/pex" "identityctl[postgres] @ file://$wheel" \
   --console-script identityctl \
   --output-file "$out" \
   --venv prepend \

@@ -126,7 +126,7 @@ def test_the_pex_runs_its_own_copy_with_its_package_data(pex: Pex) -> None:
         "root = r.files('identityctl')\n"
         "print(identityctl.__file__)\n"
         "for name in ('sample-config.toml', 'security/common-passwords.txt', "
-        "'ui/templates', 'ui/static'):\n"
+        "'ui/templates', 'ui/static', 'flow/defaults'):\n"
         "    assert root.joinpath(name).is_file() or any(root.joinpath(name).iterdir()), name\n"
     )
     probed = subprocess.run([PYTHON or "python3", str(pex.path), "-c", probe],
@@ -134,6 +134,10 @@ def test_the_pex_runs_its_own_copy_with_its_package_data(pex: Pex) -> None:
                             env={**pex.env, "PEX_INTERPRETER": "1"})
     assert probed.returncode == 0, probed.stderr
     assert probed.stdout.strip().startswith(pex.env["PEX_ROOT"])  # not this checkout's copy
+    driver = subprocess.run([PYTHON or "python3", str(pex.path), "-c", "import psycopg2"],
+                            capture_output=True, text=True, timeout=120, cwd=pex.workdir,
+                            env={**pex.env, "PEX_INTERPRETER": "1"})
+    assert driver.returncode == 0, driver.stderr  # scale-out on PostgreSQL needs no extra
     version = pex.run("--version")
     assert version.returncode == 0 and version.stdout.startswith("identityctl "), version
 
