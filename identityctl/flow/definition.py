@@ -54,7 +54,7 @@ def successors(node: dict[str, Any]) -> list[str]:
     return nexts
 
 
-def _check_node(flow_type: str, node: Any, index: int) -> str:
+def _check_node(node: Any, index: int) -> str:
     if not isinstance(node, dict):
         raise _fail(f"nodes[{index}]", "must be an object")
     node_id = node.get("id")
@@ -98,8 +98,6 @@ def _check_node(flow_type: str, node: Any, index: int) -> str:
             raise _fail(where, f"executor {name} (mode {mode}) needs property relyingPartyId")
         if not node.get("onSuccess"):
             raise _fail(where, "a TASK_EXECUTION needs onSuccess")
-        if name == "AuthAssertExecutor" and flow_type != "AUTHENTICATION":
-            raise _fail(where, "AuthAssertExecutor only completes AUTHENTICATION flows")
     elif kind == "START" and not node.get("onSuccess"):
         raise _fail(where, "the START node needs onSuccess")
     return node_id
@@ -134,7 +132,7 @@ def _find_silent_cycle(nodes: dict[str, dict[str, Any]]) -> str | None:
         state[node_id] = 2
         return None
 
-    for node_id in silent:
+    for node_id in sorted(silent):
         if node_id not in state and (found := visit(node_id)):
             return found
     return None
@@ -157,7 +155,7 @@ def validate_flow(document: Any) -> dict[str, Any]:
         raise _fail("nodes", "must be a non-empty array")
     nodes: dict[str, dict[str, Any]] = {}
     for index, node in enumerate(raw_nodes):
-        node_id = _check_node(flow_type, node, index)
+        node_id = _check_node(node, index)
         if node_id in nodes:
             raise _fail(f"node '{node_id}'", "id is used twice")
         nodes[node_id] = node

@@ -16,6 +16,7 @@ import falcon
 from identityctl import __version__
 
 RESOURCE_MODULES: tuple[str, ...] = (
+    "identityctl.server.resources.flow",
     "identityctl.server.resources.health",
     "identityctl.server.resources.mcp_metadata",
     "identityctl.server.resources.passkey",

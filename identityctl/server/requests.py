@@ -10,8 +10,15 @@ from identityctl.errors import BadRequest, InvalidField, MissingField
 
 
 def json_object(req: falcon.Request) -> dict[str, Any]:
-    """The request body, which must be a JSON object."""
-    body = req.get_media()
+    """The request body, which must be a JSON object.
+
+    JSON nested deeper than the parser's recursion limit is malformed JSON too (json.loads
+    raises RecursionError for it, not ValueError).
+    """
+    try:
+        body = req.get_media()
+    except RecursionError:
+        raise BadRequest("The body nests JSON too deeply.", code="malformed_json") from None
     if not isinstance(body, dict):
         raise BadRequest("The body must be a JSON object.", code="malformed_json")
     return body

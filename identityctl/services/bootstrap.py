@@ -67,13 +67,16 @@ def rotate_signing_key(config: Config) -> str:
     return key.kid
 
 
-def default_flow_documents() -> list[dict[str, Any]]:
-    """The flows shipped in identityctl/flow/defaults (documented in docs/flows.md)."""
+#: Stands for this deployment's passkey.rp_id in the shipped flow files.
+RP_ID_PLACEHOLDER = "{{passkey.rp_id}}"
+
+
+def default_flow_documents(rp_id: str) -> list[dict[str, Any]]:
+    """The flows shipped in identityctl/flow/defaults (documented in docs/flows.md), with
+    their passkey steps bound to ``rp_id``."""
     folder = resources.files("identityctl.flow").joinpath("defaults")
-    if not folder.is_dir():
-        return []
-    return [json.loads(entry.read_text()) for entry in sorted(folder.iterdir(),
-                                                              key=lambda e: e.name)
+    return [json.loads(entry.read_text().replace(RP_ID_PLACEHOLDER, rp_id))
+            for entry in sorted(folder.iterdir(), key=lambda e: e.name)
             if entry.name.endswith(".json")]
 
 
@@ -96,7 +99,7 @@ def seed(config: Config) -> list[str]:
                                      description="Clean light/dark theme", theme=DEFAULT_THEME,
                                      actor="init")
         made.append("theme 'default'")
-    for document in default_flow_documents():
+    for document in default_flow_documents(config.passkey.rp_id):
         flow = validate_flow(document)
         if catalog.find_flow_by_handle(flow["handle"], flow["flowType"]) is None:
             catalog_service.create_flow(flow, actor="init")

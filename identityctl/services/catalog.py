@@ -19,7 +19,7 @@ from identityctl.store import audit, catalog
 THEME_PLACEHOLDER = "<THEME_ID>"
 GRANT_TYPES = ("authorization_code", "refresh_token", "client_credentials")
 AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
-DEFAULT_AUTH_FLOW = "default-passkey-flow"
+DEFAULT_AUTH_FLOW = "default-basic-passkey-flow"
 DEFAULT_REGISTRATION_FLOW = "default-basic-passkey-flow"
 
 _BROWSER_SCOPES = ["openid", "profile", "email"]

@@ -11,7 +11,6 @@ from typing import Any
 
 import falcon
 
-from identityctl.errors import BadRequest
 from identityctl.server.openapi import error_response, json_body, json_response
 from identityctl.server.requests import (
     bearer_token,
@@ -26,15 +25,6 @@ from identityctl.services.context import ServiceContext
 CREDENTIAL = "publicKeyCredential"
 
 
-def _json_body(req: falcon.Request) -> dict[str, Any]:
-    """``json_object``; JSON nested deeper than the parser's recursion limit is malformed
-    JSON too (json.loads raises RecursionError for it, not ValueError)."""
-    try:
-        return json_object(req)
-    except RecursionError:
-        raise BadRequest("The body nests JSON too deeply.", code="malformed_json") from None
-
-
 class _PasskeyResource:
     json_body = True
 
@@ -44,7 +34,7 @@ class _PasskeyResource:
 
 class RegisterStartResource(_PasskeyResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = _json_body(req)
+        body = json_object(req)
         user_id = string_field(body, "userId")
         passkeys.authorize_enrolment(self.context, bearer_token=bearer_token(req),
                                      user_id=user_id)
@@ -61,7 +51,7 @@ class RegisterStartResource(_PasskeyResource):
 
 class RegisterFinishResource(_PasskeyResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = _json_body(req)
+        body = json_object(req)
         credential = object_field(body, CREDENTIAL)
         session_token = string_field(body, "sessionToken")
         passkeys.authorize_registration_finish(self.context, bearer_token=bearer_token(req),
@@ -76,7 +66,7 @@ class RegisterFinishResource(_PasskeyResource):
 
 class AuthStartResource(_PasskeyResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = _json_body(req)
+        body = json_object(req)
         started = passkeys.start_authentication(
             self.context, user_id=string_field(body, "userId", required=False, blank_ok=True),
             rp_id=string_field(body, "relyingPartyId", required=False))
@@ -86,7 +76,7 @@ class AuthStartResource(_PasskeyResource):
 
 class AuthFinishResource(_PasskeyResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = _json_body(req)
+        body = json_object(req)
         skip_assertion = bool_field(body, "skipAssertion")
         signed_in = passkeys.finish_authentication(
             self.context, credential=object_field(body, CREDENTIAL),

@@ -1,0 +1,128 @@
+"""Stepping through a validated flow graph: no HTTP, no store, no executors.
+
+The engine walks from a node until it needs the user (a PROMPT), finishes (an END) or
+fails (a task outcome with nowhere to go). Tasks are run by a callback the service layer
+supplies, so the same walk serves every executor. Each continuation picks one action of the
+PROMPT the execution waits at and must carry that action's required inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from identityctl.errors import BadRequest, MissingField
+
+INCOMPLETE, COMPLETE, ERROR = "INCOMPLETE", "COMPLETE", "ERROR"
+
+
+@dataclass(frozen=True)
+class TaskOutcome:
+    """What an executor made of its step.
+
+    ``incomplete``: the user can fix it (wrong password): go to onIncomplete.
+    ``failure``: this path cannot work (no passkeys): go to onFailure.
+    Without the matching next node the execution ends with flowStatus ERROR.
+    """
+
+    kind: Literal["success", "incomplete", "failure"]
+    reason: str = ""
+
+
+SUCCESS = TaskOutcome("success")
+
+#: Runs one TASK_EXECUTION node; may change the execution context it is given.
+TaskRunner = Callable[[dict[str, Any]], TaskOutcome]
+
+
+@dataclass(frozen=True)
+class Halt:
+    """Where a walk stopped: waiting at a PROMPT, done at an END, or failed at a task."""
+
+    status: str
+    node_id: str
+    failure_reason: str = ""
+
+
+class FlowGraph:
+    def __init__(self, nodes: list[dict[str, Any]]) -> None:
+        self.nodes = {node["id"]: node for node in nodes}
+        self.start = next(node["id"] for node in nodes if node["type"] == "START")
+
+    def walk(self, node_id: str, run_task: TaskRunner, *, failure_reason: str = "") -> Halt:
+        """Follow the graph from ``node_id`` until a PROMPT, an END or a dead end.
+
+        Validation rejected cycles without a PROMPT, so each walk ends; the hop limit only
+        guards against a flow edited behind validation's back.
+        """
+        reason = failure_reason
+        for _ in range(4 * len(self.nodes) + 4):
+            node = self.nodes[node_id]
+            kind = node["type"]
+            if kind == "PROMPT":
+                return Halt(INCOMPLETE, node_id, reason)
+            if kind == "END":
+                return Halt(COMPLETE, node_id)
+            if kind == "START":
+                node_id = node["onSuccess"]
+                continue
+            outcome = run_task(node)
+            if outcome.kind == "success":
+                node_id = node["onSuccess"]
+                continue
+            reason = outcome.reason
+            following = node.get("onFailure") if outcome.kind == "failure" else (
+                node.get("onIncomplete") or node.get("onFailure"))
+            if not following:
+                return Halt(ERROR, node_id, reason)
+            node_id = following
+        return Halt(ERROR, node_id, "flow_loop")
+
+    def choose(self, node_id: str, action: Any, inputs: dict[str, Any]) -> str:
+        """The next node for ``action`` at the PROMPT ``node_id``; its required inputs must
+        be present (400 naming the first one missing)."""
+        node = self.nodes.get(node_id)
+        if node is None or node["type"] != "PROMPT":
+            raise BadRequest("This execution is not waiting for input.",
+                             code="execution_not_waiting")
+        refs = [prompt["action"]["ref"] for prompt in node["prompts"]]
+        for prompt in node["prompts"]:
+            if prompt["action"]["ref"] != action:
+                continue
+            for item in prompt.get("inputs", []):
+                value = inputs.get(item["identifier"])
+                if item.get("required") and (not isinstance(value, str) or not value.strip()):
+                    name = f"inputs.{item['identifier']}"
+                    raise MissingField(name, f"Field '{name}' is required for action "
+                                             f"'{action}'.")
+            return prompt["action"]["nextNode"]
+        raise BadRequest(f"Action {action!r} is not offered at this step; offered: "
+                         f"{', '.join(refs)}.", code="unknown_action")
+
+    def view(self, node_id: str, *, verbose: bool = False) -> dict[str, Any]:
+        """The ``data`` of a VIEW step for the PROMPT ``node_id`` (without additionalData).
+
+        An input several actions share is listed once, required only if every action needs
+        it (the page must not block the action that does not).
+        """
+        prompts = self.nodes[node_id]["prompts"]
+        inputs: dict[str, dict[str, Any]] = {}
+        for prompt in prompts:
+            for item in prompt.get("inputs", []):
+                inputs.setdefault(item["identifier"], {
+                    "ref": item.get("ref", item["identifier"]),
+                    "identifier": item["identifier"], "type": item.get("type", "TEXT_INPUT"),
+                    "required": all(_requires(other, item["identifier"]) for other in prompts)})
+        actions = [{"ref": prompt["action"]["ref"], "type": "SUBMIT",
+                    "label": prompt["action"].get("label", ""),
+                    "nextNode": prompt["action"]["nextNode"]} for prompt in prompts]
+        data: dict[str, Any] = {"inputs": list(inputs.values()), "actions": actions}
+        if verbose and self.nodes[node_id].get("meta"):
+            data["meta"] = self.nodes[node_id]["meta"]
+        return data
+
+
+def _requires(prompt: dict[str, Any], identifier: str) -> bool:
+    return any(item["identifier"] == identifier and item.get("required")
+               for item in prompt.get("inputs", []))

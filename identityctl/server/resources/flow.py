@@ -1,0 +1,104 @@
+"""POST /flow/execute: start a flow or continue an execution (docs/flows.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+
+from identityctl.errors import InvalidField
+from identityctl.server.openapi import error_response, json_body, json_response
+from identityctl.server.requests import bool_field, json_object, object_field, string_field
+from identityctl.services import flow_execution
+from identityctl.services.context import ServiceContext
+
+
+def _inputs(body: dict[str, Any]) -> dict[str, Any]:
+    inputs = object_field(body, "inputs", required=False) or {}
+    for name, value in inputs.items():
+        if value is not None and not isinstance(value, str):
+            raise InvalidField(f"inputs.{name}", "must be a string")
+    return inputs
+
+
+class FlowExecuteResource:
+    json_body = True
+
+    def __init__(self, context: ServiceContext) -> None:
+        self.context = context
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = json_object(req)
+        verbose = bool_field(body, "verbose")
+        address = req.context.client_address
+        if body.get("executionId") is None:
+            resp.media = flow_execution.start_execution(
+                self.context, application_id=string_field(body, "applicationId"),
+                flow_type=string_field(body, "flowType"), client_address=address,
+                verbose=verbose)
+            return
+        resp.media = flow_execution.continue_execution(
+            self.context, execution_id=string_field(body, "executionId"),
+            action=string_field(body, "action"), inputs=_inputs(body),
+            client_address=address, verbose=verbose)
+
+
+def add_flow_routes(app: falcon.App, context: ServiceContext) -> None:
+    app.add_route("/flow/execute", FlowExecuteResource(context))
+
+
+# --- OpenAPI ----------------------------------------------------------------------------------
+
+_STEP = {
+    "type": "object", "required": ["executionId", "flowStatus"],
+    "properties": {
+        "executionId": {"type": "string"},
+        "flowStatus": {"type": "string", "enum": ["INCOMPLETE", "COMPLETE", "ERROR"]},
+        "type": {"type": "string", "enum": ["VIEW"]},
+        "failureReason": {"type": "string", "description": "Why the step was shown again "
+                                                           "(INCOMPLETE) or the flow ended "
+                                                           "(ERROR)."},
+        "assertion": {"type": "string", "description": "COMPLETE: the sign-in assertion JWT "
+                                                       "(as /auth/passkey/finish returns)."},
+        "data": {"type": "object", "properties": {
+            "inputs": {"type": "array", "items": {"type": "object", "properties": {
+                "ref": {"type": "string"}, "identifier": {"type": "string"},
+                "type": {"type": "string"}, "required": {"type": "boolean"}}}},
+            "actions": {"type": "array", "items": {"type": "object", "properties": {
+                "ref": {"type": "string"}, "type": {"type": "string"},
+                "label": {"type": "string"}, "nextNode": {"type": "string"}}}},
+            "additionalData": {"type": "object", "additionalProperties": {"type": "string"},
+                               "description": "passkeyChallenge / passkeyCreationOptions "
+                                              "(WebAuthn JSON options as text), "
+                                              "passkeyCredentialID, passkeyCredentialName, "
+                                              "credentialCreatedAt."},
+            "meta": {"type": "object"}}},
+    },
+}
+OPENAPI_PATHS: dict[str, dict] = {
+    "/flow/execute": {"post": {
+        "summary": "Start a flow or continue an execution",
+        "description": "Initial request {applicationId, flowType}; continuation "
+                       "{executionId, action, inputs}. docs/flows.md describes each step.",
+        "operationId": "flowExecute",
+        "requestBody": json_body({"type": "object", "properties": {
+            "applicationId": {"type": "string"},
+            "flowType": {"type": "string", "enum": ["AUTHENTICATION", "REGISTRATION"]},
+            "executionId": {"type": "string"}, "action": {"type": "string"},
+            "inputs": {"type": "object", "additionalProperties": {"type": "string"}},
+            "verbose": {"type": "boolean"}}}),
+        "responses": {
+            "200": json_response("The next step, the completed flow or its error.", _STEP),
+            "400": error_response("missing_field / invalid_field (names the field or input), "
+                                  "unknown_action, execution_completed, execution_expired, "
+                                  "execution_not_waiting, no_flow."),
+            "403": error_response("registration_disabled: the application does not allow "
+                                  "signing up."),
+            "404": error_response("application_not_found, execution_not_found."),
+            "409": error_response("execution_conflict: another request is continuing the "
+                                  "same execution."),
+            "429": error_response("too_many_attempts: too many failed sign-ins for the "
+                                  "account or address; see Retry-After."),
+            "503": error_response("database_busy: retry after the Retry-After seconds."),
+        }}},
+}

@@ -1,0 +1,71 @@
+"""Flow executions: the server-side state of a sign-in or sign-up in progress.
+
+An execution is claimed before a step runs: a conditional UPDATE that moves ``version`` on
+by one wins for exactly one of any number of concurrent continuations, on any instance.
+The winner saves its outcome only if nobody claimed the execution after it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from identityctl.store.models import FlowExecution
+
+INCOMPLETE = "INCOMPLETE"
+
+
+@dataclass(frozen=True)
+class ExecutionRecord:
+    id: str
+    flow_id: str
+    application_id: str
+    flow_type: str
+    current_node: str
+    context: dict[str, Any]
+    status: str
+    version: int
+    auth_request_id: str | None
+    expires_at: float
+
+
+def _record(row: FlowExecution) -> ExecutionRecord:
+    return ExecutionRecord(
+        id=row.id, flow_id=row.flow_id, application_id=row.application_id,
+        flow_type=row.flow_type, current_node=row.current_node, context=row.context or {},
+        status=row.status, version=row.version, auth_request_id=row.auth_request_id,
+        expires_at=row.expires_at)
+
+
+def create_execution(*, flow_id: str, application_id: str, flow_type: str,
+                     auth_request_id: str | None, now: float,
+                     expires_at: float) -> ExecutionRecord:
+    row = FlowExecution.create(flow=flow_id, application=application_id, flow_type=flow_type,
+                               current_node="", context={}, auth_request_id=auth_request_id,
+                               created_at=now, updated_at=now, expires_at=expires_at)
+    return _record(row)
+
+
+def find_execution(execution_id: str) -> ExecutionRecord | None:
+    row = FlowExecution.get_or_none(FlowExecution.id == execution_id)
+    return _record(row) if row else None
+
+
+def claim(execution_id: str, *, version: int, now: float) -> bool:
+    """Take the execution at ``version`` for one step; False when another request has it."""
+    return FlowExecution.update(version=FlowExecution.version + 1, updated_at=now).where(
+        (FlowExecution.id == execution_id) & (FlowExecution.version == version)
+        & (FlowExecution.status == INCOMPLETE)).execute() == 1
+
+
+def save(execution_id: str, *, claimed_version: int, current_node: str,
+         context: dict[str, Any], status: str, now: float) -> bool:
+    """Store a step's outcome; False when a later claim overtook this one."""
+    return FlowExecution.update(
+        current_node=current_node, context=context, status=status, updated_at=now).where(
+        (FlowExecution.id == execution_id)
+        & (FlowExecution.version == claimed_version)).execute() == 1
+
+
+def purge_executions(*, expired_before: float) -> int:
+    return FlowExecution.delete().where(FlowExecution.expires_at < expired_before).execute()
