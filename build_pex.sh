@@ -21,15 +21,19 @@ fi
 mkdir -p "$(dirname "$out")"
 # identityctl's own wheel is built here, in place: given the folder, pex's pip would first copy
 # the whole tree (.git, .venv) and trip over files that change meanwhile.
-wheels="$(mktemp -d)"
-trap 'rm -rf "$wheels"' EXIT
+# A fixed folder named relative to this one: the wheel's path is recorded in the PEX.
+wheels=build/pex-wheel
+mkdir -p build
+exec 9>build/.pex-lock
+flock 9  # one build at a time in this checkout
+rm -rf "$wheels"
 SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 315532800)}" \
   "$tools/bin/python" -m pip wheel --quiet --no-deps --wheel-dir "$wheels" .
 wheel="$(echo "$wheels"/identityctl-*.whl)"
 # [postgres]: the driver for several instances on one PostgreSQL database is inside too.
 # --venv: on first run the PEX unpacks into ~/.cache/pex once; later starts skip zip imports,
 # which makes `identityctl --help` start in well under a second.
-"$tools/bin/pex" "identityctl[postgres] @ file://$wheel" \
+"$tools/bin/pex" "./$wheel[postgres]" \
   --console-script identityctl \
   --output-file "$out" \
   --venv prepend \
