@@ -51,20 +51,12 @@ def new_username() -> str:
 
 
 def verified_assertion(service: Service, assertion: str) -> dict[str, Any]:
-    """The assertion's claims, verified with a key from /oauth2/jwks-style JWKS."""
+    """The assertion's claims, verified with a key the service publishes at /oauth2/jwks."""
     kid = jwt.get_unverified_header(assertion)["kid"]
-    keys = {key["kid"]: key for key in _published_keys(service)}
+    keys = {key["kid"]: key for key in service.get("/oauth2/jwks").json()["keys"]}
     key = jwt.PyJWK(keys[kid])
     return jwt.decode(assertion, key.key, algorithms=[key.algorithm_name],
                       audience=service.config.issuer)
-
-
-def _published_keys(service: Service) -> list[dict[str, Any]]:
-    response = service.get("/oauth2/jwks")
-    if response.status_code == 200:
-        return response.json()["keys"]
-    from identityctl.store import keys  # the JWKS route arrives with the OAuth issue
-    return [record.public_jwk for record in keys.published_keys()]
 
 
 def sign_up(flow: FlowClient, username: str, *, with_passkey: bool = True) -> dict[str, Any]:

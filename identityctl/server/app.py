@@ -8,8 +8,10 @@ from identityctl.config import Config
 from identityctl.server import errors, middleware
 from identityctl.server.openapi import OpenApiResource
 from identityctl.server.resources.flow import add_flow_routes
+from identityctl.server.resources.gate import add_gate_routes
 from identityctl.server.resources.health import HealthResource
 from identityctl.server.resources.mcp_metadata import ProtectedResourceMetadataResource
+from identityctl.server.resources.oauth import add_oauth_routes
 from identityctl.server.resources.passkey import add_passkey_routes
 from identityctl.services.context import ServiceContext
 
@@ -34,6 +36,8 @@ def add_routes(app: falcon.App, context: ServiceContext) -> None:
     app.add_route("/openapi.json", OpenApiResource(context.config.base_url))
     add_passkey_routes(app, context)
     add_flow_routes(app, context)
+    add_oauth_routes(app, context)
+    add_gate_routes(app, context)
     if context.config.mcp.enabled:
         mcp_metadata = ProtectedResourceMetadataResource(context.config)
         app.add_route("/.well-known/oauth-protected-resource", mcp_metadata)

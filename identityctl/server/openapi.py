@@ -17,8 +17,10 @@ from identityctl import __version__
 
 RESOURCE_MODULES: tuple[str, ...] = (
     "identityctl.server.resources.flow",
+    "identityctl.server.resources.gate",
     "identityctl.server.resources.health",
     "identityctl.server.resources.mcp_metadata",
+    "identityctl.server.resources.oauth",
     "identityctl.server.resources.passkey",
 )
 

@@ -1,0 +1,128 @@
+"""The authorization request (RFC 6749 §4.1.1, OIDC Core §3.1.2.1) and its response.
+
+Validation happens in two stages, because what may be done with an error depends on it:
+
+1. :func:`trusted_redirect_uri` — until the client is known and the redirect URI equals one it
+   registered (exact string comparison, RFC 9700 §4.1.3), errors are shown on a page
+   (:class:`UntrustedRedirect`).
+2. :func:`validate_request` — every later error is sent back to that redirect URI
+   (:func:`error_response_url`), with ``state`` and ``iss``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from identityctl.oauth import pkce
+from identityctl.oauth.client import AUTHORIZATION_CODE, Client
+from identityctl.oauth.errors import (
+    InvalidRequest,
+    OAuthError,
+    UnsupportedResponseType,
+    UntrustedRedirect,
+)
+from identityctl.oauth.parameters import Parameters, granted_scope, parse_scope
+
+PROMPTS = ("none", "login", "consent", "select_account")
+MAX_STATE_LENGTH = 2048
+
+
+class LoginRequired(OAuthError):
+    """OIDC Core §3.1.2.6: ``prompt=none`` cannot be honoured (there is no sign-in session)."""
+
+    error = code = "login_required"
+    message = "The user must sign in."
+
+
+@dataclass(frozen=True)
+class AuthorizationParameters:
+    """A validated authorization request, ready to be stored while the user signs in."""
+
+    redirect_uri: str
+    scope: tuple[str, ...]
+    state: str | None
+    nonce: str | None
+    code_challenge: str | None
+    code_challenge_method: str | None
+    resources: tuple[str, ...]
+
+
+def trusted_redirect_uri(client: Client, redirect_uri: str | None) -> str:
+    """The redirect URI, once it is exactly one the client registered."""
+    if not redirect_uri:
+        raise UntrustedRedirect("redirect_uri is required.", code="redirect_uri_missing")
+    if redirect_uri not in client.redirect_uris:
+        raise UntrustedRedirect(f"redirect_uri {redirect_uri!r} is not registered for this "
+                                "client (redirect URIs must match exactly).",
+                                code="redirect_uri_mismatch")
+    return redirect_uri
+
+
+def validate_request(client: Client, parameters: Parameters, *,
+                     redirect_uri: str) -> AuthorizationParameters:
+    """Everything after the redirect URI: response type, grant, scope, PKCE, OIDC extras."""
+    response_type = parameters.get("response_type")
+    if response_type != "code":
+        raise UnsupportedResponseType(
+            f"response_type must be 'code', got {response_type or 'nothing'!r} (the implicit "
+            "and hybrid flows are not offered).", code="response_type_unsupported")
+    client.require_grant(AUTHORIZATION_CODE)
+    for name, code in (("request", "request_not_supported"),
+                       ("request_uri", "request_uri_not_supported")):
+        if parameters.get(name) is not None:
+            raise _OidcRequestError(f"The '{name}' parameter is not supported.", error=code)
+    if parameters.get("response_mode") not in (None, "query"):
+        raise InvalidRequest("response_mode must be 'query'.", code="response_mode_unsupported")
+    prompts = (parameters.get("prompt") or "").split()
+    if any(prompt not in PROMPTS for prompt in prompts):
+        raise InvalidRequest(f"prompt must be among {', '.join(PROMPTS)}.",
+                             code="prompt_unsupported")
+    # Every authorization runs a fresh sign-in, so max_age and prompt=login always hold.
+    if "none" in prompts:
+        raise LoginRequired("prompt=none: there is no sign-in session to reuse; every "
+                            "authorization asks the user to sign in.")
+    state = parameters.get("state")
+    if state is not None and len(state) > MAX_STATE_LENGTH:
+        raise InvalidRequest(f"state is limited to {MAX_STATE_LENGTH} characters.",
+                             code="state_too_long")
+    scope = granted_scope(parse_scope(parameters.get("scope")), allowed=client.scopes,
+                          default=client.scopes)
+    challenge = pkce.check_challenge(
+        code_challenge=parameters.get("code_challenge"),
+        code_challenge_method=parameters.get("code_challenge_method"),
+        required=client.public or client.pkce_required)
+    return AuthorizationParameters(
+        redirect_uri=redirect_uri, scope=scope, state=state, nonce=parameters.get("nonce"),
+        code_challenge=challenge, code_challenge_method=pkce.S256 if challenge else None,
+        resources=parameters.resources)
+
+
+class _OidcRequestError(OAuthError):
+    """OIDC Core §3.1.2.6 errors whose ``error`` is the name of what is not supported."""
+
+    def __init__(self, description: str, *, error: str) -> None:
+        super().__init__(description, code=error)
+        self.error = error
+
+
+def with_query(uri: str, params: dict[str, str | None]) -> str:
+    """``uri`` with ``params`` added to its query (RFC 6749 §3.1.2 keeps its own query)."""
+    parts = urlsplit(uri)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    query += [(name, value) for name, value in params.items() if value is not None]
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def success_response_url(redirect_uri: str, *, code: str, state: str | None,
+                         issuer: str) -> str:
+    """The authorization response: code, state and ``iss`` (RFC 9207)."""
+    return with_query(redirect_uri, {"code": code, "state": state, "iss": issuer})
+
+
+def error_response_url(redirect_uri: str, error: OAuthError, *, state: str | None,
+                       issuer: str) -> str:
+    """An error sent back to a trusted redirect URI (RFC 6749 §4.1.2.1, RFC 9207)."""
+    return with_query(redirect_uri, {"error": error.error,
+                                     "error_description": error.description,
+                                     "state": state, "iss": issuer})

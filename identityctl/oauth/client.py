@@ -1,0 +1,50 @@
+"""An application seen as an OAuth client: the settings the protocol checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from identityctl.oauth.errors import UnauthorizedClient
+
+AUTHORIZATION_CODE = "authorization_code"
+REFRESH_TOKEN = "refresh_token"
+CLIENT_CREDENTIALS = "client_credentials"
+
+
+@dataclass(frozen=True)
+class Client:
+    application_id: str
+    client_id: str
+    redirect_uris: tuple[str, ...]
+    grant_types: tuple[str, ...]
+    auth_method: str
+    pkce_required: bool
+    public: bool
+    scopes: tuple[str, ...]
+    #: Per-client token lifetimes in seconds: {"accessTokenTtl", "idTokenTtl", "refreshTokenTtl"}.
+    token_settings: dict[str, Any]
+
+    @classmethod
+    def from_config(cls, application_id: str, config: dict[str, Any]) -> Client:
+        """The client described by an application's oauth2 configuration (camelCase keys)."""
+        return cls(application_id=application_id, client_id=config.get("clientId", ""),
+                   redirect_uris=tuple(config.get("redirectUris") or ()),
+                   grant_types=tuple(config.get("grantTypes") or ()),
+                   auth_method=config.get("tokenEndpointAuthMethod") or "client_secret_basic",
+                   pkce_required=bool(config.get("pkceRequired", True)),
+                   public=bool(config.get("publicClient", False)),
+                   scopes=tuple(config.get("scopes") or ()),
+                   token_settings=dict(config.get("token") or {}))
+
+    def require_grant(self, grant_type: str) -> None:
+        if grant_type not in self.grant_types:
+            raise UnauthorizedClient(f"This client may not use the {grant_type} grant "
+                                     f"(its grants: {', '.join(self.grant_types) or 'none'}).",
+                                     code="grant_not_allowed")
+
+    def ttl(self, setting: str, default: int) -> int:
+        """A token lifetime from the client's ``token`` settings, else the deployment's."""
+        value = self.token_settings.get(setting)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
+            else default

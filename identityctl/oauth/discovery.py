@@ -1,0 +1,56 @@
+"""Provider metadata: OIDC Discovery 1.0 and RFC 8414 (one document serves both)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from identityctl.oauth import client_auth, pkce
+from identityctl.oauth.claims import OPENID, SCOPE_CLAIMS
+from identityctl.oauth.client import AUTHORIZATION_CODE, CLIENT_CREDENTIALS, REFRESH_TOKEN
+
+AUTHORIZE_PATH = "/oauth2/authorize"
+CALLBACK_PATH = "/oauth2/auth/callback"
+TOKEN_PATH = "/oauth2/token"
+USERINFO_PATH = "/oauth2/userinfo"
+JWKS_PATH = "/oauth2/jwks"
+REVOKE_PATH = "/oauth2/revoke"
+INTROSPECT_PATH = "/oauth2/introspect"
+LOGOUT_PATH = "/oauth2/logout"
+OPENID_CONFIGURATION_PATH = "/.well-known/openid-configuration"
+AUTHORIZATION_SERVER_PATH = "/.well-known/oauth-authorization-server"
+
+_ID_TOKEN_CLAIMS = ("iss", "sub", "aud", "exp", "iat", "auth_time", "nonce", "amr", "azp",
+                    "sid", "jti")
+
+
+def provider_metadata(*, issuer: str, base_url: str,
+                      signing_algorithms: list[str]) -> dict[str, Any]:
+    """What clients (and their libraries) read instead of hard-coding endpoints."""
+    authenticated = [client_auth.BASIC, client_auth.POST]
+    return {
+        "issuer": issuer,
+        "authorization_endpoint": base_url + AUTHORIZE_PATH,
+        "token_endpoint": base_url + TOKEN_PATH,
+        "userinfo_endpoint": base_url + USERINFO_PATH,
+        "jwks_uri": base_url + JWKS_PATH,
+        "revocation_endpoint": base_url + REVOKE_PATH,
+        "introspection_endpoint": base_url + INTROSPECT_PATH,
+        "end_session_endpoint": base_url + LOGOUT_PATH,
+        "scopes_supported": [OPENID, *SCOPE_CLAIMS],
+        "response_types_supported": ["code"],
+        "response_modes_supported": ["query"],
+        "grant_types_supported": [AUTHORIZATION_CODE, REFRESH_TOKEN, CLIENT_CREDENTIALS],
+        "subject_types_supported": ["public"],
+        "id_token_signing_alg_values_supported": signing_algorithms,
+        "token_endpoint_auth_methods_supported": list(client_auth.METHODS),
+        "revocation_endpoint_auth_methods_supported": list(client_auth.METHODS),
+        "introspection_endpoint_auth_methods_supported": authenticated,
+        "code_challenge_methods_supported": list(pkce.METHODS),
+        "claims_supported": sorted({*_ID_TOKEN_CLAIMS,
+                                    *(c for names in SCOPE_CLAIMS.values() for c in names)}),
+        "prompt_values_supported": ["login"],
+        "authorization_response_iss_parameter_supported": True,
+        "request_parameter_supported": False,
+        "request_uri_parameter_supported": False,
+        "claims_parameter_supported": False,
+    }

@@ -1,0 +1,349 @@
+"""The OAuth 2.0 / OpenID Connect endpoints (thin adapters over ``services.oauth``).
+
+Token, revocation and introspection requests are form-encoded (RFC 6749 §3.2); their
+errors carry RFC 6749's ``error`` / ``error_description`` next to our ``code`` (see
+``identityctl.oauth.errors``). docs/oauth.md describes every endpoint.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+
+from identityctl.oauth import discovery
+from identityctl.oauth.errors import InvalidRequest
+from identityctl.server.openapi import error_response, json_body, json_response
+from identityctl.server.requests import bearer_token, json_object, string_field
+from identityctl.server.resources.gate import write_page
+from identityctl.services import oauth
+from identityctl.services.context import ServiceContext
+from identityctl.ui import gate
+
+FORM = "application/x-www-form-urlencoded"
+
+
+def _form(req: falcon.Request) -> dict[str, Any]:
+    """The form-encoded body of an OAuth POST (anything else is invalid_request)."""
+    media_type = (req.content_type or "").split(";")[0].strip().lower()
+    if media_type != FORM:
+        raise InvalidRequest(f"Send the parameters as {FORM} (got {req.content_type or 'none'}).",
+                             code="form_body_required")
+    return req.get_media(default_when_empty={})
+
+
+def _cross_origin(req: falcon.Request, resp: falcon.Response, resource: object,
+                  params: dict[str, Any]) -> None:
+    """Browser apps (SPAs) call these endpoints cross-origin; no cookies are involved, so
+    any origin may read the answers (errors included: the header is set before the
+    responder runs)."""
+    resp.set_header("Access-Control-Allow-Origin", "*")
+
+
+def _preflight(resp: falcon.Response, methods: str) -> None:
+    resp.status = falcon.HTTP_204
+    resp.set_header("Access-Control-Allow-Methods", methods)
+    resp.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type")
+    resp.set_header("Access-Control-Max-Age", "600")
+
+
+def _no_store(resp: falcon.Response) -> None:
+    """RFC 6749 §5.1: token responses must not be cached."""
+    resp.set_header("Cache-Control", "no-store")
+    resp.set_header("Pragma", "no-cache")
+
+
+class _OAuthResource:
+    def __init__(self, context: ServiceContext) -> None:
+        self.context = context
+
+
+class AuthorizeResource(_OAuthResource):
+    """GET (or form POST, OIDC Core §3.1.2.1) /oauth2/authorize -> 302."""
+
+    def _authorize(self, req: falcon.Request, resp: falcon.Response,
+                   parameters: dict[str, Any]) -> None:
+        resp.status = falcon.HTTP_302
+        resp.location = oauth.authorize(self.context, parameters,
+                                        client_address=req.context.client_address)
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self._authorize(req, resp, req.params)
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self._authorize(req, resp, _form(req))
+
+
+class CallbackResource(_OAuthResource):
+    """POST /oauth2/auth/callback {authId, assertion} -> {redirect_uri}."""
+
+    json_body = True
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = json_object(req)
+        resp.media = {"redirect_uri": oauth.complete_authorization(
+            self.context, auth_id=string_field(body, "authId"),
+            assertion=string_field(body, "assertion"),
+            client_address=req.context.client_address)}
+
+
+@falcon.before(_cross_origin)
+class TokenResource(_OAuthResource):
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _no_store(resp)
+        resp.media = oauth.token(self.context, _form(req),
+                                 authorization=req.get_header("Authorization"),
+                                 client_address=req.context.client_address)
+
+    def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _preflight(resp, "POST")
+
+
+@falcon.before(_cross_origin)
+class UserinfoResource(_OAuthResource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _no_store(resp)
+        resp.media = oauth.userinfo(self.context, bearer_token(req))
+
+    on_post = on_get
+
+    def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _preflight(resp, "GET, POST")
+
+
+@falcon.before(_cross_origin)
+class RevokeResource(_OAuthResource):
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        oauth.revoke(self.context, _form(req), authorization=req.get_header("Authorization"))
+        resp.status = falcon.HTTP_200
+
+    def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _preflight(resp, "POST")
+
+
+class IntrospectResource(_OAuthResource):
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _no_store(resp)
+        resp.media = oauth.introspect(self.context, _form(req),
+                                      authorization=req.get_header("Authorization"))
+
+
+@falcon.before(_cross_origin)
+class JwksResource(_OAuthResource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        # Short caching: a rotated key must reach verifiers well within a token's lifetime.
+        resp.set_header("Cache-Control", "public, max-age=300")
+        resp.media = oauth.jwks()
+
+
+@falcon.before(_cross_origin)
+class MetadataResource(_OAuthResource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.set_header("Cache-Control", "public, max-age=300")
+        resp.media = oauth.metadata(self.context)
+
+
+class LogoutResource(_OAuthResource):
+    """RP-initiated logout: back to the client's registered URI, or a signed-out page."""
+
+    def _logout(self, resp: falcon.Response, parameters: dict[str, Any]) -> None:
+        location = oauth.logout(self.context, parameters)
+        if location is None:
+            write_page(resp, gate.signed_out_page(self.context.config))
+        else:
+            resp.status = falcon.HTTP_302
+            resp.location = location
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self._logout(resp, req.params)
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self._logout(resp, _form(req))
+
+
+def add_oauth_routes(app: falcon.App, context: ServiceContext) -> None:
+    app.add_route(discovery.AUTHORIZE_PATH, AuthorizeResource(context))
+    app.add_route(discovery.CALLBACK_PATH, CallbackResource(context))
+    app.add_route(discovery.TOKEN_PATH, TokenResource(context))
+    app.add_route(discovery.USERINFO_PATH, UserinfoResource(context))
+    app.add_route(discovery.REVOKE_PATH, RevokeResource(context))
+    app.add_route(discovery.INTROSPECT_PATH, IntrospectResource(context))
+    app.add_route(discovery.JWKS_PATH, JwksResource(context))
+    app.add_route(discovery.LOGOUT_PATH, LogoutResource(context))
+    metadata = MetadataResource(context)
+    app.add_route(discovery.OPENID_CONFIGURATION_PATH, metadata)
+    app.add_route(discovery.AUTHORIZATION_SERVER_PATH, metadata)
+
+
+# --- OpenAPI --------------------------------------------------------------------------------
+
+_OAUTH_ERROR = {
+    "type": "object", "required": ["code", "message", "description", "error",
+                                   "error_description"],
+    "properties": {
+        "code": {"type": "string", "description": "Our stable, specific code."},
+        "message": {"type": "string"}, "description": {"type": "string"},
+        "error": {"type": "string", "description": "RFC 6749 §5.2 / RFC 6750 §3.1 error code."},
+        "error_description": {"type": "string"}},
+}
+
+
+def _oauth_error(description: str) -> dict[str, Any]:
+    return json_response(description, _OAUTH_ERROR)
+
+
+def _form_body(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"required": True, "content": {FORM: {"schema": {
+        "type": "object", "required": required, "properties": properties}}}}
+
+
+def _string(description: str) -> dict[str, Any]:
+    return {"type": "string", "description": description}
+
+
+def _page(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"text/html": {}}}
+
+
+_CLIENT_AUTH = ("Client authentication: HTTP Basic (client_secret_basic), client_id + "
+                "client_secret in the body (client_secret_post), or client_id alone for "
+                "public clients (none).")
+_CLIENT_FIELDS = {"client_id": _string(_CLIENT_AUTH),
+                  "client_secret": _string("For client_secret_post.")}
+_CLIENT_ERRORS = ("invalid_request (form_body_required, repeated_parameter, missing_parameter, "
+                  "multiple_client_auth, client_id_mismatch); invalid_client 401 "
+                  "(client_auth_missing, malformed_client_credentials, "
+                  "client_authentication_failed, client_auth_method_mismatch)")
+_AUTHORIZE_QUERY = [
+    {"name": name, "in": "query", "required": required, "schema": {"type": "string"},
+     "description": description}
+    for name, required, description in (
+        ("response_type", True, "code"),
+        ("client_id", True, "The application's client id."),
+        ("redirect_uri", True, "Exactly one of the client's registered redirect URIs."),
+        ("scope", False, "Space-separated; default: the client's allowed scopes."),
+        ("state", False, "Returned unchanged."),
+        ("nonce", False, "Copied into the ID token."),
+        ("code_challenge", False, "PKCE S256 challenge (required for public clients and "
+                                  "whenever pkceRequired)."),
+        ("code_challenge_method", False, "S256 (plain is refused)."),
+        ("resource", False, "RFC 8707 resource indicator(s): the access token's audience."),
+        ("prompt", False, "login | consent | select_account; none answers login_required."))
+]
+_TOKEN_RESPONSE = {
+    "type": "object", "required": ["access_token", "token_type", "expires_in", "scope"],
+    "properties": {"access_token": _string("JWT (RFC 9068, typ at+jwt)."),
+                   "token_type": {"const": "Bearer"}, "expires_in": {"type": "integer"},
+                   "scope": {"type": "string"},
+                   "id_token": _string("OIDC ID token (scope openid, user grants)."),
+                   "refresh_token": _string("Opaque; rotates on every use.")},
+}
+
+OPENAPI_PATHS = {
+    discovery.AUTHORIZE_PATH: {"get": {
+        "summary": "Start an authorization (code flow): on to the hosted sign-in UI",
+        "operationId": "oauthAuthorize", "parameters": _AUTHORIZE_QUERY,
+        "responses": {
+            "302": {"description": "To {gate}/signin?authId&applicationId&executionId, or to "
+                                   "redirect_uri with error, error_description, state and iss "
+                                   "(unsupported_response_type, unauthorized_client, "
+                                   "invalid_scope, invalid_request: pkce_required, "
+                                   "pkce_method_unsupported, pkce_challenge_malformed, "
+                                   "repeated_parameter..., login_required, server_error)."},
+            "400": _page("An HTML error page, never a redirect: client_id_missing, "
+                         "unknown_client, redirect_uri_missing, redirect_uri_mismatch, "
+                         "repeated_parameter.")}}},
+    discovery.CALLBACK_PATH: {"post": {
+        "summary": "Hand a completed sign-in back: the hosted UI's last step",
+        "operationId": "oauthCallback",
+        "requestBody": json_body({"type": "object", "required": ["authId", "assertion"],
+                                  "properties": {"authId": _string("From the gate link."),
+                                                 "assertion": _string("From the flow.")}}),
+        "responses": {
+            "200": json_response("Where the browser goes next: redirect_uri with code, state "
+                                 "and iss (or error=access_denied).",
+                                 {"type": "object", "properties": {
+                                     "redirect_uri": {"type": "string", "format": "uri"}}}),
+            "400": error_response("missing_field, authorization_request_invalid (unknown, "
+                                  "expired or used)."),
+            "401": error_response("invalid_token (the assertion), assertion_reused.")}}},
+    discovery.TOKEN_PATH: {"post": {
+        "summary": "Exchange a grant for tokens (authorization_code, refresh_token, "
+                   "client_credentials)", "operationId": "oauthToken",
+        "requestBody": _form_body({
+            "grant_type": _string("authorization_code | refresh_token | client_credentials"),
+            "code": _string("authorization_code"), "redirect_uri": _string("authorization_code"),
+            "code_verifier": _string("authorization_code with PKCE"),
+            "refresh_token": _string("refresh_token"),
+            "scope": _string("refresh_token (narrowing) or client_credentials"),
+            "resource": _string("RFC 8707 audience"), **_CLIENT_FIELDS}, ["grant_type"]),
+        "responses": {
+            "200": json_response("Tokens (Cache-Control: no-store).", _TOKEN_RESPONSE),
+            "400": _oauth_error(
+                "unsupported_grant_type; unauthorized_client (grant_not_allowed); "
+                "invalid_grant (invalid_code, code_expired, code_reused, redirect_uri_mismatch, "
+                "pkce_downgrade, pkce_verifier_missing, pkce_verifier_malformed, pkce_mismatch, "
+                "user_inactive, invalid_refresh_token, refresh_token_expired, "
+                "refresh_token_reused, resource_not_authorized); invalid_scope "
+                "(scope_not_allowed); invalid_target (invalid_resource); " + _CLIENT_ERRORS),
+            "401": _oauth_error("invalid_client (see 400)."),
+            "503": error_response("database_busy.")}}},
+    discovery.USERINFO_PATH: {"get": {
+        "summary": "Claims about the signed-in user (OIDC Core §5.3)",
+        "operationId": "oauthUserinfo",
+        "responses": {
+            "200": json_response("sub and the claims the token's scope releases.",
+                                 {"type": "object", "required": ["sub"]}),
+            "401": _oauth_error("invalid_token (missing_token, invalid_token, user_inactive), "
+                                "with WWW-Authenticate: Bearer."),
+            "403": _oauth_error("insufficient_scope: the token has no openid scope.")}}},
+    discovery.REVOKE_PATH: {"post": {
+        "summary": "Revoke a refresh token (its whole grant) or an access token (RFC 7009)",
+        "operationId": "oauthRevoke",
+        "requestBody": _form_body({"token": _string("The token."),
+                                   "token_type_hint": _string("Ignored."), **_CLIENT_FIELDS},
+                                  ["token"]),
+        "responses": {"200": {"description": "Revoked, or not a token of this client."},
+                      "400": _oauth_error(_CLIENT_ERRORS), "401": _oauth_error(_CLIENT_ERRORS)}}},
+    discovery.INTROSPECT_PATH: {"post": {
+        "summary": "Is this token active, and whose (RFC 7662; confidential clients)",
+        "operationId": "oauthIntrospect",
+        "requestBody": _form_body({"token": _string("The token."),
+                                   "token_type_hint": _string("Ignored."), **_CLIENT_FIELDS},
+                                  ["token"]),
+        "responses": {
+            "200": json_response("{active: false} or the token's claims.",
+                                 {"type": "object", "required": ["active"]}),
+            "400": _oauth_error("unauthorized_client (introspection_not_allowed: public "
+                                "client); " + _CLIENT_ERRORS),
+            "401": _oauth_error(_CLIENT_ERRORS)}}},
+    discovery.JWKS_PATH: {"get": {
+        "summary": "Public keys that verify the service's tokens (current and previous)",
+        "operationId": "oauthJwks",
+        "responses": {"200": json_response("JWK Set (RFC 7517).", {
+            "type": "object", "required": ["keys"],
+            "properties": {"keys": {"type": "array", "items": {"type": "object"}}}})}}},
+    discovery.LOGOUT_PATH: {"get": {
+        "summary": "RP-initiated logout: ends the grant named by the ID token's sid",
+        "operationId": "oauthLogout",
+        "parameters": [{"name": name, "in": "query", "required": False,
+                        "schema": {"type": "string"}}
+                       for name in ("id_token_hint", "client_id", "post_logout_redirect_uri",
+                                    "state")],
+        "responses": {
+            "302": {"description": "To post_logout_redirect_uri (a registered redirect URI "
+                                   "of the client) with state."},
+            "200": _page("The signed-out page."),
+            "400": _page("An HTML error page: invalid_id_token_hint, client_id_mismatch, "
+                         "logout_client_unknown, redirect_uri_mismatch.")}}},
+    **{path: {"get": {
+        "summary": summary, "operationId": operation_id,
+        "responses": {"200": json_response("Provider metadata.", {
+            "type": "object", "required": ["issuer", "authorization_endpoint",
+                                           "token_endpoint", "jwks_uri"]})}}}
+       for path, summary, operation_id in (
+           (discovery.OPENID_CONFIGURATION_PATH, "OpenID Connect discovery",
+            "oidcDiscovery"),
+           (discovery.AUTHORIZATION_SERVER_PATH, "OAuth 2.0 authorization server metadata "
+                                                 "(RFC 8414)", "oauthMetadata"))},
+}

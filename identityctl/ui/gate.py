@@ -1,0 +1,106 @@
+"""The hosted UI ("gate"): sign-in and sign-up pages, theme stylesheets, message pages.
+
+The pages are shells: ``gate.js`` drives the application's flow through ``/flow/execute``
+and hands the resulting assertion to ``/oauth2/auth/callback``. What the page needs (the
+application, the authorization request, the endpoints) travels in ``data-*`` attributes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from identityctl.config import Config
+from identityctl.errors import NotFound
+from identityctl.oauth.discovery import CALLBACK_PATH
+from identityctl.oauth.errors import UntrustedRedirect
+from identityctl.services import catalog, oauth
+from identityctl.store import catalog as catalog_store
+from identityctl.ui import pages, theme
+
+GATE_PATH = "/gate"
+STATIC_PATH = GATE_PATH + "/static"
+THEME_PATH = GATE_PATH + "/theme.css"
+FLOW_PATH = "/flow/execute"
+SIGN_IN, SIGN_UP = "signin", "signup"
+DEFAULT_THEME = "default"
+
+
+@dataclass(frozen=True)
+class GateApplication:
+    """What the hosted UI shows of an application."""
+
+    id: str
+    name: str
+    registration_enabled: bool
+    theme: dict[str, Any]
+
+
+def gate_application(application_id: str) -> GateApplication:
+    try:
+        application = catalog_store.get_application(application_id)
+    except NotFound as missing:
+        raise UntrustedRedirect("This sign-in link names no application.",
+                                code="application_not_found") from missing
+    return GateApplication(
+        id=application["id"], name=application["name"],
+        registration_enabled=bool(application["isRegistrationFlowEnabled"]
+                                  and application["registrationFlowId"]),
+        theme=_theme(application["themeId"]))
+
+
+def _theme(theme_id: str | None) -> dict[str, Any]:
+    try:
+        return catalog.require_theme(theme_id or DEFAULT_THEME)["theme"]
+    except NotFound:
+        return {}
+
+
+def theme_stylesheet(application_id: str | None) -> str:
+    """The application's theme (the default theme without an application) as CSS."""
+    chosen = gate_application(application_id).theme if application_id else _theme(None)
+    return theme.stylesheet(chosen)
+
+
+def _assets(config: Config, application_id: str | None) -> pages.Assets:
+    query = f"?{urlencode({'applicationId': application_id})}" if application_id else ""
+    return pages.Assets(theme_stylesheet=f"{config.base_url}{THEME_PATH}{query}",
+                        static=config.base_url + STATIC_PATH)
+
+
+def flow_page(config: Config, *, mode: str, application_id: str, auth_id: str,
+              execution_id: str = "") -> str:
+    """The sign-in (or sign-up) page of an authorization request."""
+    application = gate_application(application_id)
+    first_step = oauth.pending_first_step(auth_id=auth_id, application_id=application.id,
+                                          execution_id=execution_id)
+    request = {"authId": auth_id, "applicationId": application.id}
+    signing_up = mode == SIGN_UP
+    if signing_up and not application.registration_enabled:
+        raise UntrustedRedirect(f"{application.name} does not offer sign-up here.",
+                                code="registration_disabled")
+    title = "Create your account" if signing_up else "Sign in"
+    main = pages.render(
+        "gate.html", mode=mode, heading=title, application_name=application.name,
+        application_id=application.id, auth_id=auth_id, execution_id=execution_id,
+        first_step=json.dumps(first_step) if first_step and not signing_up else "",
+        flow_url=config.base_url + FLOW_PATH, callback_url=config.base_url + CALLBACK_PATH,
+        signin_url=f"{config.gate_url}/{SIGN_IN}?{urlencode(request)}",
+        signup_url=(f"{config.gate_url}/{SIGN_UP}?{urlencode(request)}"
+                    if application.registration_enabled else ""))
+    return pages.page(title=f"{title} | {application.name}", main=main,
+                      assets=_assets(config, application.id), script="gate.js")
+
+
+def error_page(config: Config, error: UntrustedRedirect) -> str:
+    return pages.message_page(title=error.message, text=error.description,
+                              detail=f"Error code: {error.code}",
+                              assets=_assets(config, None))
+
+
+def signed_out_page(config: Config) -> str:
+    return pages.message_page(title="You are signed out",
+                              text="You can close this window, or return to the application "
+                                   "to sign in again.", assets=_assets(config, None))

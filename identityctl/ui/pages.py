@@ -1,0 +1,74 @@
+"""The hosted UI's HTML pages and static files, read from the package (no build step).
+
+Pages are plain HTML templates (``ui/templates``) filled with escaped values; all behaviour
+is in ``ui/static/gate.js``, loaded from the same origin, so the pages run under a CSP with
+no inline script or style at all.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from string import Template
+
+#: Pages may load scripts, styles and images from this origin only, talk only to it,
+#: never be framed (clickjacking) and never post forms elsewhere.
+PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+            "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8",
+                ".svg": "image/svg+xml"}
+
+
+@dataclass(frozen=True)
+class StaticFile:
+    content: bytes
+    content_type: str
+
+
+@cache
+def _template(name: str) -> Template:
+    return Template(resources.files("identityctl.ui").joinpath("templates", name).read_text())
+
+
+def render(name: str, **values: str) -> str:
+    """Template ``name`` with every ``$value`` HTML-escaped."""
+    return _template(name).substitute({key: html.escape(value, quote=True)
+                                       for key, value in values.items()})
+
+
+@dataclass(frozen=True)
+class Assets:
+    """Where a page's stylesheets and scripts come from."""
+
+    theme_stylesheet: str
+    static: str
+
+
+def page(*, title: str, main: str, assets: Assets, script: str = "") -> str:
+    """A whole page around already-rendered ``main`` (and one deferred ``script`` file)."""
+    scripts = (f'<script src="{html.escape(f"{assets.static}/{script}", quote=True)}" defer>'
+               "</script>") if script else ""
+    layout = _template("page.html")
+    return layout.substitute(title=html.escape(title), main=main, scripts=scripts,
+                             theme_stylesheet=html.escape(assets.theme_stylesheet, quote=True),
+                             static=html.escape(assets.static, quote=True))
+
+
+@cache
+def static_file(name: str) -> StaticFile | None:
+    """A file of ``ui/static`` by bare name (no paths), or None."""
+    suffix = name[name.rfind("."):] if "." in name else ""
+    if "/" in name or "\\" in name or name.startswith(".") or suffix not in STATIC_TYPES:
+        return None
+    entry = resources.files("identityctl.ui").joinpath("static", name)
+    if not entry.is_file():
+        return None
+    return StaticFile(content=entry.read_bytes(), content_type=STATIC_TYPES[suffix])
+
+
+def message_page(*, title: str, text: str, assets: Assets, detail: str = "") -> str:
+    """A page that only says something: an error before the redirect is trusted, signed out."""
+    return page(title=title, assets=assets,
+                main=render("message.html", title=title, text=text, detail=detail))

@@ -1,0 +1,357 @@
+// The hosted UI ("gate"). Renders any flow step from /flow/execute generically: inputs become
+// labelled fields, actions become buttons, passkey steps run the browser's WebAuthn
+// ceremony. When the flow completes, its assertion goes to /oauth2/auth/callback and the
+// browser follows the redirect_uri it answers. No framework, no build step, no inline code.
+"use strict";
+
+(() => {
+  const root = document.getElementById("gate");
+  if (!root) return;
+  const page = root.dataset;
+  const $ = (id) => document.getElementById(id);
+  const form = $("step");
+  const signingUp = page.mode === "signup";
+  const passkeysSupported = typeof window.PublicKeyCredential === "function" &&
+    !!navigator.credentials;
+
+  const PASSKEY_INPUTS = new Set(["credentialId", "clientDataJSON", "authenticatorData",
+    "signature", "userHandle", "attestationObject", "credentialName"]);
+  const INPUT_TYPES = {
+    TEXT_INPUT: "text", PASSWORD_INPUT: "password", OTP_INPUT: "text", EMAIL_INPUT: "email",
+  };
+  const ERROR_TEXT = {
+    invalid_credentials: "The username or password is not right. Try again.",
+    authentication_failed: "That did not work. Check what you entered and try again.",
+    execution_expired: "This sign-in took too long. Start again.",
+    execution_not_found: "This sign-in has ended. Start again.",
+    execution_complete: "This sign-in has already finished. Start again.",
+    authorization_request_invalid:
+      "This sign-in request has expired or was already used. Return to the application " +
+      "and sign in again.",
+    too_many_requests: "Too many attempts. Wait a few minutes, then try again.",
+    origin_mismatch:
+      "Passkeys cannot be used from this address: it is not one this service allows.",
+    invalid_origin:
+      "Passkeys cannot be used from this address: it is not one this service allows.",
+    assertion_reused: "This sign-in was already used. Start again.",
+  };
+  const CEREMONY_TEXT = {
+    NotAllowedError:
+      "The passkey request was cancelled or timed out, or this device has no passkey for " +
+      "this site. Try again, or use another way to sign in.",
+    AbortError: "The passkey request was cancelled.",
+    InvalidStateError: "This device already has a passkey for this account.",
+    SecurityError:
+      "This page's address cannot use passkeys (it does not match the site's domain).",
+    NotSupportedError: "This device's authenticator cannot make a passkey this site accepts.",
+  };
+
+  // --- Base64URL <-> bytes, for browsers without the WebAuthn JSON helpers -----------------
+
+  function bytesFromBase64url(text) {
+    const base64 = text.replace(/-/g, "+").replace(/_/g, "/");
+    const binary = atob(base64 + "=".repeat((4 - (base64.length % 4)) % 4));
+    return Uint8Array.from(binary, (c) => c.charCodeAt(0)).buffer;
+  }
+
+  function base64urlFromBytes(buffer) {
+    if (!buffer) return undefined;
+    let binary = "";
+    for (const byte of new Uint8Array(buffer)) binary += String.fromCharCode(byte);
+    return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  }
+
+  function withIds(list) {
+    return (list || []).map((item) => ({ ...item, id: bytesFromBase64url(item.id) }));
+  }
+
+  function creationOptions(json) {
+    if (PublicKeyCredential.parseCreationOptionsFromJSON) {
+      return PublicKeyCredential.parseCreationOptionsFromJSON(json);
+    }
+    return { ...json, challenge: bytesFromBase64url(json.challenge),
+      user: { ...json.user, id: bytesFromBase64url(json.user.id) },
+      excludeCredentials: withIds(json.excludeCredentials) };
+  }
+
+  function requestOptions(json) {
+    if (PublicKeyCredential.parseRequestOptionsFromJSON) {
+      return PublicKeyCredential.parseRequestOptionsFromJSON(json);
+    }
+    return { ...json, challenge: bytesFromBase64url(json.challenge),
+      allowCredentials: withIds(json.allowCredentials) };
+  }
+
+  function credentialJSON(credential) {
+    if (typeof credential.toJSON === "function") return credential.toJSON();
+    const response = credential.response;
+    return { id: credential.id, rawId: base64urlFromBytes(credential.rawId),
+      type: credential.type, response: {
+        clientDataJSON: base64urlFromBytes(response.clientDataJSON),
+        attestationObject: base64urlFromBytes(response.attestationObject),
+        authenticatorData: base64urlFromBytes(response.authenticatorData),
+        signature: base64urlFromBytes(response.signature),
+        userHandle: base64urlFromBytes(response.userHandle),
+        transports: response.getTransports ? response.getTransports() : undefined,
+      } };
+  }
+
+  // --- talking to the service --------------------------------------------------------------
+
+  class ServiceError extends Error {
+    constructor(body, status) {
+      super((body && (body.description || body.message)) || `HTTP ${status}`);
+      this.code = (body && body.code) || "http_" + status;
+    }
+  }
+
+  async function post(url, body) {
+    let response;
+    try {
+      response = await fetch(url, { method: "POST", credentials: "omit",
+        headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    } catch (failure) {
+      throw new ServiceError({ code: "network", message: "The service could not be reached. " +
+        "Check your connection and try again." }, 0);
+    }
+    const data = await response.json().catch(() => ({}));
+    if (!response.ok) throw new ServiceError(data, response.status);
+    return data;
+  }
+
+  // --- showing things ----------------------------------------------------------------------
+
+  function show(element, text) {
+    element.textContent = text || "";
+    element.hidden = !text;
+  }
+
+  function showError(text) {
+    show($("error"), text);
+  }
+
+  function setStatus(text) {
+    $("status").textContent = text || "";
+  }
+
+  function busy(isBusy) {
+    for (const control of form.querySelectorAll("button, input")) control.disabled = isBusy;
+    root.setAttribute("aria-busy", String(isBusy));
+  }
+
+  function messageFor(failure) {
+    if (failure instanceof ServiceError) {
+      return ERROR_TEXT[failure.code] || failure.message;
+    }
+    return CEREMONY_TEXT[failure && failure.name] ||
+      "Something went wrong with the passkey. Try again, or use another way to sign in.";
+  }
+
+  function humanize(identifier) {
+    const words = identifier.replace(/([a-z])([A-Z])/g, "$1 $2").replace(/[_-]+/g, " ");
+    return words.charAt(0).toUpperCase() + words.slice(1).toLowerCase();
+  }
+
+  function autocompleteFor(input) {
+    const name = (input.identifier || input.ref || "").toLowerCase();
+    if (input.type === "PASSWORD_INPUT") return signingUp ? "new-password" : "current-password";
+    if (input.type === "OTP_INPUT") return "one-time-code";
+    if (name.includes("email")) return "email";
+    if (name.includes("user")) return "username";
+    if (name.includes("given")) return "given-name";
+    if (name.includes("family")) return "family-name";
+    return "off";
+  }
+
+  function field(input, index) {
+    const wrapper = document.createElement("div");
+    wrapper.className = "field";
+    const id = `input-${index}`;
+    const label = document.createElement("label");
+    label.htmlFor = id;
+    label.textContent = input.label || humanize(input.identifier || input.ref);
+    const control = document.createElement("input");
+    control.id = id;
+    control.name = input.identifier || input.ref;
+    control.type = INPUT_TYPES[input.type] || "text";
+    control.required = !!input.required;
+    control.autocomplete = autocompleteFor(input);
+    if (input.type === "OTP_INPUT") control.inputMode = "numeric";
+    wrapper.append(label, control);
+    return wrapper;
+  }
+
+  // --- one flow step -----------------------------------------------------------------------
+
+  let executionId = page.executionId || "";
+
+  function passkeyCeremony(step) {
+    const extra = (step.data && step.data.additionalData) || {};
+    if (extra.passkeyCreationOptions) return { kind: "create", options: extra.passkeyCreationOptions };
+    if (extra.passkeyChallenge) return { kind: "get", options: extra.passkeyChallenge };
+    return null;
+  }
+
+  function isFallback(action) {
+    return /password|fallback|skip|other|cancel|back/i.test(`${action.ref} ${action.label || ""}`);
+  }
+
+  function render(step) {
+    form.replaceChildren();
+    showError(step.failureReason ? (ERROR_TEXT[step.failureReason] || step.failureReason) : "");
+    const data = step.data || {};
+    const visible = (data.inputs || []).filter(
+      (input) => input.type !== "HIDDEN" && !PASSKEY_INPUTS.has(input.identifier || input.ref));
+    visible.forEach((input, index) => form.append(field(input, index)));
+    const ceremony = passkeyCeremony(step);
+    const actions = data.actions || [];
+    let primaryShown = false;
+    actions.forEach((action) => {
+      const runsCeremony = ceremony && !isFallback(action);
+      if (runsCeremony && !passkeysSupported) return;
+      const button = document.createElement("button");
+      button.type = "submit";
+      button.value = action.ref;
+      button.textContent = action.label ||
+        (runsCeremony ? (ceremony.kind === "create" ? "Create a passkey" : "Sign in with a passkey")
+          : humanize(action.ref));
+      if (primaryShown) button.className = "secondary";
+      primaryShown = true;
+      button.dataset.ceremony = runsCeremony ? ceremony.kind : "";
+      form.append(button);
+    });
+    if (ceremony && !passkeysSupported) {
+      show($("notice"), "This browser cannot use passkeys. " + (actions.some(isFallback)
+        ? "Use another way to sign in below, or switch to a browser that supports passkeys."
+        : "Switch to a browser that supports passkeys (a current Chrome, Edge, Firefox or Safari)."));
+    }
+    const first = form.querySelector("input, button");
+    if (first) first.focus();
+  }
+
+  function visibleInputs() {
+    const inputs = {};
+    for (const control of form.querySelectorAll("input")) inputs[control.name] = control.value;
+    return inputs;
+  }
+
+  async function runCeremony(kind, optionsText) {
+    const options = JSON.parse(optionsText);
+    const publicKey = options.publicKey || options;
+    setStatus(kind === "create" ? "Follow your device's prompt to create a passkey…"
+      : "Follow your device's prompt to use your passkey…");
+    const credential = kind === "create"
+      ? await navigator.credentials.create({ publicKey: creationOptions(publicKey) })
+      : await navigator.credentials.get({ publicKey: requestOptions(publicKey) });
+    if (!credential) throw Object.assign(new Error("no credential"), { name: "NotAllowedError" });
+    const json = credentialJSON(credential);
+    const inputs = { credentialId: json.id, clientDataJSON: json.response.clientDataJSON };
+    if (kind === "create") {
+      inputs.attestationObject = json.response.attestationObject;
+      inputs.credentialName = `Passkey on ${navigator.platform || "this device"}`;
+    } else {
+      inputs.authenticatorData = json.response.authenticatorData;
+      inputs.signature = json.response.signature;
+      if (json.response.userHandle) inputs.userHandle = json.response.userHandle;
+    }
+    return inputs;
+  }
+
+  async function submit(button) {
+    const action = button.value;
+    const ceremony = button.dataset.ceremony;
+    busy(true);
+    showError("");
+    try {
+      let inputs = visibleInputs();
+      if (ceremony) {
+        const options = passkeyCeremony(current).options;
+        inputs = { ...inputs, ...(await runCeremony(ceremony, options)) };
+      }
+      setStatus("Checking…");
+      await advance(await post(page.flowUrl, { executionId, action, inputs }));
+    } catch (failure) {
+      setStatus("");
+      showError(messageFor(failure));
+      if (failure instanceof ServiceError && /^execution_/.test(failure.code)) offerRestart();
+    } finally {
+      busy(false);
+    }
+  }
+
+  // --- the whole flow ----------------------------------------------------------------------
+
+  let current = null;
+
+  async function advance(step) {
+    current = step;
+    executionId = step.executionId || executionId;
+    setStatus("");
+    if (step.flowStatus === "COMPLETE") return finish(step);
+    if (step.flowStatus === "ERROR") {
+      form.replaceChildren();
+      showError(ERROR_TEXT[step.failureReason] || step.failureReason ||
+        "This sign-in cannot continue.");
+      return offerRestart();
+    }
+    if (step.type === "REDIRECTION" && step.data && step.data.redirectURL) {
+      window.location.assign(step.data.redirectURL);
+      return undefined;
+    }
+    render(step);
+    return undefined;
+  }
+
+  async function finish(step) {
+    if (!step.assertion) {
+      showError("The flow finished without signing you in. Start again.");
+      return offerRestart();
+    }
+    setStatus("Signed in. Returning to the application…");
+    const answer = await post(page.callbackUrl, { authId: page.authId, assertion: step.assertion });
+    window.location.assign(answer.redirect_uri);
+    return undefined;
+  }
+
+  function offerRestart() {
+    form.replaceChildren();
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = "Start again";
+    button.addEventListener("click", () => start(false));
+    form.append(button);
+    button.focus();
+  }
+
+  async function start(resume) {
+    busy(true);
+    showError("");
+    try {
+      const firstStep = resume && page.firstStep ? JSON.parse(page.firstStep) : null;
+      await advance(firstStep || await post(page.flowUrl, {
+        applicationId: page.applicationId,
+        flowType: signingUp ? "REGISTRATION" : "AUTHENTICATION" }));
+    } catch (failure) {
+      showError(messageFor(failure));
+      offerRestart();
+    } finally {
+      busy(false);
+    }
+  }
+
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const button = event.submitter || form.querySelector("button[type=submit]");
+    if (button && button.value) submit(button);
+  });
+
+  if (page.signupUrl || signingUp) {
+    const link = document.createElement("a");
+    link.href = signingUp ? page.signinUrl : page.signupUrl;
+    link.textContent = signingUp ? "Sign in instead" : "Create an account";
+    $("switch").append(signingUp ? "Already have an account? " : "New here? ", link);
+    $("switch").hidden = false;
+  }
+
+  start(true);
+})();
