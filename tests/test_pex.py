@@ -2,7 +2,8 @@
 
 The PEX is built once per module into a temporary directory and run with the system's
 `python3` (not this venv's interpreter, so the venv's identityctl cannot leak in), with its
-own PEX_ROOT, from a directory outside the source tree: init, serve, /health, a passkey
+own PEX_ROOT, from a directory outside the source tree: init, serve (two worker processes,
+so the ceremony's requests may land on either), /health, a passkey
 registration and sign-in over HTTP, and the MCP tool server over stdio with the SDK client.
 IDENTITYCTL_TEST_PEX=path/to/identityctl.pex skips the build (~60 s) and tests that file.
 """
@@ -84,7 +85,7 @@ def deployment(pex: Pex) -> Path:
 
 @pytest.fixture(scope="module")
 def served(pex: Pex, deployment: Path) -> Iterator[Service]:
-    """`identityctl serve` run by the PEX on a free port, for the public address it has."""
+    """`identityctl serve --workers 2` run by the PEX on a free port (its public address)."""
     port = free_port()
     config_path = deployment.with_name("served.toml")
     config_path.write_text(deployment.read_text().replace("localhost:8090",
@@ -93,7 +94,7 @@ def served(pex: Pex, deployment: Path) -> Iterator[Service]:
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             pex.command("--config", str(config_path), "serve", "--host", "127.0.0.1",
-                        "--port", str(port)),
+                        "--port", str(port), "--workers", "2"),
             stdout=log, stderr=log, cwd=pex.workdir, env=pex.env)
     service = Service(config=load_config(config_path), config_path=config_path,
                       base_url=f"http://localhost:{port}", http=requests.Session())
