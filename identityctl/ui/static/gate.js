@@ -24,11 +24,17 @@
     authentication_failed: "That did not work. Check what you entered and try again.",
     execution_expired: "This sign-in took too long. Start again.",
     execution_not_found: "This sign-in has ended. Start again.",
-    execution_complete: "This sign-in has already finished. Start again.",
+    execution_completed: "This sign-in has already finished. Start again.",
+    execution_conflict: "This sign-in is busy in another tab. Start again.",
+    no_passkeys: "There is no passkey for this account yet. Use your password instead.",
+    username_taken: "That username is taken. Choose another one.",
+    weak_password:
+      "Choose a longer or less common password (at least 8 characters, not your username).",
+    registration_disabled: "This application does not offer sign-up.",
     authorization_request_invalid:
       "This sign-in request has expired or was already used. Return to the application " +
       "and sign in again.",
-    too_many_requests: "Too many attempts. Wait a few minutes, then try again.",
+    too_many_attempts: "Too many attempts. Wait a few minutes, then try again.",
     origin_mismatch:
       "Passkeys cannot be used from this address: it is not one this service allows.",
     invalid_origin:

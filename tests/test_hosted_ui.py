@@ -1,0 +1,215 @@
+"""The hosted sign-in UI in headless Debian Chromium with a CDP virtual authenticator.
+
+A demo client runs authorization code + PKCE: the user signs up (password, then a passkey),
+signs out, signs in usernameless with the passkey and with the password fallback; the client
+validates each ID token with the service's JWKS. Screenshots of every screen go to
+test-artifacts/hosted-ui/.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import jwt
+import pytest
+import requests
+
+from identityctl.oauth.pkce import s256_challenge
+from identityctl.services import catalog, directory
+from tests.conftest import Service
+from tests.test_oauth_helpers import query_of
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+CHROMIUM = shutil.which("chromium")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed "
+                                "(./scripts/test.sh installs it with apt)")
+
+REDIRECT_URI = "https://demo-client.example/callback"
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "hosted-ui"
+PHONE = {"width": 390, "height": 844}
+PASSWORD = "correct horse battery"
+#: Primary colour of the theme the tests give the demo application (rgb of #aa3300).
+THEME_PRIMARY = "rgb(170, 51, 0)"
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with playwright_api.sync_playwright() as driver:
+        launched = driver.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                          args=CHROMIUM_FLAGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def demo_app(service: Service) -> dict[str, Any]:
+    theme = catalog.create_theme(
+        handle=f"brand-{uuid.uuid4().hex[:6]}", display_name="Brand",
+        theme={"colorSchemes": {"light": {"primary": "#aa3300", "onPrimary": "#ffffff"}},
+               "typography": {"fontFamily": "Georgia, serif"}})
+    document = catalog.application_templates()["SPA"]
+    document["inboundAuthConfig"][0]["config"]["redirectUris"] = [REDIRECT_URI]
+    document.update(name="Demo shop", themeId=theme["id"], isRegistrationFlowEnabled=True)
+    return catalog.create_application(document)[0]
+
+
+class Browser:
+    """One user's browser (phone-sized, with a virtual platform authenticator) and the demo
+    client's side of authorization code + PKCE."""
+
+    def __init__(self, service: Service, app: dict[str, Any], page: Any, name: str) -> None:
+        self.service, self.app, self.page, self.name = service, app, page, name
+        self.client_id = catalog.oauth_config(app)["clientId"]
+        self.shots = 0
+        self.verifier = self.nonce = self.state = ""
+        # The demo client's redirect URI: answered inside the browser, never on the network.
+        page.route(REDIRECT_URI + "*", lambda route: route.fulfill(
+            status=200, content_type="text/html", body="<h1>Demo shop: signed in</h1>"))
+
+    def screenshot(self, what: str) -> None:
+        self.shots += 1
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(ARTIFACTS / f"{self.name}-{self.shots:02d}-{what}.png"),
+                             full_page=True)
+
+    def authorize(self) -> None:
+        self.verifier = secrets.token_urlsafe(48)
+        self.nonce, self.state = secrets.token_urlsafe(12), secrets.token_urlsafe(12)
+        query = urlencode({"response_type": "code", "client_id": self.client_id,
+                           "redirect_uri": REDIRECT_URI, "scope": "openid profile",
+                           "state": self.state, "nonce": self.nonce,
+                           "code_challenge": s256_challenge(self.verifier),
+                           "code_challenge_method": "S256"})
+        self.page.goto(self.service.url(f"/oauth2/authorize?{query}"))
+        self.page.wait_for_selector("#step button")
+
+    def click(self, label: str) -> None:
+        self.page.get_by_role("button", name=label).click()
+
+    def wait_for_step(self, label: str) -> None:
+        self.page.get_by_role("button", name=label).wait_for()
+
+    def back_at_the_client(self) -> dict[str, Any]:
+        """Wait for the redirect to the demo client, exchange the code, verify the ID token."""
+        self.page.wait_for_url(REDIRECT_URI + "*")
+        answer = query_of(self.page.url)
+        assert answer["state"] == self.state
+        assert answer["iss"] == self.service.config.issuer
+        tokens = requests.post(self.service.url("/oauth2/token"), data={
+            "grant_type": "authorization_code", "code": answer["code"],
+            "redirect_uri": REDIRECT_URI, "client_id": self.client_id,
+            "code_verifier": self.verifier}, timeout=30)
+        assert tokens.status_code == 200, tokens.text
+        id_token = tokens.json()["id_token"]
+        jwks = jwt.PyJWKClient(self.service.url("/oauth2/jwks"))
+        claims = jwt.decode(id_token, jwks.get_signing_key_from_jwt(id_token).key,
+                            algorithms=[self.service.config.oauth.signing_alg],
+                            audience=self.client_id, issuer=self.service.config.issuer)
+        assert claims["nonce"] == self.nonce
+        return claims
+
+
+@pytest.fixture
+def user_browser(browser: Any, service: Service, demo_app: dict[str, Any],
+                 request: pytest.FixtureRequest) -> Iterator[Browser]:
+    context = browser.new_context(viewport=PHONE)
+    page = context.new_page()
+    cdp = context.new_cdp_session(page)
+    cdp.send("WebAuthn.enable", {"enableUI": False})
+    cdp.send("WebAuthn.addVirtualAuthenticator", {"options": {
+        "protocol": "ctap2", "transport": "internal", "hasResidentKey": True,
+        "hasUserVerification": True, "isUserVerified": True,
+        "automaticPresenceSimulation": True}})
+    yield Browser(service, demo_app, page, request.node.name)
+    context.close()
+
+
+def test_sign_up_sign_out_and_sign_in_with_passkey_and_password(user_browser: Browser,
+                                                                 service: Service) -> None:
+    ui = user_browser
+    username = f"ada-{uuid.uuid4().hex[:6]}"
+
+    # Sign up: the sign-in page links to the application's registration flow.
+    ui.authorize()
+    ui.screenshot("sign-in")
+    ui.page.get_by_role("link", name="Create an account").click()
+    ui.wait_for_step("Create account")
+    ui.screenshot("sign-up")
+    ui.page.get_by_label("Username").fill(username)
+    ui.page.get_by_label("Password").fill(PASSWORD)
+    ui.page.get_by_label("Email").fill(f"{username}@example.com")
+    ui.click("Create account")
+    ui.wait_for_step("Create a passkey")
+    ui.screenshot("add-passkey")
+    ui.click("Create a passkey")
+    signed_up = ui.back_at_the_client()
+    ui.screenshot("signed-up")
+    user = directory.require_user(username)
+    assert signed_up["sub"] == user.id
+    assert len(directory_passkeys(user.id)) == 1
+
+    # Sign out (RP-initiated logout), then usernameless sign-in with the passkey.
+    ui.page.goto(service.url("/oauth2/logout"))
+    ui.screenshot("signed-out")
+    ui.authorize()
+    ui.click("Sign in with a passkey")
+    ui.wait_for_step("Use my passkey")
+    ui.screenshot("passkey-prompt")
+    ui.click("Use my passkey")
+    with_passkey = ui.back_at_the_client()
+    assert with_passkey["sub"] == user.id
+    assert "passkey" in with_passkey["amr"]
+
+    # The password fallback: a wrong password first, then the right one.
+    ui.authorize()
+    ui.page.get_by_label("Username").fill(username)
+    ui.page.get_by_label("Password").fill("not my password")
+    ui.click("Sign in with password")
+    ui.page.get_by_role("alert").filter(has_text="not right").wait_for()
+    ui.screenshot("wrong-password")
+    ui.page.get_by_label("Username").fill(username)
+    ui.page.get_by_label("Password").fill(PASSWORD)
+    ui.click("Sign in with password")
+    with_password = ui.back_at_the_client()
+    assert with_password["sub"] == user.id and with_password["amr"] == ["pwd"]
+
+
+def directory_passkeys(user_id: str) -> list[Any]:
+    from identityctl.services import passkeys
+    return passkeys.list_credentials(user_id)
+
+
+def test_the_application_theme_is_applied(user_browser: Browser) -> None:
+    ui = user_browser
+    ui.authorize()
+    button = ui.page.locator("#step button").first
+    styles = button.evaluate("b => { const s = getComputedStyle(b); "
+                             "return [s.backgroundColor, getComputedStyle(document.body)"
+                             ".fontFamily]; }")
+    assert styles[0] == THEME_PRIMARY
+    assert "Georgia" in styles[1]
+    ui.screenshot("themed")
+
+
+def test_a_cancelled_passkey_explains_itself(user_browser: Browser, service: Service) -> None:
+    ui = user_browser
+    username = f"bob-{uuid.uuid4().hex[:6]}"
+    directory.create_user(username=username, password=PASSWORD)
+    ui.authorize()
+    ui.click("Sign in with a passkey")  # usernameless; this authenticator holds no passkey
+    ui.wait_for_step("Use my passkey")
+    ui.click("Use my passkey")
+    ui.page.get_by_role("alert").filter(has_text="passkey").wait_for()
+    ui.screenshot("no-passkey-here")
+    # The password is still offered on the way back.
+    ui.click("Use a password instead")
+    ui.page.get_by_label("Password").wait_for()
