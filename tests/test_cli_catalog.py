@@ -58,6 +58,26 @@ def test_an_spa_from_its_template_is_a_public_client_without_secret(cli: Cli) ->
     assert [app["name"] for app in ok_json(cli, "app", "list")] == ["Shop"]
 
 
+def test_an_application_gets_the_default_flows_or_the_ones_named(cli: Cli) -> None:
+    def flow_id(handle: str, flow_type: str) -> str:
+        return ok_json(cli, "flow", "show", handle, "--type", flow_type)["id"]
+
+    shop = ok_json(cli, "app", "create", "--template", "SPA", "--name", "Shop",
+                   "--redirect-uri", REDIRECT)
+    assert shop["authFlowId"] == flow_id("default-basic-passkey-flow", "AUTHENTICATION")
+    assert shop["registrationFlowId"] == flow_id("default-basic-passkey-flow", "REGISTRATION")
+    assert shop["isRegistrationFlowEnabled"] is False
+    kiosk = ok_json(cli, "app", "create", "--template", "SPA", "--name", "Kiosk",
+                    "--redirect-uri", REDIRECT, "--sign-in-flow", "default-passkey-flow",
+                    "--sign-up-flow", "default-passkey-flow", "--allow-sign-up")
+    assert kiosk["authFlowId"] == flow_id("default-passkey-flow", "AUTHENTICATION")
+    assert kiosk["registrationFlowId"] == flow_id("default-passkey-flow", "REGISTRATION")
+    assert kiosk["isRegistrationFlowEnabled"] is True
+    assert "default-passkey-flow" in cli("app", "show", kiosk["id"]).stdout
+    assert error_code(cli, "app", "create", "--template", "SPA", "--name", "X",
+                      "--redirect-uri", REDIRECT, "--sign-in-flow", "nope") == "flow_not_found"
+
+
 def test_a_confidential_client_secret_is_shown_once_and_stored_hashed(cli: Cli) -> None:
     result = cli("app", "create", "--template", "Server", "--name", "Backend",
                  "--redirect-uri", REDIRECT, "--theme", "default")

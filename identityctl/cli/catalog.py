@@ -18,7 +18,7 @@ from rich.table import Table
 from identityctl.cli.common import Session, command, read_json_file
 from identityctl.cli.directory import ACTOR, YesOption, confirm_and_delete, when
 from identityctl.cli.output import JsonOption, console, done, emit_json, show_record, show_table
-from identityctl.errors import BadRequest, InvalidField, MissingField
+from identityctl.errors import BadRequest, InvalidField, MissingField, NotFound
 
 app_app = typer.Typer(
     help="Applications (OAuth 2.0 / OIDC clients): create from a template or a JSON file, "
@@ -50,6 +50,18 @@ def _oauth(application: dict[str, Any]) -> dict[str, Any]:
     return oauth_config(application)
 
 
+def _flow_name(flow_id: str | None) -> str | None:
+    """A flow's handle (what people type), with its id for scripts."""
+    if not flow_id:
+        return None
+    from identityctl.services import catalog as catalog_service
+
+    try:
+        return f"{catalog_service.require_flow(flow_id)['handle']} ({flow_id})"
+    except NotFound:
+        return flow_id
+
+
 def _application_view(application: dict[str, Any]) -> dict[str, Any]:
     oauth = _oauth(application)
     return {"name": application["name"], "id": application["id"],
@@ -58,8 +70,8 @@ def _application_view(application: dict[str, Any]) -> dict[str, Any]:
             "grant types": ", ".join(oauth.get("grantTypes", [])),
             "redirect URIs": "\n".join(oauth.get("redirectUris", [])) or None,
             "scopes": " ".join(oauth.get("scopes", [])), "PKCE": oauth.get("pkceRequired"),
-            "theme": application["themeId"], "sign-in flow": application["authFlowId"],
-            "sign-up flow": application["registrationFlowId"]
+            "theme": application["themeId"], "sign-in flow": _flow_name(application["authFlowId"]),
+            "sign-up flow": _flow_name(application["registrationFlowId"])
             if application["isRegistrationFlowEnabled"] else None,
             "created": when(application["createdAt"]),
             "updated": when(application["updatedAt"])}
@@ -120,6 +132,17 @@ def app_create(
         help="Where users return after sign-in; repeat for more. Replaces the file's."),
     theme: str | None = typer.Option(None, "--theme",
                                      help="Theme handle or id (default: the default theme)."),
+    sign_in_flow: str | None = typer.Option(
+        None, "--sign-in-flow", metavar="HANDLE|ID",
+        help="AUTHENTICATION flow (default: default-basic-passkey-flow; also seeded: "
+             "default-passkey-flow, default-basic-flow). `identityctl flow list` shows all."),
+    sign_up_flow: str | None = typer.Option(
+        None, "--sign-up-flow", metavar="HANDLE|ID",
+        help="REGISTRATION flow (default: default-basic-passkey-flow, password then passkey; "
+             "also seeded: default-passkey-flow, passkey only)."),
+    allow_sign_up: bool | None = typer.Option(
+        None, "--allow-sign-up/--no-sign-up",
+        help="Offer 'Create an account' on the hosted page (runs the sign-up flow)."),
     as_json: bool = JsonOption,
 ) -> None:
     """Register an application and print its client secret (confidential clients) ONCE.
@@ -128,6 +151,13 @@ def app_create(
 
         identityctl app create --template SPA --name "Shop" \\
             --redirect-uri https://shop.example.com/callback --theme default
+
+    With passkey-only sign-in and sign-up offered on the hosted page:
+
+        identityctl app create --template SPA --name "Shop" \\
+            --redirect-uri https://shop.example.com/callback \\
+            --sign-in-flow default-passkey-flow --sign-up-flow default-passkey-flow \\
+            --allow-sign-up
 
     From a file (start one with `identityctl app templates Server > app.json`):
 
@@ -148,6 +178,12 @@ def app_create(
         _set_redirect_uris(document, list(redirect_uri))
     if theme is not None:
         document["themeId"] = theme
+    if sign_in_flow is not None:
+        document["authFlowId"] = sign_in_flow
+    if sign_up_flow is not None:
+        document["registrationFlowId"] = sign_up_flow
+    if allow_sign_up is not None:
+        document["isRegistrationFlowEnabled"] = allow_sign_up
     with console.status("Creating the application..."):
         created, secret = catalog_service.create_application(document, actor=ACTOR)
     if as_json:
