@@ -1,150 +1,564 @@
-"""The floor: GET /health requests per second and p50/p99 latency over HTTP, N client threads.
+"""The floor: the same crypto and SQL as identityctl's hot paths, with no product layers.
 
-/health does the least a request can do (routing, middleware, a `SELECT 1` on the database), so
-its rate is the ceiling every other endpoint stays under: what waitress, Falcon and our
-middleware cost per request. Each client thread keeps one HTTP connection (keep-alive) and
-sends requests back to back for `--seconds`, after a one-second warm-up.
+A minimal Falcon app on waitress, in this file, that answers the hot paths' URLs with the same
+request and response shapes as `identityctl serve`, doing per request only what the work
+itself needs: py_webauthn for the passkey checks, pyjwt ES256 for the tokens, argon2 for
+passwords, and the same kind of inserts/updates/deletes on a SQLite file in WAL mode (stdlib
+sqlite3, one connection per thread, `synchronous=NORMAL` as the product's store). No
+middleware, no audit or throttle layers beyond one audit insert where the product writes one,
+no OpenAPI validation, no error catalogue. It is the ceiling of this stack: bench/hotpaths.py
+drives it and the real server under the same load and prints each hot path as a share of it.
 
-Against a running server:
+Work per request, by route:
 
-    .venv/bin/python bench/floor.py --url http://localhost:8090 --threads 8 --seconds 10
+- `GET /health`: `SELECT 1`.
+- `POST /auth/passkey/start`: select the user and their credentials, delete expired sessions,
+  mark the user's older session superseded, insert the challenge row; options JSON
+  (py_webauthn).
+- `POST /auth/passkey/finish`: select the session, select credential + user,
+  `verify_authentication_response`, then in one transaction delete the session, update the
+  counter, insert an audit row; sign one JWT (the assertion).
+- `POST /oauth2/token` client_credentials: select the client, check the secret (argon2 once
+  per process, then a SHA-256 cache, as services/oauth.py does), sign one ES256 JWT, insert
+  an audit row.
+- `POST /oauth2/token` authorization_code: select the code, PKCE S256, select the user, sign
+  access + ID token; in one transaction mark the code used, insert the refresh token and
+  the issued-token rows, insert an audit row.
+- `POST /flow/execute`: start inserts the execution row; the `password` action selects the
+  execution and the user, verifies argon2, signs the assertion, deletes the execution.
+- `POST /mcp` tools/list: verify the bearer JWT (ES256, typ, audience, scope); answer a
+  precomputed tool list (the product's own, fetched once by bench/hotpaths.py).
 
-Or let the bench start its own (a fresh `identityctl init` in a temporary folder, then
-`identityctl serve --workers N`), e.g. to compare one process with several:
+Registration (`/register/passkey/*`) and `/bench/*` exist for the untimed set-up only.
 
-    .venv/bin/python bench/floor.py --serve --workers 1 --threads 8
-    .venv/bin/python bench/floor.py --serve --workers 4 --threads 8
+Run it alone (one process, or N forked processes sharing one socket like `serve --workers`):
 
-The client threads share one CPython process too: on a small machine they, not the
-server, can be what saturates; run the bench on another machine (or several) to find the
-server's own limit.
+    .venv/bin/python bench/floor.py --port 8099 --threads 4 --workers 1
 """
 
 from __future__ import annotations
 
 import sys
 
-# Run as a script, this folder comes first on sys.path, where bench/token.py would shadow the
-# standard library's `token` (imported by dataclasses): the repository root goes there.
+# Run as a script, this folder comes first on sys.path, where a bench module could shadow the
+# standard library: the repository root goes there instead.
 sys.path.pop(0)
 
 import argparse
-import contextlib
+import base64
+import hashlib
 import json
 import os
+import secrets
 import signal
 import socket
-import subprocess
+import sqlite3
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+import uuid
+from collections import OrderedDict
 from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
 
-import requests
+import falcon
+import jwt
+from argon2 import PasswordHasher
+from argon2.exceptions import Argon2Error
+from cryptography.hazmat.primitives.asymmetric import ec
+from webauthn import (
+    generate_authentication_options,
+    generate_registration_options,
+    options_to_json,
+    verify_authentication_response,
+    verify_registration_response,
+)
+from webauthn.helpers import base64url_to_bytes, bytes_to_base64url
+from webauthn.helpers.structs import (
+    PublicKeyCredentialDescriptor,
+    UserVerificationRequirement,
+)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS users (id TEXT PRIMARY KEY, username TEXT UNIQUE, handle BLOB,
+    password_hash TEXT);
+CREATE TABLE IF NOT EXISTS credentials (id TEXT PRIMARY KEY, user_id TEXT, public_key BLOB,
+    sign_count INTEGER, last_used REAL);
+CREATE INDEX IF NOT EXISTS credentials_user ON credentials (user_id);
+CREATE TABLE IF NOT EXISTS sessions (token_hash TEXT PRIMARY KEY, ceremony TEXT, user_id TEXT,
+    challenge TEXT, state TEXT, superseded INTEGER DEFAULT 0, created_at REAL, expires_at REAL);
+CREATE INDEX IF NOT EXISTS sessions_user ON sessions (user_id);
+CREATE INDEX IF NOT EXISTS sessions_expiry ON sessions (expires_at);
+CREATE TABLE IF NOT EXISTS clients (client_id TEXT PRIMARY KEY, secret_hash TEXT,
+    scopes TEXT);
+CREATE TABLE IF NOT EXISTS codes (code_hash TEXT PRIMARY KEY, client_id TEXT, user_id TEXT,
+    challenge TEXT, redirect_uri TEXT, consumed_at REAL, expires_at REAL);
+CREATE TABLE IF NOT EXISTS refresh_tokens (token_hash TEXT PRIMARY KEY, family TEXT,
+    user_id TEXT, client_id TEXT, expires_at REAL);
+CREATE TABLE IF NOT EXISTS issued_tokens (jti TEXT PRIMARY KEY, family TEXT, expires_at REAL);
+CREATE TABLE IF NOT EXISTS executions (id TEXT PRIMARY KEY, application_id TEXT,
+    state TEXT, created_at REAL);
+CREATE TABLE IF NOT EXISTS audit (id INTEGER PRIMARY KEY, at REAL, event TEXT, outcome TEXT,
+    actor TEXT, details TEXT);
+"""
 
-from bench.passkey import Results, run_phase
-
-WARM_UP_SECONDS = 1.0
-
-
-@dataclass
-class HealthClient:
-    """One bench thread: its keep-alive session to the server."""
-
-    url: str
-    http: requests.Session = field(default_factory=requests.Session)
-
-    def health(self) -> None:
-        response = self.http.get(self.url + "/health", timeout=30)
-        if response.status_code != 200:
-            raise RuntimeError(f"/health {response.status_code}")
+ISSUER = "http://localhost"
+SESSION_TTL = 300
+CLIENT_ID = "floor-m2m"
+ORIGIN_DEFAULT = "http://localhost:8090"
+RP_ID_DEFAULT = "localhost"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
-@contextlib.contextmanager
-def served(workers: int, threads: int | None) -> Iterator[str]:
-    """`identityctl serve --workers N` on a fresh deployment in a temporary folder."""
-    identityctl = [sys.executable, "-m", "identityctl"]
-    with tempfile.TemporaryDirectory(prefix="identityctl-floor-") as folder:
-        made = subprocess.run([*identityctl, "init", "--dir", folder, "--json"],
-                              capture_output=True, text=True, check=False)
-        if made.returncode != 0:
-            sys.exit(f"identityctl init failed: {made.stderr}")
-        port = _free_port()
-        command = [*identityctl, "--config", str(Path(folder) / "config.toml"), "serve",
-                   "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
-        if threads:
-            command += ["--threads", str(threads)]
-        log_path = Path(folder) / "serve.log"
-        with log_path.open("wb") as log:
-            # The access log of every request goes to the log file, as in production.
-            server = subprocess.Popen(command, stdout=log, stderr=log)
-        url = f"http://127.0.0.1:{port}"
+class Floor:
+    """Everything the floor app shares between its threads: the database file, the signing
+    key, the relying party, the verified-secret cache."""
+
+    def __init__(self, db_path: str, *, rp_id: str, origin: str, client_secret: str,
+                 mcp_tools: list[Any]) -> None:
+        self.db_path, self.rp_id, self.origin = db_path, rp_id, origin
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        self.public_key = self.key.public_key()
+        self.kid = uuid.uuid4().hex[:16]
+        self.hasher = PasswordHasher()  # the product's argon2id profile (library defaults)
+        self.dummy_hash = self.hasher.hash("floor-timing-equaliser")  # unknown users
+        self.mcp_tools = mcp_tools
+        self._local = threading.local()
+        self._verified: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._verified_lock = threading.Lock()
+        with self.db() as conn:
+            conn.executescript(SCHEMA)
+            conn.execute("INSERT OR REPLACE INTO clients VALUES (?, ?, ?)",
+                         (CLIENT_ID, self.hasher.hash(client_secret), "system"))
+
+    def db(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.db_path, timeout=5, isolation_level=None,
+                                   check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=wal")
+            conn.execute("PRAGMA synchronous=normal")
+            conn.execute("PRAGMA busy_timeout=5000")
+            self._local.conn = conn
+        return conn
+
+    def sign(self, claims: dict[str, Any], typ: str, ttl: int = 300) -> str:
+        now = int(time.time())
+        payload = {"iss": ISSUER, "iat": now, "exp": now + ttl, "jti": uuid.uuid4().hex,
+                   **claims}
+        return jwt.encode(payload, self.key, algorithm="ES256",
+                          headers={"kid": self.kid, "typ": typ})
+
+    def audit(self, conn: sqlite3.Connection, event: str, actor: str,
+              details: dict[str, Any]) -> None:
+        conn.execute("INSERT INTO audit (at, event, outcome, actor, details) "
+                     "VALUES (?, ?, 'success', ?, ?)",
+                     (time.time(), event, actor, json.dumps(details)))
+
+    def secret_matches(self, stored_hash: str, secret: str) -> bool:
+        key = (stored_hash, _hash(secret))
+        with self._verified_lock:
+            if key in self._verified:
+                self._verified.move_to_end(key)
+                return True
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    requests.get(url + "/health", timeout=5)
-                    break
-                except requests.ConnectionError:
-                    if server.poll() is not None or time.monotonic() > deadline:
-                        sys.exit(f"identityctl serve did not start:\n{log_path.read_text()}")
-                    time.sleep(0.1)
-            yield url
-        finally:
-            server.send_signal(signal.SIGTERM)
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            self.hasher.verify(stored_hash, secret)
+        except Argon2Error:
+            return False
+        with self._verified_lock:
+            self._verified[key] = None
+        return True
 
 
-def measure(url: str, *, threads: int, seconds: float) -> dict[str, object]:
-    clients = [HealthClient(url.rstrip("/")) for _ in range(threads)]
-    run_phase(clients, HealthClient.health, WARM_UP_SECONDS)  # connections open, caches warm
-    results: Results = run_phase(clients, HealthClient.health, seconds)
-    summary = results.summary(seconds)
-    summary["requests"] = summary.pop("ceremonies")
-    return summary
+def _body(req: falcon.Request) -> dict[str, Any]:
+    return json.loads(req.bounded_stream.read() or b"{}")
+
+
+def _json(resp: falcon.Response, body: Any, status: str = falcon.HTTP_200) -> None:
+    resp.status = status
+    resp.content_type = falcon.MEDIA_JSON
+    resp.text = json.dumps(body)
+
+
+def _start_session(floor: Floor, conn: sqlite3.Connection, *, ceremony: str,
+                   user_id: str | None, challenge: bytes, state: dict[str, Any]) -> str:
+    token, now = secrets.token_urlsafe(32), time.time()
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("DELETE FROM sessions WHERE expires_at < ?", (now - 60,))
+    if user_id is not None:
+        conn.execute("UPDATE sessions SET superseded = 1 WHERE user_id = ? AND ceremony = ?",
+                     (user_id, ceremony))
+    conn.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, ?, 0, ?, ?)",
+                 (_hash(token), ceremony, user_id, bytes_to_base64url(challenge),
+                  json.dumps(state), now, now + SESSION_TTL))
+    conn.execute("COMMIT")
+    return token
+
+
+def _take_session(conn: sqlite3.Connection, token: str, ceremony: str) -> tuple | None:
+    row = conn.execute("SELECT user_id, challenge, state, superseded, expires_at FROM sessions "
+                       "WHERE token_hash = ? AND ceremony = ?",
+                       (_hash(token), ceremony)).fetchone()
+    if row is None or row[3] or row[4] <= time.time():
+        return None
+    return row
+
+
+class Health:
+    def __init__(self, floor: Floor) -> None:
+        self.floor = floor
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self.floor.db().execute("SELECT 1").fetchone()
+        _json(resp, {"status": "ok", "database": "ok"})
+
+
+class RegisterStart:
+    """Set-up only: registration options for a user (created on first use)."""
+
+    def __init__(self, floor: Floor) -> None:
+        self.floor = floor
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body, conn = _body(req), self.floor.db()
+        user_id = body["userId"]
+        conn.execute("INSERT OR IGNORE INTO users (id, username, handle) VALUES (?, ?, ?)",
+                     (user_id, user_id, secrets.token_bytes(32)))
+        handle = conn.execute("SELECT handle FROM users WHERE id = ?", (user_id,)).fetchone()[0]
+        options = generate_registration_options(rp_id=self.floor.rp_id, rp_name="floor",
+                                                user_name=user_id, user_id=handle)
+        token = _start_session(self.floor, conn, ceremony="registration", user_id=user_id,
+                               challenge=options.challenge, state={})
+        _json(resp, {"publicKeyCredentialCreationOptions": json.loads(options_to_json(options)),
+                     "sessionToken": token})
+
+
+class RegisterFinish:
+    def __init__(self, floor: Floor) -> None:
+        self.floor = floor
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body, conn = _body(req), self.floor.db()
+        session = _take_session(conn, body["sessionToken"], "registration")
+        if session is None:
+            _json(resp, {"code": "unknown_session_token"}, falcon.HTTP_400)
+            return
+        verified = verify_registration_response(
+            credential=body["publicKeyCredential"],
+            expected_challenge=base64url_to_bytes(session[1]),
+            expected_rp_id=self.floor.rp_id, expected_origin=self.floor.origin)
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("DELETE FROM sessions WHERE token_hash = ?", (_hash(body["sessionToken"]),))
+        conn.execute("INSERT INTO credentials VALUES (?, ?, ?, ?, ?)",
+                     (bytes_to_base64url(verified.credential_id), session[0],
+                      verified.credential_public_key, verified.sign_count, None))
+        conn.execute("COMMIT")
+        _json(resp, {"id": bytes_to_base64url(verified.credential_id)}, falcon.HTTP_201)
+
+
+class AuthStart:
+    """Hot path: one challenge row + the request options JSON."""
+
+    def __init__(self, floor: Floor) -> None:
+        self.floor = floor
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body, conn = _body(req), self.floor.db()
+        user_id = body.get("userId") or None
+        allowed: list[str] = []
+        if user_id is not None:
+            if conn.execute("SELECT id FROM users WHERE id = ?", (user_id,)).fetchone() is None:
+                _json(resp, {"code": "user_not_found"}, falcon.HTTP_404)
+                return
+            allowed = [row[0] for row in conn.execute(
+                "SELECT id FROM credentials WHERE user_id = ?", (user_id,))]
+        uv = "preferred" if user_id else "required"
+        options = generate_authentication_options(
+            rp_id=self.floor.rp_id, user_verification=UserVerificationRequirement(uv),
+            allow_credentials=[PublicKeyCredentialDescriptor(id=base64url_to_bytes(c))
+                               for c in allowed])
+        token = _start_session(self.floor, conn, ceremony="authentication", user_id=user_id,
+                               challenge=options.challenge,
+                               state={"userVerification": uv, "allowCredentials": allowed})
+        _json(resp, {"publicKeyCredentialRequestOptions": json.loads(options_to_json(options)),
+                     "sessionToken": token})
+
+
+class AuthFinish:
+    """Hot path: select, py_webauthn verify, update the counter, delete the challenge, one JWT."""
+
+    def __init__(self, floor: Floor) -> None:
+        self.floor = floor
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body, conn = _body(req), self.floor.db()
+        credential, token = body["publicKeyCredential"], body["sessionToken"]
+        session = _take_session(conn, token, "authentication")
+        if session is None:
+            _json(resp, {"code": "unknown_session_token"}, falcon.HTTP_400)
+            return
+        row = conn.execute("SELECT c.user_id, c.public_key, c.sign_count, u.handle "
+                           "FROM credentials c JOIN users u ON u.id = c.user_id "
+                           "WHERE c.id = ?", (credential["id"],)).fetchone()
+        if row is None or (session[0] is not None and row[0] != session[0]):
+            _json(resp, {"code": "unknown_credential"}, falcon.HTTP_400)
+            return
+        state = json.loads(session[2])
+        verified = verify_authentication_response(
+            credential=credential, expected_challenge=base64url_to_bytes(session[1]),
+            expected_rp_id=self.floor.rp_id, expected_origin=self.floor.origin,
+            credential_public_key=row[1], credential_current_sign_count=row[2],
+            require_user_verification=state["userVerification"] == "required")
+        now = time.time()
+        conn.execute("BEGIN IMMEDIATE")
+        gone = conn.execute("DELETE FROM sessions WHERE token_hash = ?", (_hash(token),))
+        counted = conn.execute("UPDATE credentials SET sign_count = ?, last_used = ? "
+                               "WHERE id = ? AND (sign_count < ? OR ? = 0)",
+                               (verified.new_sign_count, now, credential["id"],
+                                verified.new_sign_count, verified.new_sign_count))
+        if gone.rowcount != 1 or counted.rowcount != 1:
+            conn.execute("ROLLBACK")
+            _json(resp, {"code": "unknown_session_token"}, falcon.HTTP_400)
+            return
+        self.floor.audit(conn, "passkey.authenticate", row[0], {"credentialId": credential["id"]})
+        conn.execute("COMMIT")
+        assertion = self.floor.sign({"sub": row[0], "aud": [ISSUER], "auth_time": int(now),
+                                     "amr": ["passkey"]}, typ="assertion+jwt")
+        _json(resp, {"id": row[0], "type": "user", "ouId": "root", "assertion": assertion})
+
+
+class Token:
+    """Hot paths: client_credentials and authorization_code."""
+
+    def __init__(self, floor: Floor) -> None:
+        self.floor = floor
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        form = dict(parse_qsl(req.bounded_stream.read().decode()))
+        if form.get("grant_type") == "client_credentials":
+            self._client_credentials(req, resp)
+        else:
+            self._exchange(form, resp)
+
+    def _client_credentials(self, req: falcon.Request, resp: falcon.Response) -> None:
+        floor, conn = self.floor, self.floor.db()
+        client_id, _, secret = base64.b64decode(
+            (req.get_header("Authorization") or " ").split(" ", 1)[1]).decode().partition(":")
+        row = conn.execute("SELECT secret_hash, scopes FROM clients WHERE client_id = ?",
+                           (client_id,)).fetchone()
+        if row is None or not floor.secret_matches(row[0], secret):
+            _json(resp, {"error": "invalid_client"}, falcon.HTTP_401)
+            return
+        access = floor.sign({"sub": client_id, "client_id": client_id, "aud": [ISSUER],
+                             "scope": row[1]}, typ="at+jwt", ttl=3600)
+        floor.audit(conn, "oauth.token", client_id, {"grant": "client_credentials"})
+        _json(resp, {"access_token": access, "token_type": "Bearer", "expires_in": 3600,
+                     "scope": row[1]})
+
+    def _exchange(self, form: dict[str, str], resp: falcon.Response) -> None:
+        floor, conn = self.floor, self.floor.db()
+        code_hash = _hash(form.get("code", ""))
+        row = conn.execute("SELECT client_id, user_id, challenge, redirect_uri, consumed_at, "
+                           "expires_at FROM codes WHERE code_hash = ?", (code_hash,)).fetchone()
+        verifier = form.get("code_verifier", "")
+        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()) \
+            .rstrip(b"=").decode()
+        if (row is None or row[4] is not None or row[5] <= time.time()
+                or row[0] != form.get("client_id") or row[3] != form.get("redirect_uri")
+                or row[2] != challenge):
+            _json(resp, {"error": "invalid_grant"}, falcon.HTTP_400)
+            return
+        user = conn.execute("SELECT id, username FROM users WHERE id = ?", (row[1],)).fetchone()
+        now, family = time.time(), uuid.uuid4().hex
+        access = floor.sign({"sub": user[0], "client_id": row[0], "aud": [ISSUER],
+                             "scope": "openid"}, typ="at+jwt", ttl=3600)
+        id_token = floor.sign({"sub": user[0], "aud": row[0], "sid": family,
+                               "preferred_username": user[1]}, typ="JWT", ttl=3600)
+        refresh = secrets.token_urlsafe(32)
+        conn.execute("BEGIN IMMEDIATE")
+        used = conn.execute("UPDATE codes SET consumed_at = ? WHERE code_hash = ? "
+                            "AND consumed_at IS NULL", (now, code_hash))
+        if used.rowcount != 1:
+            conn.execute("ROLLBACK")
+            _json(resp, {"error": "invalid_grant"}, falcon.HTTP_400)
+            return
+        conn.execute("INSERT INTO refresh_tokens VALUES (?, ?, ?, ?, ?)",
+                     (_hash(refresh), family, user[0], row[0], now + 86400))
+        conn.executemany("INSERT INTO issued_tokens VALUES (?, ?, ?)",
+                         [(uuid.uuid4().hex, family, now + 3600) for _ in range(2)])
+        floor.audit(conn, "oauth.token", row[0], {"grant": "authorization_code"})
+        conn.execute("COMMIT")
+        _json(resp, {"access_token": access, "token_type": "Bearer", "expires_in": 3600,
+                     "scope": "openid", "id_token": id_token, "refresh_token": refresh})
+
+
+class FlowExecute:
+    """Hot path: password sign-in through a flow, start then the `password` action."""
+
+    def __init__(self, floor: Floor) -> None:
+        self.floor = floor
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body, floor, conn = _body(req), self.floor, self.floor.db()
+        if "executionId" not in body:
+            execution = uuid.uuid4().hex
+            conn.execute("INSERT INTO executions VALUES (?, ?, ?, ?)",
+                         (execution, body.get("applicationId"), "{}", time.time()))
+            _json(resp, {"executionId": execution, "flowStatus": "INCOMPLETE",
+                         "type": "VIEW", "data": {"actions": [{"id": "password"}]}})
+            return
+        execution, inputs = body["executionId"], body.get("inputs", {})
+        if conn.execute("SELECT state FROM executions WHERE id = ?",
+                        (execution,)).fetchone() is None:
+            _json(resp, {"code": "unknown_execution"}, falcon.HTTP_400)
+            return
+        user = conn.execute("SELECT id, password_hash FROM users WHERE username = ?",
+                            (inputs.get("username"),)).fetchone()
+        try:
+            floor.hasher.verify(user[1] if user else floor.dummy_hash, inputs.get("password", ""))
+        except Argon2Error:
+            _json(resp, {"executionId": execution, "flowStatus": "ERROR",
+                         "failureReason": "invalid credentials"})
+            return
+        assertion = floor.sign({"sub": user[0], "aud": [ISSUER], "amr": ["pwd"]},
+                               typ="assertion+jwt")
+        conn.execute("DELETE FROM executions WHERE id = ?", (execution,))
+        _json(resp, {"executionId": execution, "flowStatus": "COMPLETE",
+                     "assertion": assertion})
+
+
+class Mcp:
+    """Hot path: /mcp tools/list: verify the bearer token, answer the (precomputed) tools."""
+
+    def __init__(self, floor: Floor) -> None:
+        self.floor = floor
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        token = (req.get_header("Authorization") or " ").split(" ", 1)[1]
+        try:
+            if jwt.get_unverified_header(token).get("typ") != "at+jwt":
+                raise jwt.InvalidTokenError("typ")
+            claims = jwt.decode(token, self.floor.public_key, algorithms=["ES256"],
+                                audience=ISSUER, issuer=ISSUER)
+            if "system" not in str(claims.get("scope", "")).split():
+                raise jwt.InvalidTokenError("scope")
+        except jwt.InvalidTokenError:
+            _json(resp, {"code": "invalid_token"}, falcon.HTTP_401)
+            return
+        message = _body(req)
+        _json(resp, {"jsonrpc": "2.0", "id": message.get("id"),
+                     "result": {"tools": self.floor.mcp_tools}})
+
+
+class BenchUsers:
+    """Set-up only: users with passwords (argon2 hashes with the same profile)."""
+
+    def __init__(self, floor: Floor) -> None:
+        self.floor = floor
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body, conn = _body(req), self.floor.db()
+        conn.execute("INSERT OR REPLACE INTO users VALUES (?, ?, ?, ?)",
+                     (body["username"], body["username"], secrets.token_bytes(32),
+                      self.floor.hasher.hash(body["password"])))
+        _json(resp, {"id": body["username"]}, falcon.HTTP_201)
+
+
+class BenchCodes:
+    """Set-up only: ``count`` authorization codes for a user, with their PKCE verifiers."""
+
+    def __init__(self, floor: Floor) -> None:
+        self.floor = floor
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body, conn = _body(req), self.floor.db()
+        conn.execute("INSERT OR IGNORE INTO users (id, username, handle) VALUES (?, ?, ?)",
+                     (body["userId"], body["userId"], secrets.token_bytes(32)))
+        pairs, rows = [], []
+        for _ in range(body["count"]):
+            code, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(48)
+            challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()) \
+                .rstrip(b"=").decode()
+            rows.append((_hash(code), body["clientId"], body["userId"], challenge,
+                         body["redirectUri"], None, time.time() + 600))
+            pairs.append([code, verifier])
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany("INSERT INTO codes VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        conn.execute("COMMIT")
+        _json(resp, {"codes": pairs})
+
+
+def create_app(floor: Floor) -> falcon.App:
+    app = falcon.App()
+    for path, resource in (("/health", Health), ("/register/passkey/start", RegisterStart),
+                           ("/register/passkey/finish", RegisterFinish),
+                           ("/auth/passkey/start", AuthStart),
+                           ("/auth/passkey/finish", AuthFinish), ("/oauth2/token", Token),
+                           ("/flow/execute", FlowExecute), ("/mcp", Mcp),
+                           ("/bench/users", BenchUsers), ("/bench/codes", BenchCodes)):
+        app.add_route(path, resource(floor))
+    return app
+
+
+def serve(floor: Floor, *, host: str, port: int, threads: int, workers: int) -> None:
+    """One waitress process, or ``workers`` forked ones accepting on one socket."""
+    from waitress import serve as waitress_serve
+
+    app = create_app(floor)
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((host, port))
+    listener.listen(1024)
+    options = {"threads": threads, "sockets": [listener], "connection_limit": 1000,
+               "backlog": 1024, "_quiet": True}
+    if workers <= 1:
+        waitress_serve(app, **options)
+        return
+    children = []
+    for _ in range(workers):
+        pid = os.fork()
+        if pid == 0:
+            signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+            floor._local = threading.local()  # no connection crosses a fork
+            waitress_serve(app, **options)
+            os._exit(0)
+        children.append(pid)
+
+    def stop(signum: int, frame: object) -> None:
+        for child in children:
+            os.kill(child, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for child in children:
+        os.waitpid(child, 0)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", default="http://localhost:8090", help="Running server.")
-    parser.add_argument("--serve", action="store_true",
-                        help="Start a fresh server instead of using --url.")
-    parser.add_argument("--workers", type=int, default=1,
-                        help="With --serve: server processes (serve --workers).")
-    parser.add_argument("--server-threads", type=int, default=None,
-                        help="With --serve: threads per server process (default: config).")
-    parser.add_argument("--threads", type=int, default=8, help="Client threads.")
-    parser.add_argument("--seconds", type=float, default=10.0, help="Measured duration.")
-    parser.add_argument("--json", action="store_true", help="Print the results as JSON.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8099)
+    parser.add_argument("--threads", type=int, default=4, help="waitress threads per process.")
+    parser.add_argument("--workers", type=int, default=1, help="Forked server processes.")
+    parser.add_argument("--db", default="", help="SQLite file (default: a temporary one).")
+    parser.add_argument("--rp-id", default=RP_ID_DEFAULT)
+    parser.add_argument("--origin", default=ORIGIN_DEFAULT)
+    parser.add_argument("--client-secret", default="floor-secret",
+                        help=f"Secret of the client_credentials client {CLIENT_ID!r}.")
+    parser.add_argument("--mcp-tools", default="",
+                        help="JSON file: the tool list /mcp tools/list answers.")
     args = parser.parse_args()
 
-    with (served(args.workers, args.server_threads) if args.serve
-          else contextlib.nullcontext(args.url)) as url:
-        summary = measure(url, threads=args.threads, seconds=args.seconds)
-    report = {"url": url, "threads": args.threads, "seconds": args.seconds,
-              "server_workers": args.workers if args.serve else None,
-              "cpus": os.cpu_count(), "health": summary}
-    if args.json:
-        print(json.dumps(report, indent=2))
-        return
-    where = f"serve --workers {args.workers}" if args.serve else url
-    print(f"{args.threads} client threads, {args.seconds:g} s, {where}, {os.cpu_count()} CPUs")
-    print(f"GET /health  {summary['requests']:7} requests  {summary['per_second']:8.1f}/s  "
-          f"p50 {summary['p50_ms']:6.1f} ms  p99 {summary['p99_ms']:6.1f} ms  "
-          f"failures {sum(summary['failures'].values())} {summary['failures'] or ''}")
+    tools = json.loads(Path(args.mcp_tools).read_text()) if args.mcp_tools else []
+    with tempfile.TemporaryDirectory(prefix="identityctl-floor-") as folder:
+        floor = Floor(args.db or str(Path(folder) / "floor.db"), rp_id=args.rp_id,
+                      origin=args.origin, client_secret=args.client_secret, mcp_tools=tools)
+        serve(floor, host=args.host, port=args.port, threads=args.threads,
+              workers=args.workers)
 
 
 if __name__ == "__main__":
