@@ -59,7 +59,7 @@ from identityctl.oauth.parameters import (
 from identityctl.security import passwords
 from identityctl.security.secrets import new_token, token_hash
 from identityctl.security.tokens import ACCESS_TOKEN_TYP, ID_TOKEN_TYP
-from identityctl.services import flow_execution, signin
+from identityctl.services import flow_execution, signin, throttle
 from identityctl.services.catalog import oauth_config
 from identityctl.services.context import ServiceContext
 from identityctl.store import audit, directory
@@ -128,21 +128,48 @@ class _VerifiedSecrets:
 _verified_secrets = _VerifiedSecrets()
 
 
-def _authenticate_client(parameters: Parameters, authorization: str | None) -> Client:
-    """The client of a token, revocation or introspection request, authenticated."""
+#: Throttle action (and audit actor) for failed client authentication.
+CLIENT_AUTH_ACTION = "oauth.client_auth"
+
+
+def client_throttle_account(client_id: str) -> str:
+    """The throttle account of a client id: namespaced, so a username that equals a client id
+    (client ids are public) cannot lock the client out, nor the reverse."""
+    return "oauth-client:" + client_id
+
+
+def _authenticate_client(ctx: ServiceContext, parameters: Parameters, authorization: str | None,
+                         *, client_address: str = "") -> Client:
+    """The client of a token, revocation or introspection request, authenticated.
+
+    Failed authentication (unknown client, wrong secret) counts against the client id and the
+    client address (``services.throttle``); a blocked one is refused with 429 before any
+    secret is checked.
+    """
     presented = client_auth.presented_client(authorization=authorization, parameters=parameters)
+    account = client_throttle_account(presented.client_id)
+    throttle.ensure_allowed(ctx, action=CLIENT_AUTH_ACTION, account=account,
+                            client_address=client_address)
     application = catalog_store.find_application_by_client_id(presented.client_id)
     failed = "Unknown client, or wrong client credentials."
     if application is None:
         if presented.client_secret is not None:
             passwords.verify_password(None, presented.client_secret)  # same cost as a miss
+        throttle.record_failure(ctx, action=CLIENT_AUTH_ACTION, account=account,
+                                client_address=client_address)
         raise presented.refuse(failed, code="client_authentication_failed")
     client = _client_of(application)
     client_auth.check_method(presented, registered_method=client.auth_method)
-    if presented.client_secret is not None and not _verified_secrets.matches(
-            catalog_store.client_secret_hash(client.client_id), presented.client_secret):
-        audit.record("oauth.client_auth", "failure", actor=client.client_id)
-        raise presented.refuse(failed, code="client_authentication_failed")
+    if presented.client_secret is not None:
+        if not _verified_secrets.matches(catalog_store.client_secret_hash(client.client_id),
+                                         presented.client_secret):
+            throttle.record_failure(ctx, action=CLIENT_AUTH_ACTION, account=account,
+                                    client_address=client_address)
+            audit.record(CLIENT_AUTH_ACTION, "failure", actor=client.client_id,
+                         client_address=client_address)
+            raise presented.refuse(failed, code="client_authentication_failed")
+        throttle.record_success(ctx, action=CLIENT_AUTH_ACTION, account=account,
+                                client_address=client_address)
     return client
 
 
@@ -302,7 +329,8 @@ def token(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
     if grant is None:
         raise UnsupportedGrantType(f"grant_type {grant_type!r} is not supported (supported: "
                                    f"{', '.join(_GRANTS)}).", code="grant_type_unsupported")
-    client = _authenticate_client(parameters, authorization)
+    client = _authenticate_client(ctx, parameters, authorization,
+                                  client_address=client_address)
     client.require_grant(grant_type)
     return grant(ctx, client, parameters, client_address)
 
@@ -526,7 +554,7 @@ def revoke(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None
     the endpoint says nothing about tokens the caller does not own.
     """
     parameters = read_parameters(raw)
-    client = _authenticate_client(parameters, authorization)
+    client = _authenticate_client(ctx, parameters, authorization)
     presented = require(parameters, "token")
     stored = oauth_store.find_refresh_token(token_hash(presented))
     if stored is not None:
@@ -550,7 +578,7 @@ def introspect(ctx: ServiceContext, raw: RawParameters, *,
                authorization: str | None) -> dict[str, Any]:
     """RFC 7662 for confidential clients (resource servers): is this token live, and whose."""
     parameters = read_parameters(raw)
-    client = _authenticate_client(parameters, authorization)
+    client = _authenticate_client(ctx, parameters, authorization)
     if client.public:
         raise UnauthorizedClient("Public clients cannot introspect tokens.",
                                  code="introspection_not_allowed")
