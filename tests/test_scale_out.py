@@ -3,13 +3,15 @@
 Each test run gets its own database (created on the server of IDENTITYCTL_TEST_PG_URL, dropped
 afterwards). Both instances read the same config file (the same public address, as behind one
 load balancer) and listen on different ports. Ceremonies started on one finish on the other,
-and a session token sent to both at once is accepted exactly once.
+a session token sent to both at once is accepted exactly once, and an OAuth authorization-code
+flow whose every step goes to the other instance than the step before works end to end.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -24,9 +26,13 @@ import pytest
 import requests
 
 from identityctl.config import load_config
+from identityctl.oauth.pkce import s256_challenge
+from identityctl.services.catalog import oauth_config
 from tests.conftest import PG_URL_ENV, Service, free_port
 from tests.support.authenticator import SoftAuthenticator
+from tests.support.flows import FlowClient
 from tests.test_cli_process import identityctl, wait_for_health
+from tests.test_oauth_helpers import OAuthDriver, RegisteredClient, query_of
 from tests.test_passkey_helpers import PasskeyClient
 
 pytestmark = pytest.mark.postgres
@@ -210,3 +216,65 @@ def test_a_registration_token_finished_on_both_instances_at_once_stores_one_pass
     listed = identityctl("passkey", "list", user_id, "--json", config=on.config_path)
     assert listed.returncode == 0, listed.stderr
     assert len(json.loads(listed.stdout)) == 1
+
+
+def test_an_oauth_code_flow_alternating_between_the_instances(on: Cluster) -> None:
+    """authorize on A -> password flow on B -> callback on A -> token on B -> refresh on A."""
+    redirect_uri = "https://app.example/callback"
+    made = identityctl("app", "create", "--template", "Server", "--name",
+                       f"across {uuid.uuid4().hex[:8]}", "--redirect-uri", redirect_uri,
+                       "--sign-in-flow", "default-basic-flow", "--json",
+                       config=on.config_path)
+    assert made.returncode == 0, made.stderr
+    created = json.loads(made.stdout)
+    settings = oauth_config(created)
+    client = RegisteredClient(application_id=created["id"], client_id=settings["clientId"],
+                              secret=created["clientSecret"], redirect_uri=redirect_uri,
+                              auth_method=settings["tokenEndpointAuthMethod"])
+    username, password = f"across-{uuid.uuid4().hex[:8]}", "across instances 9c41 pw"
+    user = identityctl("user", "create", "--username", username, "--password-stdin", "--json",
+                       input=password + "\n", config=on.config_path)
+    assert user.returncode == 0, user.stderr
+    user_id = json.loads(user.stdout)["id"]
+    a, b = OAuthDriver(on.a.service), OAuthDriver(on.b.service)
+
+    # A: the client sends the browser to authorize; A hands it to the hosted sign-in page.
+    verifier, state, nonce = secrets.token_urlsafe(48), secrets.token_urlsafe(8), "n-across"
+    link = a.gate_link(client, state=state, nonce=nonce, code_challenge=s256_challenge(verifier),
+                       code_challenge_method="S256")
+    assert link["applicationId"] == client.application_id
+
+    # B: the hosted page runs the application's sign-in flow (password).
+    flow = FlowClient(b.service, link["applicationId"])
+    flow.start()
+    done = flow.act("password", username=username, password=password)
+    assert done["flowStatus"] == "COMPLETE" and done.get("assertion"), done
+
+    # A: the hosted page hands the assertion back; the browser goes to the client with a code.
+    answered = a.callback(link["authId"], done["assertion"])
+    assert answered.status_code == 200, answered.text
+    back = query_of(answered.json()["redirect_uri"])
+    assert back["state"] == state and back["iss"] == on.a.service.config.issuer
+
+    # B: the client exchanges the code (secret checked on B, code stored by A).
+    exchanged = b.client_post("/oauth2/token", client, {
+        "grant_type": "authorization_code", "code": back["code"], "redirect_uri": redirect_uri,
+        "code_verifier": verifier})
+    assert exchanged.status_code == 200, exchanged.text
+    tokens = exchanged.json()
+    id_claims = b.verified(tokens["id_token"], audience=client.client_id)
+    assert id_claims["sub"] == user_id and id_claims["nonce"] == nonce
+
+    # A: the refresh token B issued works on A, and the new access token on B.
+    refreshed = a.refresh(client, tokens["refresh_token"])
+    assert refreshed.status_code == 200, refreshed.text
+    assert refreshed.json()["refresh_token"] != tokens["refresh_token"]
+    userinfo = b.userinfo(refreshed.json()["access_token"])
+    assert userinfo.status_code == 200, userinfo.text
+    assert userinfo.json()["sub"] == user_id
+
+    # The code was single use across instances: replaying it on A is refused.
+    replayed = a.client_post("/oauth2/token", client, {
+        "grant_type": "authorization_code", "code": back["code"], "redirect_uri": redirect_uri,
+        "code_verifier": verifier})
+    assert replayed.status_code == 400, replayed.text
