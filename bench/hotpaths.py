@@ -423,8 +423,11 @@ def _client_process(path: HotPath, target: Target, items: list[Any], seconds: fl
         works = [path.setup(target, item) for item in items]
         if path.warm_up:
             _drive(path, works, WARM_UP_SECONDS, Results())
-    finally:
+    except (RuntimeError, requests.RequestException) as exc:
         barrier.wait()
+        out.put(([], {f"set-up failed: {exc}": 1}, 0.0))
+        return
+    barrier.wait()
     results = Results()
     elapsed = _drive(path, works, seconds, results)
     out.put((results.latencies, results.failures, elapsed))
@@ -445,7 +448,7 @@ def measure(path: HotPath, target: Target, *, processes: int, threads: int, seco
     cpu_before = cpu_seconds(pids)
     results, elapsed = Results(), 0.0
     for _ in children:
-        latencies, failures, took = out.get()
+        latencies, failures, took = out.get(timeout=seconds + 600)
         results.latencies.extend(latencies)
         for failure, count in failures.items():
             results.failures[failure] = results.failures.get(failure, 0) + count
