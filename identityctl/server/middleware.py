@@ -1,15 +1,24 @@
-"""Cross-cutting request handling: client address, body limits, content type, headers, log."""
+"""Cross-cutting request handling: client address, body limits, content type, the Origin of
+browser posts, headers, log."""
 
 from __future__ import annotations
 
 import ipaddress
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
 import falcon
 
-from identityctl.errors import PayloadTooLarge, UnsupportedMediaType
+from identityctl.errors import Forbidden, PayloadTooLarge, UnsupportedMediaType
+from identityctl.oauth.discovery import CALLBACK_PATH
+
+#: The state-changing endpoints the hosted UI calls with ``fetch`` from its pages
+#: (identityctl/ui/static/gate.js). No cookies are involved, but a page of another site must
+#: not drive them in a visitor's browser either (docs/security.md, "CSRF and cookies").
+BROWSER_POSTS = frozenset({"/flow/execute", CALLBACK_PATH})
 
 access_log = logging.getLogger("identityctl.access")
 
@@ -64,6 +73,59 @@ class BodyRules:
                 and media_type != "application/json":
             raise UnsupportedMediaType(
                 f"Send Content-Type: application/json (got {req.content_type or 'none'}).")
+        # Wired here so that every app built by server/app.py checks it.
+        _BROWSER_ORIGIN.process_resource(req, resp, resource, params)
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host[:port]`` of ``url`` in lower case, without the default port."""
+    parts = urlsplit(url.strip())
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    if not scheme or not host:
+        return ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        return ""
+    default = {"http": 80, "https": 443}.get(scheme)
+    return f"{scheme}://{host}" + (f":{port}" if port and port != default else "")
+
+
+class BrowserOrigin:
+    """Refuse (403 ``cross_origin_refused``) a POST to a browser endpoint (BROWSER_POSTS)
+    whose ``Origin`` header names another site.
+
+    Allowed: ``passkey.allowed_origins``, the origin of ``server.base_url`` and of the
+    hosted UI (``gate_client.url``). A request without ``Origin`` is a non-browser client
+    and passes (browsers send ``Origin`` on every cross-origin POST); ``Origin: null``
+    (sandboxed frames, ``data:`` pages) is refused. The allowed set comes from the
+    resource's service context, so the middleware needs no configuration of its own.
+    """
+
+    @staticmethod
+    def allowed_origins(config: Any) -> frozenset[str]:
+        urls: Iterable[str] = (*config.passkey.allowed_origins, config.base_url,
+                               config.gate_url)
+        return frozenset(origin for origin in map(origin_of, urls) if origin)
+
+    def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: Any,
+                         params: dict[str, Any]) -> None:
+        if req.method != "POST" or req.path not in BROWSER_POSTS:
+            return
+        origin = req.get_header("Origin")
+        context = getattr(resource, "context", None)
+        if origin is None or context is None:
+            return
+        if origin_of(origin) not in self.allowed_origins(context.config):
+            raise Forbidden("Requests from another site's pages are refused: the Origin "
+                            "is not one of passkey.allowed_origins or the service's own.",
+                            code="cross_origin_refused",
+                            message="Cross-origin request refused.")
+
+
+_BROWSER_ORIGIN = BrowserOrigin()
 
 
 class SecurityHeaders:
