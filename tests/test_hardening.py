@@ -64,8 +64,8 @@ def test_bad_assertions_for_one_account_get_429_with_retry_after_and_are_audited
     for _ in range(limit):
         assert_error(client.sign_in(authenticator, user.id, bad_signature=True), 400,
                      "invalid_signature")
-    # Blocked: even the genuine key is refused now, before any verification.
-    refused = client.sign_in(authenticator, user.id)
+    # Blocked: no new challenge for the account, so nothing more to guess against.
+    refused = client.auth_start(user.id)
     body = assert_error(refused, 429, "too_many_attempts")
     retry_after = int(refused.headers["Retry-After"])
     assert 0 < retry_after <= client.service.config.security.lockout_seconds
@@ -74,13 +74,26 @@ def test_bad_assertions_for_one_account_get_429_with_retry_after_and_are_audited
     outcomes = [(event["event"], event["outcome"]) for event in audit.events(limit=1000)]
     assert ("throttle.block", "throttled") in outcomes
     assert ("throttle.refuse", "throttled") in outcomes
-    assert ("passkey.authenticate", "throttled") in outcomes
     assert outcomes.count(("passkey.authenticate", "failure")) == limit
     assert ("passkey.authenticate", "success") not in outcomes
 
     # An admin unlock lifts the account block (the address is still under its own limit).
     assert cli("user", "unlock", user.username).exit_code == 0
     assert client.sign_in(authenticator, user.id).status_code == 200
+
+
+def test_a_finish_started_before_the_block_is_refused_too(client: PasskeyClient) -> None:
+    user, authenticator = client.new_user(), SoftAuthenticator()
+    client.enrolled(user, authenticator)
+    for _ in range(client.service.config.security.max_failures_per_account - 1):
+        client.sign_in(authenticator, user.id, bad_signature=True)
+    options, session_token = client.begin_sign_in(user.id)
+    last_bad = authenticator.get(options, origin=client.origin, bad_signature=True)
+    assert_error(client.auth_finish(last_bad, session_token), 400, "invalid_signature")
+    late = client.auth_finish(authenticator.get(options, origin=client.origin), session_token)
+    assert_error(late, 429, "too_many_attempts")
+    assert ("passkey.authenticate", "throttled") in [
+        (event["event"], event["outcome"]) for event in audit.events(limit=1000)]
 
 
 def test_a_success_clears_the_account_failures(client: PasskeyClient) -> None:
@@ -104,7 +117,7 @@ def test_usernameless_failures_block_the_client_address_on_every_instance(
         remote = PasskeyClient(other)
         for _ in range(3):
             assert_error(remote.sign_in(stranger), 400, "unknown_credential")
-        refused = remote.sign_in(stranger)
+        refused = remote.auth_start()
         assert_error(refused, 429, "too_many_attempts")
         assert int(refused.headers["Retry-After"]) > 0
     blocks = audit.events(event="throttle.block")
@@ -119,7 +132,7 @@ def test_bad_registrations_are_throttled_per_account(client: PasskeyClient) -> N
         for _ in range(2):
             assert_error(remote.register(user, authenticator, challenge="AAAA"), 400,
                          "challenge_mismatch")
-        assert_error(remote.register(user, authenticator), 429, "too_many_attempts")
+        assert_error(remote.register_start(user.id), 429, "too_many_attempts")
     assert passkey_store.list_credentials(user.id) == []
 
 

@@ -119,7 +119,7 @@ def _passkey_challenge(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
     try:
         started = passkeys.start_authentication(
             step.ctx, user_id=step.user_id or step.context.get("claimedUserId"),
-            rp_id=properties.get("relyingPartyId"))
+            rp_id=properties.get("relyingPartyId"), client_address=step.client_address)
     except NotFound as error:
         return TaskOutcome("failure", error.code)
     step.context["passkeySession"] = started.session_token
@@ -155,7 +155,7 @@ def _passkey_register_start(step: _Step, properties: dict[str, Any]) -> TaskOutc
         step.ctx, user_id=step.user_id, rp_id=properties.get("relyingPartyId"),
         rp_name=properties.get("relyingPartyName"),
         authenticator_selection=properties.get("authenticatorSelection"),
-        attestation=properties.get("attestation"))
+        attestation=properties.get("attestation"), client_address=step.client_address)
     step.context["passkeySession"] = started.session_token
     step.additional["passkeyCreationOptions"] = json.dumps(started.options)
     return SUCCESS

@@ -243,7 +243,8 @@ def _display_name(user: UserRecord) -> str:
 def start_registration(ctx: ServiceContext, *, user_id: str, rp_id: str,
                        rp_name: str | None = None,
                        authenticator_selection: dict | None = None,
-                       attestation: str | None = None) -> CeremonyStart:
+                       attestation: str | None = None,
+                       client_address: str = "") -> CeremonyStart:
     """Creation options for a new passkey of ``user_id`` and the session to finish it."""
     rp_id = _require_rp_id(ctx, rp_id)
     if user_id is None or not user_id.strip():
@@ -258,6 +259,9 @@ def start_registration(ctx: ServiceContext, *, user_id: str, rp_id: str,
             algorithms=tuple(int(COSE_ALGORITHMS[name]) for name in config.algorithms)))
     user = directory.get_user(user_id)
     ensure_usable(user, time.time())
+    # A blocked account or address gets no new challenge to guess against.
+    throttle.ensure_allowed(ctx, action=REGISTER_EVENT, account=user.username,
+                            client_address=client_address)
     challenge = secrets.token_bytes(CHALLENGE_BYTES)
     options = creation_options(
         rp_id=rp_id, rp_name=rp_name.strip() if rp_name and rp_name.strip() else config.rp_name,
@@ -317,8 +321,8 @@ def finish_registration(ctx: ServiceContext, *, credential: dict, session_token:
 
 # --- authentication -------------------------------------------------------------------------
 
-def start_authentication(ctx: ServiceContext, *, user_id: str | None,
-                         rp_id: str) -> CeremonyStart:
+def start_authentication(ctx: ServiceContext, *, user_id: str | None, rp_id: str,
+                         client_address: str = "") -> CeremonyStart:
     """Request options for ``user_id``'s passkeys, or usernameless when it is None/blank."""
     rp_id = _require_rp_id(ctx, rp_id)
     config = ctx.config.passkey
@@ -333,6 +337,9 @@ def start_authentication(ctx: ServiceContext, *, user_id: str | None,
             raise NotFound("The user has no passkey yet; register one first or sign in "
                            "another way.", code="no_passkeys")
         user_verification = config.user_verification
+    throttle.ensure_allowed(ctx, action=AUTHENTICATE_EVENT,
+                            account=user.username if user else None,
+                            client_address=client_address)
     challenge = secrets.token_bytes(CHALLENGE_BYTES)
     options = request_options(rp_id=rp_id, challenge=challenge, timeout_ms=config.timeout_ms,
                               user_verification=user_verification, allow_credentials=allowed)

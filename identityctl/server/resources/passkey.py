@@ -44,7 +44,7 @@ class RegisterStartResource(_PasskeyResource):
             rp_name=string_field(body, "relyingPartyName", required=False),
             authenticator_selection=object_field(body, "authenticatorSelection",
                                                  required=False),
-            attestation=body.get("attestation"))
+            attestation=body.get("attestation"), client_address=req.context.client_address)
         resp.media = {"publicKeyCredentialCreationOptions": started.options,
                       "sessionToken": started.session_token}
 
@@ -69,7 +69,8 @@ class AuthStartResource(_PasskeyResource):
         body = json_object(req)
         started = passkeys.start_authentication(
             self.context, user_id=string_field(body, "userId", required=False, blank_ok=True),
-            rp_id=string_field(body, "relyingPartyId", required=False))
+            rp_id=string_field(body, "relyingPartyId", required=False),
+            client_address=req.context.client_address)
         resp.media = {"publicKeyCredentialRequestOptions": started.options,
                       "sessionToken": started.session_token}
 
