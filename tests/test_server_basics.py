@@ -40,3 +40,21 @@ def test_security_headers_are_on_every_response(service: Service) -> None:
     headers = service.get("/health").headers
     assert headers["X-Content-Type-Options"] == "nosniff"
     assert "frame-ancestors 'none'" in headers["Content-Security-Policy"]
+
+
+def test_x_forwarded_for_counts_only_from_a_trusted_proxy(service: Service) -> None:
+    """The client address (throttles, audit) comes from X-Forwarded-For only when the peer is
+    one of server.trusted_proxies; waitress must hand the header through for that."""
+    from identityctl.store import audit
+    from tests.test_passkey_helpers import second_instance
+
+    def audited_address(target: Service) -> str:
+        target.post("/auth/passkey/finish", {"publicKeyCredential": {}, "sessionToken": "x"},
+                    headers={"X-Forwarded-For": "203.0.113.7"})
+        return audit.events(event="passkey.authenticate", limit=1)[0]["clientAddress"]
+
+    assert audited_address(service) == "127.0.0.1"
+    trust_local = lambda text: text.replace(  # noqa: E731
+        "trusted_proxies = []", 'trusted_proxies = ["127.0.0.1"]')
+    with second_instance(service, trust_local) as behind_proxy:
+        assert audited_address(behind_proxy) == "203.0.113.7"

@@ -241,3 +241,19 @@ def test_a_single_use_code_is_consumed_by_exactly_one_of_many_racers(store_url: 
         thread.join()
     assert sorted(wins) == [0] * (racers - 1) + [1]
     assert AuthorizationCode.get_by_id("h").consumed_at is not None
+
+
+def test_a_previous_key_retires_only_once_it_stopped_signing_long_enough_ago(
+        store_url: str) -> None:
+    from identityctl.store import keys
+    from identityctl.store.models import SigningKey
+
+    for kid in ("k1", "k2", "k3"):
+        keys.add_active_key(kid=kid, algorithm="ES256", private_pem="-", public_jwk={"kid": kid})
+    # k1 was created long ago but signed until k2 arrived a moment ago.
+    SigningKey.update(created_at=now() - 10_000).where(SigningKey.kid == "k1").execute()
+    SigningKey.update(created_at=now() - 5).where(SigningKey.kid == "k2").execute()
+    assert keys.retire_previous_keys(now() - 600) == 0
+    SigningKey.update(created_at=now() - 1_000).where(SigningKey.kid == "k2").execute()
+    assert keys.retire_previous_keys(now() - 600) == 1
+    assert [key.kid for key in keys.published_keys()] == ["k3", "k2"]

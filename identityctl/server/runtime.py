@@ -39,7 +39,9 @@ def make_server(config: Config, *, host: str, port: int, threads: int,
     listen: dict[str, Any] = {"sockets": sockets} if sockets else {"host": host, "port": port}
     server = waitress.create_server(
         app, **listen, threads=threads,
-        ident="identityctl", clear_untrusted_proxy_headers=True,
+        # X-Forwarded-For reaches the app, whose ClientAddress middleware trusts it only
+        # from server.trusted_proxies (waitress would drop it before the app could decide).
+        ident="identityctl", clear_untrusted_proxy_headers=False,
         max_request_body_size=config.server.max_body_bytes * 4,
         channel_timeout=30, connection_limit=1000)
     # waitress wraps the app (proxy headers): keep a handle to release what the app holds.

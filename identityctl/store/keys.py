@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from identityctl.store.db import transaction
@@ -43,8 +44,13 @@ def add_active_key(*, kid: str, algorithm: str, private_pem: str,
 
 
 def retire_previous_keys(older_than: float) -> int:
-    """Previous keys rotated out before ``older_than`` cannot verify anything live any more."""
+    """Retire previous keys that stopped signing before ``older_than``: nothing they signed
+    is still live. A key stopped signing when the next key was created (not when it was)."""
     with transaction():
+        rows = list(SigningKey.select().order_by(SigningKey.created_at.asc()))
+        done_signing = [row.kid for row, successor in pairwise(rows)
+                        if row.status == "previous" and successor.created_at < older_than]
+        if not done_signing:
+            return 0
         return (SigningKey.update(status="retired", retired_at=now())
-                .where((SigningKey.status == "previous") & (SigningKey.created_at < older_than))
-                .execute())
+                .where(SigningKey.kid.in_(done_signing)).execute())
