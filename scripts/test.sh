@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One command to install everything the tests need and run the whole suite:
 #   ./scripts/test.sh [pytest args]
-# - a venv with identityctl and its test extras
+# - a venv with identityctl and its test and build extras (pex: the one-file smoke test)
 # - Debian chromium for the hosted-UI browser tests, PostgreSQL for the store tests
 #   (installed with apt-get when missing and we are root; otherwise those tests skip
 #   and say why)
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[test,postgres]'
+.venv/bin/python -m pip install --quiet -e '.[test,postgres,build]'
 
 apt_install() {
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
