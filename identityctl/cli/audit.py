@@ -13,7 +13,9 @@ from identityctl.cli.output import JsonOption, show_table
 from identityctl.errors import InvalidField
 
 audit_app = typer.Typer(help="Read and prune the audit log (sign-ins, failures, credential "
-                             "and admin changes).", no_args_is_help=True)
+                             "and admin changes). `identityctl audit [--since] [--user] "
+                             "[--json]` is `identityctl audit list`.",
+                        invoke_without_command=True)
 
 _DURATION = re.compile(r"^(\d+)([smhd])$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -32,18 +34,46 @@ def parse_since(value: str) -> float:
     return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
+SinceOption = typer.Option(None, help="Only events since: 15m, 24h, 7d or ISO time.")
+UserOption = typer.Option(None, help="Only events about this user id or username.")
+EventOption = typer.Option(None, help="Only this event name, e.g. passkey.register.")
+LimitOption = typer.Option(200, help="At most this many events, newest first.")
+
+
+@audit_app.callback()
+def audit_default(
+    ctx: typer.Context,
+    since: str | None = SinceOption,
+    user: str | None = UserOption,
+    event: str | None = EventOption,
+    limit: int = LimitOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Read and prune the audit log. Without a command: `list` with these options.
+
+        identityctl audit --since 24h --user alice --json
+    """
+    if ctx.invoked_subcommand is None:
+        _show_as_command(since=since, user=user, event=event, limit=limit, as_json=as_json)
+
+
 @command(audit_app, "list")
 def audit_list(
-    since: str | None = typer.Option(None, help="Only events since: 15m, 24h, 7d or ISO time."),
-    user: str | None = typer.Option(None, help="Only events about this user id or username."),
-    event: str | None = typer.Option(None, help="Only this event name, e.g. passkey.register."),
-    limit: int = typer.Option(200, help="At most this many events, newest first."),
+    since: str | None = SinceOption,
+    user: str | None = UserOption,
+    event: str | None = EventOption,
+    limit: int = LimitOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Show audit events, newest first. Example:
 
         identityctl audit list --since 24h --user alice
     """
+    _show(since=since, user=user, event=event, limit=limit, as_json=as_json)
+
+
+def _show(*, since: str | None, user: str | None, event: str | None, limit: int,
+          as_json: bool) -> None:
     from identityctl.services.directory import require_user
     from identityctl.store import audit
 
@@ -59,9 +89,17 @@ def audit_list(
                json_data=events)
 
 
+# The group callback gets no error handling of its own: borrow the one `command` wraps
+# around `list` (a domain error is one line, or JSON with --json, and exit status 1).
+_unlisted = typer.Typer()
+command(_unlisted, "list")(_show)
+_show_as_command = _unlisted.registered_commands[0].callback
+
+
 @command(audit_app, "purge")
 def audit_purge(as_json: bool = JsonOption) -> None:
-    """Delete events older than security.audit_retention_days (the server also does this)."""
+    """Delete events older than security.audit_retention_days. The server does not purge by
+    itself: run this daily (cron, a systemd timer)."""
     from identityctl.cli.output import done
     from identityctl.store import audit
 
