@@ -206,8 +206,9 @@ def main() -> None:
     parser.add_argument("--url", default="http://localhost:8090", help="Running server.")
     parser.add_argument("--config", required=True, help="The server's config.toml.")
     parser.add_argument("--processes", type=int, default=4, help="Client processes.")
-    parser.add_argument("--ceremony-threads", type=int, default=2,
-                        help="Passkey ceremony threads per client process.")
+    parser.add_argument("--ceremony-threads", "--threads", type=int, default=2,
+                        help="Passkey ceremony threads per client process (--threads: the "
+                             "old name).")
     parser.add_argument("--token-threads", type=int, default=2,
                         help="client_credentials token threads per client process.")
     parser.add_argument("--seconds", type=float, default=300.0, help="Total duration.")
