@@ -13,6 +13,7 @@ sign-in proves exactly what the atomic API proves and ends in the same assertion
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -336,7 +337,8 @@ def start_execution(ctx: ServiceContext, *, application_id: str, flow_type: str,
     application = catalog_service.require_application(application_id)
     flow = _flow_for(application, flow_type)
     now = time.time()
-    store.purge_executions(expired_before=now - EXPIRED_GRACE)
+    if secrets.randbelow(passkeys.PURGE_ONE_IN) == 0:  # housekeeping, now and then
+        store.purge_executions(expired_before=now - EXPIRED_GRACE)
     execution = store.create_execution(
         flow_id=flow["id"], application_id=application["id"], flow_type=flow_type,
         auth_request_id=auth_request_id, now=now, expires_at=now + ctx.config.flow.execution_ttl)

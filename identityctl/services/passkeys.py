@@ -57,6 +57,8 @@ CHALLENGE_BYTES = 32
 MAX_CREDENTIAL_NAME = 64
 #: Expired sessions are kept this long so a late finish hears "expired", not "unknown".
 EXPIRED_SESSION_GRACE = 3600
+#: Expired sessions are deleted by about one start in this many (lookups check expiry).
+PURGE_ONE_IN = 64
 ADMIN_SCOPE = "system"
 REGISTER_EVENT = "passkey.register"
 AUTHENTICATE_EVENT = "passkey.authenticate"
@@ -155,14 +157,6 @@ class _Throttled:
                                     client_address=self.client_address)
 
 
-def _username(user_id: str | None) -> str | None:
-    """The throttle's account name for ``user_id`` (what `identityctl user unlock` lifts)."""
-    if user_id is None:
-        return None
-    user = directory.find_user(user_id)
-    return user.username if user else None
-
-
 # --- shared steps ---------------------------------------------------------------------------
 
 def _require_rp_id(ctx: ServiceContext, rp_id: str | None) -> str:
@@ -180,7 +174,8 @@ def _start(ctx: ServiceContext, *, ceremony: str, user_id: str | None, challenge
     """Store the ceremony (superseding the user's older one) and hand out its token."""
     token = new_token()
     now = time.time()
-    store.purge_sessions(expired_before=now - EXPIRED_SESSION_GRACE)
+    if secrets.randbelow(PURGE_ONE_IN) == 0:  # housekeeping, not on every request's path
+        store.purge_sessions(expired_before=now - EXPIRED_SESSION_GRACE)
     store.create_session(token_hash=token_hash(token), ceremony=ceremony, user_id=user_id,
                          rp_id=ctx.config.passkey.rp_id, challenge=codec.encode(challenge),
                          state=state, now=now,
@@ -360,7 +355,8 @@ def finish_authentication(ctx: ServiceContext, *, credential: dict, session_toke
         attempt.user_id = session.user_id
         # Usernameless sign-ins name no account before the key proved itself: the client
         # address is their throttle.
-        throttled.check(_username(session.user_id))
+        session_user = directory.find_user(session.user_id) if session.user_id else None
+        throttled.check(session_user.username if session_user else None)
         stored = store.find_credential(codec.encode(response.credential_id))
         if stored is None:
             raise VerificationError("unknown_credential", "No passkey with this credential id "
@@ -369,7 +365,8 @@ def finish_authentication(ctx: ServiceContext, *, credential: dict, session_toke
             raise VerificationError("credential_of_another_user", "The credential belongs to "
                                     "another user than the one this sign-in started for.")
         attempt.user_id = stored.user_id
-        owner = directory.get_user(stored.user_id)
+        owner = session_user if session_user and session_user.id == stored.user_id \
+            else directory.get_user(stored.user_id)
         expectations = AuthenticationExpectations(
                 challenge=codec.decode(session.challenge, field="challenge"),
                 rp_id=session.rp_id, allowed_origins=ctx.config.passkey.allowed_origins,

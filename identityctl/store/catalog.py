@@ -138,9 +138,15 @@ def find_application_by_client_id(client_id: str) -> dict[str, Any] | None:
     return _application_api(row) if row else None
 
 
-def client_secret_hash(client_id: str) -> str | None:
+def find_client(client_id: str) -> tuple[dict[str, Any], str | None] | None:
+    """The application with this client id and its client secret hash, in one read."""
     row = Application.get_or_none(Application.client_id == client_id)
-    return row.client_secret_hash if row else None
+    return (_application_api(row), row.client_secret_hash) if row else None
+
+
+def client_secret_hash(client_id: str) -> str | None:
+    found = find_client(client_id)
+    return found[1] if found else None
 
 
 def create_application(**fields: Any) -> dict[str, Any]:

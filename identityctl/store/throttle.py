@@ -42,6 +42,9 @@ def count_failure(key: str, *, now: float, window: float, limit: int,
 
 
 def clear(keys: list[str]) -> None:
-    """Forget the counters and blocks of ``keys`` (a success, or an admin unlock)."""
-    if keys:
+    """Forget the counters and blocks of ``keys`` (a success, or an admin unlock).
+
+    Looks first: nearly every success has nothing to forget, and a read takes no write lock.
+    """
+    if keys and Throttle.select().where(Throttle.key.in_(keys)).exists():
         Throttle.delete().where(Throttle.key.in_(keys)).execute()
