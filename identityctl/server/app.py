@@ -21,6 +21,7 @@ def create_app(config: Config) -> falcon.App:
     app = falcon.App(middleware=[
         middleware.ClientAddress(config.server.trusted_proxies),
         middleware.BodyRules(config.server.max_body_bytes),
+        middleware.BrowserOrigin(config),
         middleware.SecurityHeaders(),
         middleware.RequestLog(),
     ])

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 import falcon
 
+from identityctl.config import Config
 from identityctl.errors import Forbidden, PayloadTooLarge, UnsupportedMediaType
 from identityctl.oauth.discovery import CALLBACK_PATH
 
@@ -73,8 +74,6 @@ class BodyRules:
                 and media_type != "application/json":
             raise UnsupportedMediaType(
                 f"Send Content-Type: application/json (got {req.content_type or 'none'}).")
-        # Wired here so that every app built by server/app.py checks it.
-        _BROWSER_ORIGIN.process_resource(req, resp, resource, params)
 
 
 def origin_of(url: str) -> str:
@@ -100,32 +99,25 @@ class BrowserOrigin:
     Allowed: ``passkey.allowed_origins``, the origin of ``server.base_url`` and of the
     hosted UI (``gate_client.url``). A request without ``Origin`` is a non-browser client
     and passes (browsers send ``Origin`` on every cross-origin POST); ``Origin: null``
-    (sandboxed frames, ``data:`` pages) is refused. The allowed set comes from the
-    resource's service context, so the middleware needs no configuration of its own.
+    (sandboxed frames, ``data:`` pages) is refused.
     """
 
-    @staticmethod
-    def allowed_origins(config: Any) -> frozenset[str]:
+    def __init__(self, config: Config) -> None:
         urls: Iterable[str] = (*config.passkey.allowed_origins, config.base_url,
                                config.gate_url)
-        return frozenset(origin for origin in map(origin_of, urls) if origin)
+        self.allowed = frozenset(origin for origin in map(origin_of, urls) if origin)
 
     def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: Any,
                          params: dict[str, Any]) -> None:
+        # After BodyRules: a form post is 415 whatever its Origin.
         if req.method != "POST" or req.path not in BROWSER_POSTS:
             return
         origin = req.get_header("Origin")
-        context = getattr(resource, "context", None)
-        if origin is None or context is None:
-            return
-        if origin_of(origin) not in self.allowed_origins(context.config):
+        if origin is not None and origin_of(origin) not in self.allowed:
             raise Forbidden("Requests from another site's pages are refused: the Origin "
                             "is not one of passkey.allowed_origins or the service's own.",
                             code="cross_origin_refused",
                             message="Cross-origin request refused.")
-
-
-_BROWSER_ORIGIN = BrowserOrigin()
 
 
 class SecurityHeaders:
