@@ -98,8 +98,8 @@ _show_as_command = _unlisted.registered_commands[0].callback
 
 @command(audit_app, "purge")
 def audit_purge(as_json: bool = JsonOption) -> None:
-    """Delete events older than security.audit_retention_days. The server does not purge by
-    itself: run this daily (cron, a systemd timer)."""
+    """Delete events older than security.audit_retention_days. `serve` does this at start;
+    for a server that runs for months, run this daily (cron, a systemd timer)."""
     from identityctl.cli.output import done
     from identityctl.store import audit
 

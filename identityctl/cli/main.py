@@ -119,10 +119,14 @@ def serve(
     from identityctl.server.runtime import open_store
     from identityctl.server.runtime import serve as run_server
     from identityctl.services.bootstrap import seed
+    from identityctl.store import audit
 
     config = Session.config()
     open_store(config)
     seed(config)
+    # security.audit_retention_days applies at every start (cron `identityctl audit purge`
+    # for servers that run for months).
+    audit.purge(config.security.audit_retention_days)
 
     def ready(address: str) -> None:
         console.print(f"[green]identityctl {__version__}[/green] listening on {address} "

@@ -331,8 +331,14 @@ def token(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
                                    f"{', '.join(_GRANTS)}).", code="grant_type_unsupported")
     client = _authenticate_client(ctx, parameters, authorization,
                                   client_address=client_address)
-    client.require_grant(grant_type)
-    return grant(ctx, client, parameters, client_address)
+    try:
+        client.require_grant(grant_type)
+        return grant(ctx, client, parameters, client_address)
+    except OAuthError as refusal:
+        audit.record("oauth.token", "failure", actor=client.client_id,
+                     client_address=client_address,
+                     details={"grantType": grant_type, "error": refusal.code})
+        raise
 
 
 def _audience(requested: tuple[str, ...], *, authorized: list[str], issuer: str) -> list[str]:
@@ -547,21 +553,23 @@ def userinfo(ctx: ServiceContext, access_token: str | None) -> dict[str, Any]:
     return _user_claims(user, scope)
 
 
-def revoke(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None) -> None:
+def revoke(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
+           client_address: str = "") -> None:
     """RFC 7009: end a refresh token's grant, or an access token, of the calling client.
 
     Unknown, invalid and other clients' tokens are answered alike (200, nothing done), so
     the endpoint says nothing about tokens the caller does not own.
     """
     parameters = read_parameters(raw)
-    client = _authenticate_client(ctx, parameters, authorization)
+    client = _authenticate_client(ctx, parameters, authorization, client_address=client_address)
     presented = require(parameters, "token")
     stored = oauth_store.find_refresh_token(token_hash(presented))
     if stored is not None:
         if stored.application_id == client.application_id:
             oauth_store.revoke_family(stored.family)
             audit.record("oauth.revoke", "success", actor=client.client_id,
-                         user_id=stored.user_id, details={"token": "refresh_token"})
+                         user_id=stored.user_id, client_address=client_address,
+                         details={"token": "refresh_token"})
         return
     try:
         claims = _access_token_claims(ctx, presented, audience=None)
@@ -571,14 +579,14 @@ def revoke(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None
         oauth_store.revoke_tokens([IssuedToken(jti=str(claims["jti"]),
                                                expires_at=float(claims["exp"]))])
         audit.record("oauth.revoke", "success", actor=client.client_id,
-                     details={"token": "access_token"})
+                     client_address=client_address, details={"token": "access_token"})
 
 
-def introspect(ctx: ServiceContext, raw: RawParameters, *,
-               authorization: str | None) -> dict[str, Any]:
+def introspect(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
+               client_address: str = "") -> dict[str, Any]:
     """RFC 7662 for confidential clients (resource servers): is this token live, and whose."""
     parameters = read_parameters(raw)
-    client = _authenticate_client(ctx, parameters, authorization)
+    client = _authenticate_client(ctx, parameters, authorization, client_address=client_address)
     if client.public:
         raise UnauthorizedClient("Public clients cannot introspect tokens.",
                                  code="introspection_not_allowed")

@@ -114,7 +114,8 @@ class UserinfoResource(_OAuthResource):
 @falcon.before(_cross_origin)
 class RevokeResource(_OAuthResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        oauth.revoke(self.context, _form(req), authorization=req.get_header("Authorization"))
+        oauth.revoke(self.context, _form(req), authorization=req.get_header("Authorization"),
+                     client_address=req.context.client_address)
         resp.status = falcon.HTTP_200
 
     def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -125,7 +126,8 @@ class IntrospectResource(_OAuthResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         _no_store(resp)
         resp.media = oauth.introspect(self.context, _form(req),
-                                      authorization=req.get_header("Authorization"))
+                                      authorization=req.get_header("Authorization"),
+                                      client_address=req.context.client_address)
 
 
 @falcon.before(_cross_origin)
