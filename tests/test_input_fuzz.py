@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -85,8 +86,15 @@ def client(service: Service) -> PasskeyClient:
 def post_json(service: Service, path: str, body: Any,
               headers: dict[str, str] | None = None) -> requests.Response:
     """POST ``body`` as JSON text, NaN and Infinity included (Python's json writes them;
-    they are not JSON, so the server must refuse them cleanly)."""
-    return service.http.post(service.url(path), data=json.dumps(body).encode(), timeout=30,
+    they are not JSON, so the server must refuse them cleanly). The encoder's recursion
+    limit is lifted for the deeply nested bodies: only the server's parser is under test."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 50_000))
+    try:
+        text = json.dumps(body)
+    finally:
+        sys.setrecursionlimit(limit)
+    return service.http.post(service.url(path), data=text.encode(), timeout=30,
                              headers={"Content-Type": "application/json", **(headers or {})})
 
 
@@ -192,8 +200,11 @@ def client_data_mutation(data: st.DataObject, value: str) -> str:
 
 
 def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every key path into nested dicts/lists (the root excluded)."""
-    found = []
+    """Every key path into nested dicts/lists (the root excluded), at most 8 levels deep (an
+    earlier mutation may have planted a structure thousands of levels deep)."""
+    found: list[tuple[Any, ...]] = []
+    if len(prefix) >= 8:
+        return found
     if isinstance(value, dict):
         items = list(value.items())
     elif isinstance(value, list):

@@ -252,6 +252,20 @@ def test_the_sent_credential_id_must_be_the_attested_one(client: PasskeyClient) 
                  "credential_id_mismatch")
 
 
+@pytest.mark.parametrize("fmt", [b"", 7, None, "made-up"])
+def test_an_attestation_format_that_is_not_one_is_refused(client: PasskeyClient,
+                                                          fmt: Any) -> None:
+    """Found by tests/test_input_fuzz.py: py_webauthn passes any CBOR value through as fmt."""
+    import cbor2
+
+    options, session_token = client.begin_registration(client.new_user())
+    credential = SoftAuthenticator().create(options, origin=client.origin)
+    attestation = cbor2.loads(b64url_decode(credential["response"]["attestationObject"]))
+    attestation["fmt"] = fmt
+    credential["response"]["attestationObject"] = b64url(cbor2.dumps(attestation))
+    assert_error(client.register_finish(credential, session_token), 400, "invalid_attestation")
+
+
 def test_unknown_credentials_are_refused(client: PasskeyClient) -> None:
     user, authenticator = client.new_user(), SoftAuthenticator()
     client.enrolled(user, authenticator)

@@ -178,6 +178,11 @@ def verify_registration(credential: CredentialResponse, *,
     except (WebAuthnException, ValueError, KeyError, TypeError) as exc:
         raise VerificationError("invalid_attestation", "attestationObject is not a valid CBOR "
                                 "attestation object.") from exc
+    try:
+        attestation_format = AttestationFormat(attestation.fmt)
+    except (ValueError, TypeError):  # py_webauthn passes any CBOR value through as fmt
+        raise VerificationError("invalid_attestation", "attestationObject.fmt is not a "
+                                "WebAuthn attestation statement format.") from None
     auth_data = attestation.auth_data
     _check_authenticator_data(auth_data, expected=expected)
     attested = auth_data.attested_credential_data
@@ -214,11 +219,11 @@ def verify_registration(credential: CredentialResponse, *,
             supported_pub_key_algs=list(expected.algorithms))
     except WebAuthnException as exc:
         raise VerificationError("invalid_attestation", f"The attestation statement did not "
-                                f"verify: {exc}", fmt=attestation.fmt) from exc
+                                f"verify: {exc}", fmt=attestation_format.value) from exc
     return VerifiedCredential(
         credential_id=verified.credential_id, public_key=verified.credential_public_key,
         algorithm=algorithm, sign_count=verified.sign_count, aaguid=verified.aaguid,
-        attestation_format=AttestationFormat(verified.fmt).value,
+        attestation_format=attestation_format.value,
         backup_eligible=auth_data.flags.be, backup_state=auth_data.flags.bs,
         user_verified=auth_data.flags.uv,
         transports=credential.transports)
