@@ -3,11 +3,13 @@
 A minimal Falcon app on waitress, in this file, that answers the hot paths' URLs with the same
 request and response shapes as `identityctl serve`, doing per request only what the work
 itself needs: py_webauthn for the passkey checks, pyjwt ES256 for the tokens, argon2 for
-passwords, and the same kind of inserts/updates/deletes on a SQLite file in WAL mode (stdlib
-sqlite3, one connection per thread, `synchronous=NORMAL` as the product's store). No
-middleware, no audit or throttle layers beyond one audit insert where the product writes one,
-no OpenAPI validation, no error catalogue. It is the ceiling of this stack: bench/hotpaths.py
-drives it and the real server under the same load and prints each hot path as a share of it.
+passwords (identityctl.security.passwords' own hash/verify: the product's argon2id
+parameters, crypto only), and the same kind of inserts/updates/deletes on a SQLite file in
+WAL mode (stdlib sqlite3, one connection per thread, `synchronous=NORMAL` as the product's
+store). No middleware, no audit or throttle layers beyond one audit insert where the product
+writes one, no OpenAPI validation, no error catalogue. It is the ceiling of this stack:
+bench/hotpaths.py drives it and the real server under the same load and prints each hot path
+as a share of it.
 
 Work per request, by route:
 
@@ -19,13 +21,16 @@ Work per request, by route:
   `verify_authentication_response`, then in one transaction delete the session, update the
   counter, insert an audit row; sign one JWT (the assertion).
 - `POST /oauth2/token` client_credentials: select the client, check the secret (argon2 once
-  per process, then a SHA-256 cache, as services/oauth.py does), sign one ES256 JWT, insert
+  per process with the product's `verify_password`, then a SHA-256 cache, as
+  services/oauth.py does), sign one ES256 JWT, insert
   an audit row.
 - `POST /oauth2/token` authorization_code: select the code, PKCE S256, select the user, sign
   access + ID token; in one transaction mark the code used, insert the refresh token and
   the issued-token rows, insert an audit row.
 - `POST /flow/execute`: start inserts the execution row; the `password` action selects the
-  execution and the user, verifies argon2, signs the assertion, deletes the execution.
+  execution and the user, verifies argon2 (the product's `verify_password`: time_cost=2,
+  19 MiB, parallelism=1; a dummy hash for unknown users), signs the assertion, deletes the
+  execution.
 - `POST /mcp` tools/list: verify the bearer JWT (ES256, typ, audience, scope); answer a
   precomputed tool list (the product's own, fetched once by bench/hotpaths.py).
 
@@ -36,19 +41,20 @@ Run it alone (one process, or N forked processes sharing one socket like `serve 
     .venv/bin/python bench/floor.py --port 8099 --threads 4 --workers 1
 """
 
+# ruff: noqa: E402  (sys.path is fixed before the imports below)
 from __future__ import annotations
 
+import os
 import sys
 
 # Run as a script, this folder comes first on sys.path, where a bench module could shadow the
 # standard library: the repository root goes there instead.
-sys.path.pop(0)
+sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import argparse
 import base64
 import hashlib
 import json
-import os
 import secrets
 import signal
 import socket
@@ -64,8 +70,6 @@ from urllib.parse import parse_qsl
 
 import falcon
 import jwt
-from argon2 import PasswordHasher
-from argon2.exceptions import Argon2Error
 from cryptography.hazmat.primitives.asymmetric import ec
 from webauthn import (
     generate_authentication_options,
@@ -79,6 +83,10 @@ from webauthn.helpers.structs import (
     PublicKeyCredentialDescriptor,
     UserVerificationRequirement,
 )
+
+# Crypto only: the product's own argon2id profile and verify (same parameters, same dummy-hash
+# equalisation for unknown users), so the password path does exactly the product's argon2 work.
+from identityctl.security.passwords import hash_password, verify_password
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS users (id TEXT PRIMARY KEY, username TEXT UNIQUE, handle BLOB,
@@ -124,8 +132,6 @@ class Floor:
         self.key = ec.generate_private_key(ec.SECP256R1())
         self.public_key = self.key.public_key()
         self.kid = uuid.uuid4().hex[:16]
-        self.hasher = PasswordHasher()  # the product's argon2id profile (library defaults)
-        self.dummy_hash = self.hasher.hash("floor-timing-equaliser")  # unknown users
         self.mcp_tools = mcp_tools
         self._local = threading.local()
         self._verified: OrderedDict[tuple[str, str], None] = OrderedDict()
@@ -133,7 +139,7 @@ class Floor:
         with self.db() as conn:
             conn.executescript(SCHEMA)
             conn.execute("INSERT OR REPLACE INTO clients VALUES (?, ?, ?)",
-                         (CLIENT_ID, self.hasher.hash(client_secret), "system"))
+                         (CLIENT_ID, hash_password(client_secret), "system"))
 
     def db(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -165,9 +171,7 @@ class Floor:
             if key in self._verified:
                 self._verified.move_to_end(key)
                 return True
-        try:
-            self.hasher.verify(stored_hash, secret)
-        except Argon2Error:
+        if not verify_password(stored_hash, secret):
             return False
         with self._verified_lock:
             self._verified[key] = None
@@ -418,9 +422,7 @@ class FlowExecute:
             return
         user = conn.execute("SELECT id, password_hash FROM users WHERE username = ?",
                             (inputs.get("username"),)).fetchone()
-        try:
-            floor.hasher.verify(user[1] if user else floor.dummy_hash, inputs.get("password", ""))
-        except Argon2Error:
+        if not verify_password(user[1] if user else None, inputs.get("password", "")):
             _json(resp, {"executionId": execution, "flowStatus": "ERROR",
                          "failureReason": "invalid credentials"})
             return
@@ -464,7 +466,7 @@ class BenchUsers:
         body, conn = _body(req), self.floor.db()
         conn.execute("INSERT OR REPLACE INTO users VALUES (?, ?, ?, ?)",
                      (body["username"], body["username"], secrets.token_bytes(32),
-                      self.floor.hasher.hash(body["password"])))
+                      hash_password(body["password"])))
         _json(resp, {"id": body["username"]}, falcon.HTTP_201)
 
 
