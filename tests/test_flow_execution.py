@@ -77,6 +77,8 @@ def test_the_first_step_is_a_view_with_inputs_and_actions(flow: FlowClient) -> N
         {"ref": "password", "identifier": "password", "type": "PASSWORD_INPUT",
          "required": False}]
     assert [action["ref"] for action in step["data"]["actions"]] == ["passkey", "password"]
+    assert [action["inputs"] for action in step["data"]["actions"]] == [
+        ["username"], ["username", "password"]]
     assert step["data"]["additionalData"] == {}
 
 
@@ -169,6 +171,8 @@ def test_a_failed_passkey_gets_a_fresh_challenge_and_can_be_retried(
     assert again["flowStatus"] == "INCOMPLETE"
     assert again["failureReason"] == "invalid_signature"
     assert flow.additional("passkeyChallenge")["challenge"] != first
+    takes = {action["ref"]: action["inputs"] for action in again["data"]["actions"]}
+    assert "credentialId" in takes["passkey_verify"] and takes["use_password"] == []
     assert flow.use_passkey()["flowStatus"] == "COMPLETE"
 
 

@@ -114,9 +114,13 @@ class FlowGraph:
                     "ref": item.get("ref", item["identifier"]),
                     "identifier": item["identifier"], "type": item.get("type", "TEXT_INPUT"),
                     "required": all(_requires(other, item["identifier"]) for other in prompts)})
+        # ``inputs`` (our extension) names what each action takes, so a client runs the
+        # passkey ceremony only for the action that needs its result.
         actions = [{"ref": prompt["action"]["ref"], "type": "SUBMIT",
                     "label": prompt["action"].get("label", ""),
-                    "nextNode": prompt["action"]["nextNode"]} for prompt in prompts]
+                    "nextNode": prompt["action"]["nextNode"],
+                    "inputs": [item["identifier"] for item in prompt.get("inputs", [])]}
+                   for prompt in prompts]
         data: dict[str, Any] = {"inputs": list(inputs.values()), "actions": actions}
         if verbose and self.nodes[node_id].get("meta"):
             data["meta"] = self.nodes[node_id]["meta"]

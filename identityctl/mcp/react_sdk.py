@@ -186,9 +186,12 @@ export default function FlowForm({ flowType, onComplete }) {
     try {
       const extra = step.data?.additionalData || {};
       let inputs = { ...values };
-      if (extra.passkeyChallenge) {
+      // Only the action that takes the passkey's result runs the ceremony ("use a password
+      // instead" must not).
+      const takesPasskey = (action.inputs || []).includes("credentialId");
+      if (takesPasskey && extra.passkeyChallenge) {
         inputs = { ...inputs, ...(await getPasskey(extra.passkeyChallenge)) };
-      } else if (extra.passkeyCreationOptions) {
+      } else if (takesPasskey && extra.passkeyCreationOptions) {
         const passkey = await createPasskey(extra.passkeyCreationOptions, "My passkey");
         inputs = { ...inputs, ...passkey };
       }

@@ -199,6 +199,11 @@
   }
 
   function isFallback(action) {
+    // The engine lists what each action takes: only the one taking the passkey's result runs
+    // the ceremony. Older steps without that list: judge by the action's name.
+    if (Array.isArray(action.inputs)) {
+      return !action.inputs.includes("credentialId");
+    }
     return /password|fallback|skip|other|cancel|back/i.test(`${action.ref} ${action.label || ""}`);
   }
 
