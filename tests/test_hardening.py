@@ -367,3 +367,30 @@ def test_kill_9_during_registrations_leaves_a_consistent_database(
         restarted.terminate()
         restarted.wait(timeout=10)
         remote.service.http.close()
+
+
+def test_a_full_disk_is_a_clear_error_at_start(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """No tmpfs can be mounted here, so the free space the store sees is what is faked."""
+    import shutil
+    from collections import namedtuple
+
+    from identityctl.errors import ServiceUnavailable
+    from identityctl.store import db
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(2**30, 2**30 - 4096, 4096))
+    with pytest.raises(ServiceUnavailable) as refused:
+        db.connect(f"sqlite:///{tmp_path / 'store.db'}")
+    assert refused.value.code == "database_disk_full"
+    assert str(tmp_path / "store.db") in refused.value.description
+
+
+def test_a_write_that_meets_a_full_disk_is_a_503_not_a_500() -> None:
+    import peewee
+
+    from identityctl.store.db import busy_error
+
+    full = busy_error(peewee.OperationalError("database or disk is full"))
+    assert full is not None and (full.status, full.code) == (503, "database_disk_full")
+    assert busy_error(peewee.OperationalError("no such table: user")) is None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,8 @@ import peewee
 from identityctl.errors import ServiceUnavailable
 
 database = peewee.DatabaseProxy()
+#: Below this much free space next to a SQLite file the service refuses to start.
+MIN_FREE_BYTES = 16 * 2**20
 
 
 def connect(url: str, *, busy_timeout: float = 5.0) -> peewee.Database:
@@ -77,14 +80,26 @@ def _require_writable(path: Path) -> None:
             f"The SQLite database {path} {problem}. Give the service's user read-write "
             "access to it (chmod 600 and chown to that user), or fix database.url.",
             code="database_read_only", message="The database cannot be written.")
+    free = shutil.disk_usage(path.parent).free
+    if free < MIN_FREE_BYTES:
+        raise ServiceUnavailable(
+            f"The disk holding the SQLite database {path} has only {free // 1024} KiB free; "
+            f"free at least {MIN_FREE_BYTES // 2**20} MiB there (sign-ins write to it).",
+            code="database_disk_full", message="The database's disk is full.")
 
 
 def busy_error(error: BaseException) -> ServiceUnavailable | None:
-    """The 503 for a database error that means "locked / busy, retry", else None."""
-    if isinstance(error, peewee.OperationalError) and (
-            "locked" in str(error) or "busy" in str(error)):
+    """The 503 for a database error that means "locked / busy, retry" or "disk full", else
+    None."""
+    if not isinstance(error, peewee.OperationalError):
+        return None
+    if "locked" in str(error) or "busy" in str(error):
         return ServiceUnavailable("The database is busy; retry shortly.", code="database_busy",
                                   headers={"Retry-After": "1"})
+    if "disk is full" in str(error):
+        return ServiceUnavailable("The database's disk is full; nothing was written. The "
+                                  "operator must free space.", code="database_disk_full",
+                                  headers={"Retry-After": "60"})
     return None
 
 
