@@ -257,3 +257,19 @@ def test_a_previous_key_retires_only_once_it_stopped_signing_long_enough_ago(
     SigningKey.update(created_at=now() - 1_000).where(SigningKey.kid == "k2").execute()
     assert keys.retire_previous_keys(now() - 600) == 1
     assert [key.kid for key in keys.published_keys()] == ["k3", "k2"]
+
+
+def test_a_compiled_query_binds_new_values_and_refuses_a_builder_that_reorders(
+        store_url: str) -> None:
+    from identityctl.store.db import CompiledQuery
+    from identityctl.store.models import User
+
+    carol = make_user("carol")
+    by_name = CompiledQuery(lambda username: User.select(User.id).where(
+        User.username == username))
+    assert by_name.scalar("carol") == carol.id
+    assert by_name.scalar("nobody") is None  # the same SQL text, another value
+    swapped = CompiledQuery(lambda first, second: User.select(User.id).where(
+        (User.username == second) & (User.id == first)))
+    with pytest.raises(AssertionError, match="in order"):
+        swapped.scalar("a", "b")

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
+import peewee
+
+from identityctl.store.db import CompiledQuery
 from identityctl.store.models import AuditEvent, now
+
+_INSERT = CompiledQuery(lambda at, event, outcome, actor, user_id, client_address, details:
+                        AuditEvent.insert(at=at, event=event, outcome=outcome, actor=actor,
+                                          user_id=user_id, client_address=client_address,
+                                          # already JSON text: bound as it is
+                                          details=peewee.Value(details, unpack=False)))
 
 
 def record(event: str, outcome: str, *, actor: str = "", user_id: str | None = None,
            client_address: str = "", details: dict[str, Any] | None = None) -> None:
     """Append one event (in the caller's transaction when there is one)."""
-    AuditEvent.create(event=event, outcome=outcome, actor=actor, user_id=user_id,
-                      client_address=client_address, details=details or {})
+    _INSERT.execute(now(), event, outcome, actor, user_id, client_address,
+                    AuditEvent.details.db_value(details or {}))
 
 
 def events(*, since: float | None = None, user_id: str | None = None, event: str | None = None,

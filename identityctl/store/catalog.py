@@ -6,6 +6,7 @@ from typing import Any
 
 from identityctl.errors import NotFound
 from identityctl.store import crud
+from identityctl.store.db import CompiledQuery
 from identityctl.store.models import Application, Flow, Theme, now
 
 # --- themes -------------------------------------------------------------------------------
@@ -138,9 +139,14 @@ def find_application_by_client_id(client_id: str) -> dict[str, Any] | None:
     return _application_api(row) if row else None
 
 
+_BY_CLIENT_ID = CompiledQuery(lambda client_id: Application.select().where(
+    Application.client_id == client_id))
+
+
 def find_client(client_id: str) -> tuple[dict[str, Any], str | None] | None:
-    """The application with this client id and its client secret hash, in one read."""
-    row = Application.get_or_none(Application.client_id == client_id)
+    """The application with this client id and its client secret hash, in one read (a hot
+    path: every token request)."""
+    row = _BY_CLIENT_ID.first(Application, client_id)
     return (_application_api(row), row.client_secret_hash) if row else None
 
 

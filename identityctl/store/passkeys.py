@@ -13,7 +13,7 @@ from typing import Any
 
 from identityctl.errors import NotFound
 from identityctl.store import crud
-from identityctl.store.db import transaction
+from identityctl.store.db import CompiledQuery, transaction
 from identityctl.store.models import CeremonySession, PasskeyCredential
 
 REGISTRATION = "registration"
@@ -92,8 +92,14 @@ def create_session(*, token_hash: str, ceremony: str, user_id: str | None, rp_id
                                expires_at=expires_at)
 
 
+_SESSION = CompiledQuery(lambda token_hash: CeremonySession.select().where(
+    CeremonySession.token_hash == token_hash))
+_CREDENTIAL = CompiledQuery(lambda credential_id: PasskeyCredential.select().where(
+    PasskeyCredential.credential_id == credential_id))
+
+
 def find_session(token_hash: str) -> CeremonySessionRecord | None:
-    row = CeremonySession.get_or_none(CeremonySession.token_hash == token_hash)
+    row = _SESSION.first(CeremonySession, token_hash)
     return _session_record(row) if row else None
 
 
@@ -114,7 +120,7 @@ def purge_sessions(*, expired_before: float) -> int:
 # --- credentials --------------------------------------------------------------------------
 
 def find_credential(credential_id: str) -> PasskeyRecord | None:
-    row = PasskeyCredential.get_or_none(PasskeyCredential.credential_id == credential_id)
+    row = _CREDENTIAL.first(PasskeyCredential, credential_id)
     return _passkey_record(row) if row else None
 
 

@@ -7,16 +7,23 @@ from __future__ import annotations
 
 import peewee
 
-from identityctl.store.db import transaction
+from identityctl.store.db import CompiledQuery, transaction
 from identityctl.store.models import Throttle
+
+#: params: the keys..., now
+_BLOCKED_UNTIL = CompiledQuery(lambda *params: Throttle.select(
+    peewee.fn.MAX(Throttle.blocked_until)).where(
+    Throttle.key.in_(list(params[:-1])), Throttle.blocked_until > params[-1]))
+#: params: the keys...
+_ANY_OF = CompiledQuery(lambda *keys: Throttle.select(Throttle.key).where(
+    Throttle.key.in_(list(keys))))
 
 
 def blocked_until(keys: list[str], *, now: float) -> float | None:
     """The latest moment until which any of ``keys`` is blocked, or None."""
     if not keys:
         return None
-    latest = (Throttle.select(peewee.fn.MAX(Throttle.blocked_until))
-              .where(Throttle.key.in_(keys), Throttle.blocked_until > now).scalar())
+    latest = _BLOCKED_UNTIL.scalar(*keys, now)
     return float(latest) if latest is not None else None
 
 
@@ -46,5 +53,5 @@ def clear(keys: list[str]) -> None:
 
     Looks first: nearly every success has nothing to forget, and a read takes no write lock.
     """
-    if keys and Throttle.select().where(Throttle.key.in_(keys)).exists():
+    if keys and _ANY_OF.scalar(*keys) is not None:
         Throttle.delete().where(Throttle.key.in_(keys)).execute()
