@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import peewee
+
 from identityctl.errors import NotFound
 from identityctl.store import crud
 from identityctl.store.db import CompiledQuery, transaction
@@ -84,14 +86,25 @@ def create_session(*, token_hash: str, ceremony: str, user_id: str | None, rp_id
     """Store a new session; it supersedes the same user's open sessions of ``ceremony``."""
     with transaction():
         if user_id is not None:
-            CeremonySession.update(superseded=True).where(
-                (CeremonySession.user == user_id) & (CeremonySession.ceremony == ceremony)
-                & (CeremonySession.superseded == False)).execute()  # noqa: E712 (SQL)
-        CeremonySession.create(token_hash=token_hash, ceremony=ceremony, user=user_id,
-                               rp_id=rp_id, challenge=challenge, state=state, created_at=now,
-                               expires_at=expires_at)
+            _SUPERSEDE.execute(True, user_id, ceremony)
+        _INSERT_SESSION.execute(token_hash, ceremony, user_id, rp_id, challenge,
+                                CeremonySession.state.db_value(state), False, now, expires_at)
 
 
+_SUPERSEDE = CompiledQuery(lambda superseded, user_id, ceremony: CeremonySession.update(
+    superseded=superseded).where(
+    (CeremonySession.user == user_id) & (CeremonySession.ceremony == ceremony)
+    & ~CeremonySession.superseded))
+_INSERT_SESSION = CompiledQuery(
+    lambda token_hash, ceremony, user_id, rp_id, challenge, state, superseded, created_at,
+    expires_at: CeremonySession.insert(
+        token_hash=token_hash, ceremony=ceremony, user=user_id, rp_id=rp_id,
+        challenge=challenge, state=peewee.Value(state, unpack=False), superseded=superseded,
+        created_at=created_at, expires_at=expires_at))
+#: A session is consumed once: only while current and unexpired.
+_CONSUME = CompiledQuery(lambda token_hash, ceremony, now: CeremonySession.delete().where(
+    (CeremonySession.token_hash == token_hash) & (CeremonySession.ceremony == ceremony)
+    & ~CeremonySession.superseded & (CeremonySession.expires_at > now)))
 _SESSION = CompiledQuery(lambda token_hash: CeremonySession.select().where(
     CeremonySession.token_hash == token_hash))
 _CREDENTIAL = CompiledQuery(lambda credential_id: PasskeyCredential.select().where(
@@ -106,10 +119,7 @@ def find_session(token_hash: str) -> CeremonySessionRecord | None:
 def consume_session(token_hash: str, *, ceremony: str, now: float) -> bool:
     """Delete the session if it is still current and unexpired; True for the one caller
     that did. Run it in the transaction that stores the ceremony's outcome."""
-    return CeremonySession.delete().where(
-        (CeremonySession.token_hash == token_hash) & (CeremonySession.ceremony == ceremony)
-        & (CeremonySession.superseded == False)  # noqa: E712 (SQL)
-        & (CeremonySession.expires_at > now)).execute() == 1
+    return _CONSUME.execute(token_hash, ceremony, now) == 1
 
 
 def purge_sessions(*, expired_before: float) -> int:
