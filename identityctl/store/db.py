@@ -136,7 +136,8 @@ class CompiledQuery:
 
     Peewee builds a query's SQL text on every execution: about half the CPU of a small
     request. A hot path's statements keep one shape, so ``build`` (the parameters in, the
-    peewee query out) is compiled on first use per database and number of parameters, and
+    peewee query out) is compiled on first use per kind of database and number of
+    parameters, and
     later calls only bind new values. The first compile checks that peewee emits exactly
     the given parameters in the given order, so a builder that does not fails in the tests
     instead of binding values to the wrong placeholders. Pass values as the database takes
@@ -145,10 +146,11 @@ class CompiledQuery:
 
     def __init__(self, build: Callable[..., peewee.Query]) -> None:
         self._build = build
-        self._sql: dict[tuple[int, int], str] = {}
+        self._sql: dict[tuple[type, int], str] = {}
 
     def _text(self, params: Sequence[Any]) -> str:
-        key = (id(database.obj), len(params))
+        # The text depends on the SQL dialect only (placeholders, quoting).
+        key = (type(database.obj), len(params))
         sql = self._sql.get(key)
         if sql is None:
             sql, compiled = self._build(*params).sql()

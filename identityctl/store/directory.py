@@ -9,6 +9,7 @@ import peewee
 
 from identityctl.errors import NotFound
 from identityctl.store import crud
+from identityctl.store.db import CompiledQuery
 from identityctl.store.models import OrganizationUnit, User, UserType, now
 
 
@@ -42,10 +43,12 @@ class UserRecord:
 
 
 def _user_record(row: User) -> UserRecord:
+    # Rows of the compiled lookups carry the type's name as ``type_name`` (no join object).
+    type_name = getattr(row, "type_name", None) or row.user_type.name
     return UserRecord(
         id=row.id, username=row.username, user_handle=row.user_handle,
         attributes=row.attributes or {}, user_type_id=row.user_type_id,
-        user_type=row.user_type.name, ou_id=row.ou_id, password_hash=row.password_hash,
+        user_type=type_name, ou_id=row.ou_id, password_hash=row.password_hash,
         status=row.status, locked_until=row.locked_until, created_at=row.created_at,
         updated_at=row.updated_at,
     )
@@ -55,14 +58,24 @@ def _users() -> peewee.ModelSelect:
     return User.select(User, UserType).join(UserType)
 
 
+def _with_type_name() -> peewee.ModelSelect:
+    return User.select(User, UserType.name.alias("type_name")).join(UserType)
+
+
+#: Hot paths (every sign-in): SQL built once per database.
+_BY_ID_OR_USERNAME = CompiledQuery(lambda user_id, username: _with_type_name().where(
+    (User.id == user_id) | (User.username == username)))
+_BY_ID = CompiledQuery(lambda user_id: _with_type_name().where(User.id == user_id))
+
+
 def find_user(id_or_username: str) -> UserRecord | None:
     """The user whose id or username is ``id_or_username``."""
-    row = _users().where((User.id == id_or_username) | (User.username == id_or_username)).first()
+    row = _BY_ID_OR_USERNAME.first(User, id_or_username, id_or_username)
     return _user_record(row) if row else None
 
 
 def get_user(user_id: str) -> UserRecord:
-    row = _users().where(User.id == user_id).first()
+    row = _BY_ID.first(User, user_id)
     if row is None:
         raise NotFound(f"No user with id '{user_id}'.", code="user_not_found")
     return _user_record(row)
