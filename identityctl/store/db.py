@@ -137,10 +137,10 @@ class CompiledQuery:
     Peewee builds a query's SQL text on every execution: about half the CPU of a small
     request. A hot path's statements keep one shape, so ``build`` (the parameters in, the
     peewee query out) is compiled on first use per kind of database and number of
-    parameters, and later calls only bind new values. The first compile checks that peewee emits exactly
-    the given parameters in the given order, so a builder that does not fails in the tests
-    instead of binding values to the wrong placeholders. Pass values as the database takes
-    them (``field.db_value`` for JSON and the like).
+    parameters, and later calls only bind new values. The first compile checks that peewee
+    emits exactly the given parameters in the given order, so a builder that does not fails
+    in the tests instead of binding values to the wrong placeholders. Pass values as the
+    database takes them (``field.db_value`` for JSON and the like).
     """
 
     def __init__(self, build: Callable[..., peewee.Query]) -> None:
