@@ -13,7 +13,7 @@ from typing import Any
 
 import peewee
 
-from identityctl.store.db import transaction
+from identityctl.store.db import CompiledQuery, transaction
 from identityctl.store.models import (
     AuthorizationCode,
     AuthorizationRequest,
@@ -101,11 +101,28 @@ class NewRefreshToken:
     expires_at: float
 
     def create(self) -> None:
-        RefreshToken.create(token_hash=self.token_hash, family=self.family,
-                            application=self.application_id, user=self.user_id,
-                            scope=self.scope, auth_time=self.auth_time, amr=self.amr,
-                            extra={**self.extra, "accessToken": self.access_token.to_json()},
-                            expires_at=self.expires_at)
+        extra = {**self.extra, "accessToken": self.access_token.to_json()}
+        _INSERT_REFRESH_TOKEN.execute(
+            self.token_hash, self.family, self.application_id, self.user_id, self.scope,
+            self.auth_time, RefreshToken.amr.db_value(self.amr),
+            RefreshToken.extra.db_value(extra), False, now(), self.expires_at)
+
+
+#: The code exchange's statements (a hot path), built once per kind of database.
+_CODE = CompiledQuery(lambda code_hash: AuthorizationCode.select().where(
+    AuthorizationCode.code_hash == code_hash))
+_REDEEM_CODE = CompiledQuery(
+    lambda consumed_at, issued_jtis, refresh_family, code_hash: AuthorizationCode.update(
+        consumed_at=consumed_at, issued_jtis=peewee.Value(issued_jtis, unpack=False),
+        refresh_family=refresh_family).where(
+        (AuthorizationCode.code_hash == code_hash) & AuthorizationCode.consumed_at.is_null()))
+_INSERT_REFRESH_TOKEN = CompiledQuery(
+    lambda token_hash, family, application_id, user_id, scope, auth_time, amr, extra, revoked,
+    created_at, expires_at: RefreshToken.insert(
+        token_hash=token_hash, family=family, application=application_id, user=user_id,
+        scope=scope, auth_time=auth_time, amr=peewee.Value(amr, unpack=False),
+        extra=peewee.Value(extra, unpack=False), revoked=revoked, created_at=created_at,
+        expires_at=expires_at))
 
 
 # --- authorization requests -----------------------------------------------------------------
@@ -183,7 +200,7 @@ def create_code(*, code_hash: str, application_id: str, user_id: str, redirect_u
 
 
 def find_code(code_hash: str) -> StoredCode | None:
-    row = AuthorizationCode.get_or_none(AuthorizationCode.code_hash == code_hash)
+    row = _CODE.first(AuthorizationCode, code_hash)
     return _code_record(row) if row else None
 
 
@@ -195,12 +212,9 @@ def redeem_code(code_hash: str, *, issued: list[IssuedToken],
     always finds it and can revoke it (RFC 9700 §4.4.1).
     """
     with transaction():
-        won = (AuthorizationCode
-               .update(consumed_at=now(), issued_jtis=[token.to_json() for token in issued],
-                       refresh_family=session_id)
-               .where((AuthorizationCode.code_hash == code_hash)
-                      & AuthorizationCode.consumed_at.is_null())
-               .execute())
+        won = _REDEEM_CODE.execute(
+            now(), AuthorizationCode.issued_jtis.db_value([token.to_json() for token in issued]),
+            session_id, code_hash)
         if won and refresh_token is not None:
             refresh_token.create()
     return bool(won)
