@@ -25,7 +25,6 @@ deployment's store and mints the admin token passkey registration requires.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -37,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.passkey import Client, Results, run_phase
+from bench.passkey import Client, Results, bench_arguments, run_phase
 from identityctl.config import load_config
 from identityctl.security.tokens import ACCESS_TOKEN_TYP, TokenService
 from identityctl.server.runtime import open_store
@@ -145,14 +144,9 @@ def measure(clients: list[FlowClient], method: Any, step_names: tuple[str, ...],
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", default="http://localhost:8090", help="Running server.")
-    parser.add_argument("--config", required=True, help="The server's config.toml.")
-    parser.add_argument("--threads", type=int, default=4, help="Client threads.")
-    parser.add_argument("--seconds", type=float, default=10.0, help="Duration of each phase.")
+    parser = bench_arguments(__doc__)
     parser.add_argument("--users", type=int, default=20,
                         help="Users per thread (each with a passkey and a password).")
-    parser.add_argument("--json", action="store_true", help="Print the results as JSON.")
     args = parser.parse_args()
 
     url = args.url.rstrip("/")

@@ -20,7 +20,6 @@ and mints the sign-in assertions the hosted UI would hand back.
 
 from __future__ import annotations
 
-import argparse
 import json
 import secrets
 import sys
@@ -36,7 +35,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.passkey import Results
+from bench.passkey import Results, bench_arguments
 from identityctl.config import Config, load_config
 from identityctl.oauth.pkce import s256_challenge
 from identityctl.server.runtime import open_store
@@ -122,15 +121,9 @@ def timed_requests(threads: int, request: TokenRequest, *, seconds: float = 0.0,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", default="http://localhost:8090", help="Running server.")
-    parser.add_argument("--config", required=True, help="The server's config.toml.")
-    parser.add_argument("--threads", type=int, default=4, help="Client threads.")
-    parser.add_argument("--seconds", type=float, default=10.0,
-                        help="Duration of the client_credentials phase.")
+    parser = bench_arguments(__doc__)
     parser.add_argument("--codes", type=int, default=1000,
                         help="Codes to prepare and exchange in the authorization_code phase.")
-    parser.add_argument("--json", action="store_true", help="Print the results as JSON.")
     args = parser.parse_args()
 
     url = args.url.rstrip("/")

@@ -141,14 +141,20 @@ def run_phase(clients: list[Client], ceremony: Callable[[Client], None],
     return results
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def bench_arguments(doc: str) -> argparse.ArgumentParser:
+    """The options of every bench against a running server: --url, --config, --threads,
+    --seconds, --json (a bench adds its own)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--url", default="http://localhost:8090", help="Running server.")
     parser.add_argument("--config", required=True, help="The server's config.toml.")
     parser.add_argument("--threads", type=int, default=4, help="Client threads.")
     parser.add_argument("--seconds", type=float, default=10.0, help="Duration of each phase.")
     parser.add_argument("--json", action="store_true", help="Print the results as JSON.")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = bench_arguments(__doc__).parse_args()
 
     config = load_config(args.config)
     open_store(config)
