@@ -164,6 +164,9 @@ class CompiledQuery:
         """The first row as a ``model`` instance (field conversions applied), or None."""
         return next(iter(model.raw(self._text(params), *params)), None)
 
+    def all(self, model: type[M], *params: Any) -> list[M]:
+        return list(model.raw(self._text(params), *params))
+
     def scalar(self, *params: Any) -> Any:
         row = database.execute_sql(self._text(params), params).fetchone()
         return row[0] if row else None

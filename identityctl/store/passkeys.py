@@ -8,6 +8,7 @@ count picks the winner; credential writes that go with it run in the caller's tr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,6 +96,25 @@ _SUPERSEDE = CompiledQuery(lambda superseded, user_id, ceremony: CeremonySession
     superseded=superseded).where(
     (CeremonySession.user == user_id) & (CeremonySession.ceremony == ceremony)
     & ~CeremonySession.superseded))
+_USER_CREDENTIALS = CompiledQuery(lambda user_id: PasskeyCredential.select().where(
+    PasskeyCredential.user == user_id).order_by(PasskeyCredential.created_at,
+                                                PasskeyCredential.id))
+
+
+def _record_use(counter_moves: Callable[[Any], peewee.Expression]) -> CompiledQuery:
+    """The conditional counter update of a sign-in (see :func:`record_use`)."""
+    return CompiledQuery(
+        lambda sign_count, backup_state, now, credential_id, presented, backup_eligible:
+        PasskeyCredential.update(sign_count=sign_count, backup_state=backup_state,
+                                 last_used_at=now).where(
+            (PasskeyCredential.credential_id == credential_id) & counter_moves(presented)
+            & (PasskeyCredential.backup_eligible == backup_eligible)))
+
+
+_RECORD_USE = _record_use(lambda presented: PasskeyCredential.sign_count < presented)
+#: Authenticators without a counter (always 0): the stored counter must still be 0 too.
+_RECORD_USE_WITHOUT_COUNTER = _record_use(
+    lambda presented: PasskeyCredential.sign_count == presented)
 _INSERT_SESSION = CompiledQuery(
     lambda token_hash, ceremony, user_id, rp_id, challenge, state, superseded, created_at,
     expires_at: CeremonySession.insert(
@@ -135,9 +155,7 @@ def find_credential(credential_id: str) -> PasskeyRecord | None:
 
 
 def list_credentials(user_id: str) -> list[PasskeyRecord]:
-    rows = PasskeyCredential.select().where(PasskeyCredential.user == user_id) \
-        .order_by(PasskeyCredential.created_at, PasskeyCredential.id)
-    return [_passkey_record(row) for row in rows]
+    return [_passkey_record(row) for row in _USER_CREDENTIALS.all(PasskeyCredential, user_id)]
 
 
 def insert_credential(*, credential_id: str, user_id: str, public_key: bytes, algorithm: int,
@@ -163,12 +181,9 @@ def record_use(credential_id: str, *, sign_count: int, backup_eligible: bool,
     BE unchanged: False when a concurrent sign-in got there first with a higher counter, so
     this assertion's counter no longer moves forward.
     """
-    counter_moves = (PasskeyCredential.sign_count < sign_count) if sign_count else \
-        (PasskeyCredential.sign_count == 0)
-    return PasskeyCredential.update(
-        sign_count=sign_count, backup_state=backup_state, last_used_at=now,
-    ).where((PasskeyCredential.credential_id == credential_id) & counter_moves
-            & (PasskeyCredential.backup_eligible == backup_eligible)).execute() == 1
+    statement = _RECORD_USE if sign_count else _RECORD_USE_WITHOUT_COUNTER
+    return statement.execute(sign_count, backup_state, now, credential_id, sign_count,
+                             backup_eligible) == 1
 
 
 def _user_credential(user_id: str, credential_id: str) -> PasskeyCredential:
