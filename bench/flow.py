@@ -36,10 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.passkey import Client, Results, bench_arguments, run_phase
-from identityctl.config import load_config
-from identityctl.security.tokens import ACCESS_TOKEN_TYP, TokenService
-from identityctl.server.runtime import open_store
+from bench.passkey import Client, Results, bench_arguments, open_deployment, run_phase
 from identityctl.services import catalog, directory
 
 PASSWORD = "bench flow password 7f3a"
@@ -150,11 +147,7 @@ def main() -> None:
     args = parser.parse_args()
 
     url = args.url.rstrip("/")
-    config = load_config(args.config)
-    open_store(config)
-    admin_token = TokenService(config.issuer).sign(
-        {"sub": "bench", "aud": [config.issuer], "scope": "system"}, typ=ACCESS_TOKEN_TYP,
-        ttl=600)
+    config, admin_token = open_deployment(args.config)
     run = uuid.uuid4().hex[:8]
     passkey_app = create_application(run, None)  # the default: default-basic-passkey-flow
     password_app = create_application(run, "default-basic-flow")

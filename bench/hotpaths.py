@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import sys
+from abc import ABC, abstractmethod
 
 _BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _BENCH]
@@ -38,7 +39,6 @@ import json
 import multiprocessing
 import secrets
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -54,12 +54,10 @@ import requests
 
 from bench.flow import PASSWORD, FlowClient, create_application
 from bench.oauth_token import REDIRECT_URI, create_clients, prepare_codes
-from bench.passkey import Client, Results
+from bench.passkey import Client, Results, open_deployment
 from bench.soak import rss_mib
-from identityctl.config import load_config
-from identityctl.security.tokens import ACCESS_TOKEN_TYP, TokenService
-from identityctl.server.runtime import open_store
 from identityctl.services import directory
+from tests.support.processes import stop
 
 FLOOR_CLIENT_ID = "floor-m2m"  # bench/floor.py's client_credentials client
 MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
@@ -93,15 +91,6 @@ def _wait_up(url: str, process: subprocess.Popen, log: Path) -> None:
             time.sleep(0.1)
 
 
-def _stop(process: subprocess.Popen) -> None:
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
 @contextlib.contextmanager
 def started(command: list[str], url: str, log: Path) -> Iterator[subprocess.Popen]:
     with log.open("wb") as out:
@@ -110,7 +99,7 @@ def started(command: list[str], url: str, log: Path) -> Iterator[subprocess.Pope
         _wait_up(url, process, log)
         yield process
     finally:
-        _stop(process)
+        stop(process)
 
 
 def process_tree(pid: int) -> list[int]:
@@ -161,12 +150,8 @@ class Target:
 
 
 def product_target(url: str, config_path: Path, pid: int) -> Target:
-    config = load_config(config_path)
-    open_store(config)
+    config, admin_token = open_deployment(config_path, token_ttl=7200)
     run = uuid.uuid4().hex[:8]
-    admin_token = TokenService(config.issuer).sign(
-        {"sub": "bench", "aud": [config.issuer], "scope": "system"}, typ=ACCESS_TOKEN_TYP,
-        ttl=7200)
     m2m, spa_id = create_clients(run)
     token = subprocess.run([sys.executable, "-m", "identityctl", "--config", str(config_path),
                             "token", "--scope", "system"], capture_output=True, text=True,
@@ -246,7 +231,7 @@ class Work:
     queue: deque = field(default_factory=deque)
 
 
-class HotPath:
+class HotPath(ABC):
     """What a hot path needs: its records, its per-thread set-up and its request."""
 
     name = ""
@@ -260,8 +245,9 @@ class HotPath:
     def setup(self, target: Target, item: Any) -> Work:
         return Work(target=target, passkeys=_passkey_client(target, item))
 
+    @abstractmethod
     def request(self, work: Work) -> bool:
-        raise NotImplementedError
+        """One request of the hot path; False when it did not count (e.g. nothing left)."""
 
 
 class AuthStart(HotPath):

@@ -35,7 +35,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.passkey import Results, bench_arguments
+from bench.passkey import Results, bench_arguments, print_line
 from identityctl.config import Config, load_config
 from identityctl.oauth.pkce import s256_challenge
 from identityctl.server.runtime import open_store
@@ -155,10 +155,7 @@ def main() -> None:
         return
     print(f"{args.threads} client threads, {url}")
     for grant in ("client_credentials", "authorization_code"):
-        line = report[grant]
-        print(f"{grant:19} {line['ceremonies']:6} tokens  {line['per_second']:7.1f}/s  "
-              f"p50 {line['p50_ms']:6.1f} ms  p99 {line['p99_ms']:6.1f} ms  "
-              f"failures {sum(line['failures'].values())} {line['failures'] or ''}")
+        print_line(grant, report[grant], "tokens")
 
 
 if __name__ == "__main__":

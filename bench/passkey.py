@@ -30,7 +30,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from identityctl.config import load_config
+from identityctl.config import Config, load_config
 from identityctl.security.tokens import ACCESS_TOKEN_TYP, TokenService
 from identityctl.server.runtime import open_store
 from identityctl.services import directory
@@ -141,6 +141,24 @@ def run_phase(clients: list[Client], ceremony: Callable[[Client], None],
     return results
 
 
+def open_deployment(config_path: str | Path, *, token_ttl: int = 600) -> tuple[Config, str]:
+    """The deployment's config with its store opened, and an admin access token (what
+    `identityctl token --scope system` mints) that registration needs."""
+    config = load_config(config_path)
+    open_store(config)
+    admin_token = TokenService(config.issuer).sign(
+        {"sub": "bench", "aud": [config.issuer], "scope": "system"}, typ=ACCESS_TOKEN_TYP,
+        ttl=token_ttl)
+    return config, admin_token
+
+
+def print_line(label: str, line: dict, unit: str) -> None:
+    """One result line of ``Results.summary``: count, rate, p50, p99, failures."""
+    print(f"{label:19} {line['ceremonies']:6} {unit}  {line['per_second']:7.1f}/s  "
+          f"p50 {line['p50_ms']:6.1f} ms  p99 {line['p99_ms']:6.1f} ms  "
+          f"failures {sum(line['failures'].values())} {line['failures'] or ''}")
+
+
 def bench_arguments(doc: str) -> argparse.ArgumentParser:
     """The options of every bench against a running server: --url, --config, --threads,
     --seconds, --json (a bench adds its own)."""
@@ -156,11 +174,7 @@ def bench_arguments(doc: str) -> argparse.ArgumentParser:
 def main() -> None:
     args = bench_arguments(__doc__).parse_args()
 
-    config = load_config(args.config)
-    open_store(config)
-    admin_token = TokenService(config.issuer).sign(
-        {"sub": "bench", "aud": [config.issuer], "scope": "system"}, typ=ACCESS_TOKEN_TYP,
-        ttl=int(args.seconds) * 4 + 600)
+    config, admin_token = open_deployment(args.config, token_ttl=int(args.seconds) * 4 + 600)
     run = uuid.uuid4().hex[:8]
     clients = [Client(url=args.url.rstrip("/"), origin=config.passkey.allowed_origins[0],
                       rp_id=config.passkey.rp_id, admin_token=admin_token,
@@ -179,10 +193,7 @@ def main() -> None:
         return
     print(f"{args.threads} client threads, {args.seconds:g} s per phase, {args.url}")
     for phase in ("registration", "authentication"):
-        line = report[phase]
-        print(f"{phase:15} {line['ceremonies']:6} ceremonies  {line['per_second']:7.1f}/s  "
-              f"p50 {line['p50_ms']:6.1f} ms  p99 {line['p99_ms']:6.1f} ms  "
-              f"failures {sum(line['failures'].values())} {line['failures'] or ''}")
+        print_line(phase, report[phase], "ceremonies")
 
 
 if __name__ == "__main__":

@@ -49,9 +49,6 @@ import requests
 
 from bench import passkey as harness
 from bench.oauth_token import create_clients
-from identityctl.config import load_config
-from identityctl.security.tokens import ACCESS_TOKEN_TYP, TokenService
-from identityctl.server.runtime import open_store
 from identityctl.services import directory
 
 KINDS = ("ceremony", "token")
@@ -220,11 +217,8 @@ def main() -> None:
     args = parser.parse_args()
 
     url = args.url.rstrip("/")
-    config = load_config(args.config)
-    open_store(config)
-    admin_token = TokenService(config.issuer).sign(
-        {"sub": "bench", "aud": [config.issuer], "scope": "system"}, typ=ACCESS_TOKEN_TYP,
-        ttl=int(args.seconds) * 2 + 600)
+    config, admin_token = harness.open_deployment(args.config,
+                                                  token_ttl=int(args.seconds) * 2 + 600)
     run = uuid.uuid4().hex[:8]
     (m2m_id, m2m_secret), _ = create_clients(run)
     users = [[[directory.create_user(username=f"soak-{run}-{p}-{t}-{i}", actor="bench").id

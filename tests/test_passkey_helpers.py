@@ -22,6 +22,7 @@ from identityctl.services import directory
 from identityctl.store.directory import UserRecord
 from tests.conftest import Service, free_port
 from tests.support.authenticator import SoftAuthenticator
+from tests.support.processes import stop
 
 
 def assert_error(response: requests.Response, status: int, code: str) -> dict[str, Any]:
@@ -61,8 +62,7 @@ def second_instance(service: Service,
         yield instance
     finally:
         instance.http.close()
-        process.terminate()
-        process.wait(timeout=10)
+        stop(process, timeout=10)
 
 
 def _answers(instance: Service) -> bool:

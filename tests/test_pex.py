@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -27,6 +26,7 @@ import requests
 from identityctl.config import load_config
 from tests.conftest import Service, free_port
 from tests.support.authenticator import SoftAuthenticator
+from tests.support.processes import stop
 from tests.test_passkey_helpers import PasskeyClient
 
 pytest.importorskip("pex", reason="pex is not installed: pip install -e '.[build]'")
@@ -111,12 +111,7 @@ def served(pex: Pex, deployment: Path) -> Iterator[Service]:
         yield service
     finally:
         service.http.close()
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
     assert process.returncode == 0, log_path.read_text()
     assert "Traceback" not in log_path.read_text()
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import uuid
@@ -31,6 +30,7 @@ from identityctl.services.catalog import oauth_config
 from tests.conftest import PG_URL_ENV, Service, free_port
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.flows import FlowClient
+from tests.support.processes import stop
 from tests.test_cli_process import identityctl, wait_for_health
 from tests.test_oauth_helpers import OAuthDriver, RegisteredClient, query_of
 from tests.test_passkey_helpers import PasskeyClient
@@ -115,14 +115,7 @@ def cluster(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     finally:
         for client in clients:
             client.service.http.close()
-        for process in processes:
-            process.send_signal(signal.SIGTERM)
-        for process in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop(*processes)
     for port, process in zip((port_a, port_b), processes, strict=True):
         log = (directory / f"serve-{port}.log").read_text()
         assert process.returncode == 0 and "Traceback" not in log, log

@@ -70,8 +70,10 @@ class StoredCode:
     expires_at: float
 
 
-@dataclass(frozen=True)
-class StoredRefreshToken:
+@dataclass(frozen=True, kw_only=True)
+class _RefreshTokenGrant:
+    """What a refresh token stands for: whose grant, to which client, with what scope."""
+
     token_hash: str
     family: str
     application_id: str
@@ -80,25 +82,20 @@ class StoredRefreshToken:
     auth_time: float | None
     amr: list[str]
     extra: dict[str, Any]
+    expires_at: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoredRefreshToken(_RefreshTokenGrant):
     rotated_at: float | None
     revoked: bool
-    expires_at: float
 
 
-@dataclass(frozen=True)
-class NewRefreshToken:
+@dataclass(frozen=True, kw_only=True)
+class NewRefreshToken(_RefreshTokenGrant):
     """A refresh token to store; ``access_token`` is the access token issued alongside it."""
 
-    token_hash: str
-    family: str
-    application_id: str
-    user_id: str | None
-    scope: str
-    auth_time: float | None
-    amr: list[str]
-    extra: dict[str, Any]
     access_token: IssuedToken
-    expires_at: float
 
     def create(self) -> None:
         extra = {**self.extra, "accessToken": self.access_token.to_json()}

@@ -47,6 +47,12 @@ def _preflight(resp: falcon.Response, methods: str) -> None:
     resp.set_header("Access-Control-Max-Age", "600")
 
 
+def _client(req: falcon.Request) -> dict[str, Any]:
+    """How the calling client identifies itself on token, revoke and introspect requests."""
+    return {"authorization": req.get_header("Authorization"),
+            "client_address": req.context.client_address}
+
+
 def _no_store(resp: falcon.Response) -> None:
     """RFC 6749 §5.1: token responses must not be cached."""
     resp.set_header("Cache-Control", "no-store")
@@ -91,9 +97,7 @@ class CallbackResource(_OAuthResource):
 class TokenResource(_OAuthResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         _no_store(resp)
-        resp.media = oauth.token(self.context, _form(req),
-                                 authorization=req.get_header("Authorization"),
-                                 client_address=req.context.client_address)
+        resp.media = oauth.token(self.context, _form(req), **_client(req))
 
     def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
         _preflight(resp, "POST")
@@ -114,8 +118,7 @@ class UserinfoResource(_OAuthResource):
 @falcon.before(_cross_origin)
 class RevokeResource(_OAuthResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        oauth.revoke(self.context, _form(req), authorization=req.get_header("Authorization"),
-                     client_address=req.context.client_address)
+        oauth.revoke(self.context, _form(req), **_client(req))
         resp.status = falcon.HTTP_200
 
     def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -125,9 +128,7 @@ class RevokeResource(_OAuthResource):
 class IntrospectResource(_OAuthResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         _no_store(resp)
-        resp.media = oauth.introspect(self.context, _form(req),
-                                      authorization=req.get_header("Authorization"),
-                                      client_address=req.context.client_address)
+        resp.media = oauth.introspect(self.context, _form(req), **_client(req))
 
 
 @falcon.before(_cross_origin)
