@@ -37,6 +37,9 @@ class ServerConfig:
     #: Proxies whose X-Forwarded-For / X-Forwarded-Proto are believed (IPs or CIDRs).
     trusted_proxies: tuple[str, ...] = ()
     max_body_bytes: int = 64 * 1024
+    #: One log line per request (off by default, as in gunicorn: the proxy in front usually
+    #: logs requests, and the audit log records every security event either way).
+    access_log: bool = False
 
 
 @dataclass(frozen=True)

@@ -58,3 +58,18 @@ def test_x_forwarded_for_counts_only_from_a_trusted_proxy(service: Service) -> N
         "trusted_proxies = []", 'trusted_proxies = ["127.0.0.1"]')
     with second_instance(service, trust_local) as behind_proxy:
         assert audited_address(behind_proxy) == "203.0.113.7"
+
+
+def test_access_log_writes_one_line_per_request_when_turned_on(service: Service) -> None:
+    """Off by default (the proxy in front logs requests; the audit log has every security
+    event); ``server.access_log = true`` logs method, path without query, status, client."""
+    from tests.test_passkey_helpers import second_instance
+
+    assert service.config.server.access_log is False
+    log_on = lambda text: text.replace("access_log = false", "access_log = true")  # noqa: E731
+    with second_instance(service, log_on) as logging_instance:
+        logging_instance.http.get(logging_instance.url("/health?secret=x"))
+        log = logging_instance.config_path.with_suffix(".log")
+    lines = [line for line in log.read_text().splitlines() if "identityctl.access" in line]
+    assert lines and all("secret" not in line for line in lines)
+    assert " GET /health 200 " in lines[-1] and lines[-1].endswith(" 127.0.0.1")

@@ -75,7 +75,9 @@ def test_unknown_and_known_accounts_are_counted_alike(ctx: ServiceContext) -> No
 def test_success_clears_the_account_but_not_the_address(ctx: ServiceContext) -> None:
     fail(ctx)
     fail(ctx)
-    throttle.record_success(ctx, action="password", account="alice", client_address="10.0.0.1")
+    success = throttle.ensure_allowed(ctx, action="password", account="alice",
+                                      client_address="10.0.0.1")
+    throttle.record_success(success)
     fail(ctx)
     fail(ctx)
     assert allowed(ctx)

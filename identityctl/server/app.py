@@ -23,7 +23,7 @@ def create_app(config: Config) -> falcon.App:
         middleware.BodyRules(config.server.max_body_bytes),
         middleware.BrowserOrigin(config),
         middleware.SecurityHeaders(),
-        middleware.RequestLog(),
+        *([middleware.RequestLog()] if config.server.access_log else []),
     ])
     app.req_options.strip_url_path_trailing_slash = True
     errors.install(app)

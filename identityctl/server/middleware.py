@@ -54,7 +54,6 @@ class ClientAddress:
                 if not self._trusted(hop):
                     break
         req.context.client_address = address
-        req.context.started = time.perf_counter()
 
 
 class BodyRules:
@@ -137,7 +136,11 @@ class SecurityHeaders:
 
 
 class RequestLog:
-    """One line per request: method, path (no query: it may hold secrets), status, time."""
+    """One line per request: method, path (no query: it may hold secrets), status, time
+    (``server.access_log``)."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        req.context.started = time.perf_counter()
 
     def process_response(self, req: falcon.Request, resp: falcon.Response, resource: Any,
                          req_succeeded: bool) -> None:

@@ -78,8 +78,8 @@ def _password(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
     """BasicAuthExecutor: username + password; unknown users cost the same argon2 check."""
     username = step.text("username") or step.context.get("username", "")
     password = step.inputs.get("password")
-    throttle.ensure_allowed(step.ctx, action=PASSWORD_ACTION, account=username,
-                            client_address=step.client_address)
+    allowed = throttle.ensure_allowed(step.ctx, action=PASSWORD_ACTION, account=username,
+                                      client_address=step.client_address)
     user = directory.find_user(username) if username else None
     if user is not None and user.username != username:
         user = None  # find_user also takes ids; a password sign-in names a username
@@ -93,8 +93,7 @@ def _password(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
                      details={"code": "invalid_credentials"})
         return TaskOutcome("incomplete", "invalid_credentials")
     directory_service.ensure_usable(user, time.time())
-    throttle.record_success(step.ctx, action=PASSWORD_ACTION, account=username,
-                            client_address=step.client_address)
+    throttle.record_success(allowed)
     audit.record(PASSWORD_ACTION, "success", actor=user.id, user_id=user.id,
                  client_address=step.client_address)
     step.context["username"] = user.username

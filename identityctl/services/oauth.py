@@ -148,8 +148,8 @@ def _authenticate_client(ctx: ServiceContext, parameters: Parameters, authorizat
     """
     presented = client_auth.presented_client(authorization=authorization, parameters=parameters)
     account = client_throttle_account(presented.client_id)
-    throttle.ensure_allowed(ctx, action=CLIENT_AUTH_ACTION, account=account,
-                            client_address=client_address)
+    allowed = throttle.ensure_allowed(ctx, action=CLIENT_AUTH_ACTION, account=account,
+                                      client_address=client_address)
     found = catalog_store.find_client(presented.client_id)
     failed = "Unknown client, or wrong client credentials."
     if found is None:
@@ -168,8 +168,7 @@ def _authenticate_client(ctx: ServiceContext, parameters: Parameters, authorizat
             audit.record(CLIENT_AUTH_ACTION, "failure", actor=client.client_id,
                          client_address=client_address)
             raise presented.refuse(failed, code="client_authentication_failed")
-        throttle.record_success(ctx, action=CLIENT_AUTH_ACTION, account=account,
-                                client_address=client_address)
+        throttle.record_success(allowed)
     return client
 
 

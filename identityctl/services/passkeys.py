@@ -137,15 +137,15 @@ class _Throttled:
     def __init__(self, ctx: ServiceContext, action: str, client_address: str) -> None:
         self.ctx, self.action, self.client_address = ctx, action, client_address
         self.account: str | None = None
+        self.allowed = throttle.Allowed()
 
     def check(self, account: str | None) -> None:
         self.account = account
-        throttle.ensure_allowed(self.ctx, action=self.action, account=account,
-                                client_address=self.client_address)
+        self.allowed = throttle.ensure_allowed(self.ctx, action=self.action, account=account,
+                                               client_address=self.client_address)
 
     def succeeded(self) -> None:
-        throttle.record_success(self.ctx, action=self.action, account=self.account,
-                                client_address=self.client_address)
+        throttle.record_success(self.allowed)
 
     def __enter__(self) -> _Throttled:
         return self

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 from identityctl.errors import TooManyRequests
 from identityctl.services.context import ServiceContext
@@ -26,14 +27,24 @@ def address_key(client_address: str) -> str:
     return "address:" + client_address
 
 
+@dataclass(frozen=True)
+class Allowed:
+    """An attempt :func:`ensure_allowed` let through, and what its success must clear."""
+
+    #: The account's key when failures were counted against it (None: nothing to clear).
+    counted_account: str | None = None
+
+
 def ensure_allowed(ctx: ServiceContext, *, action: str, account: str | None,
-                   client_address: str) -> None:
+                   client_address: str) -> Allowed:
     """Refuse with 429 when the account or the client address is currently blocked."""
     now = time.time()
-    keys = _keys(account, client_address)
-    until = store.blocked_until([key for key, _ in keys], now=now)
+    keys = [key for key, _ in _keys(account, client_address)]
+    counted = store.counted(keys)
+    until = max((t for t in counted.values() if t is not None and t > now), default=None)
     if until is None:
-        return
+        mine = account_key(account) if account else None
+        return Allowed(counted_account=mine if mine in counted else None)
     retry_after = max(1, math.ceil(until - now))
     audit.record("throttle.refuse", "throttled", actor=action, client_address=client_address,
                  details={"action": action, "retryAfter": retry_after})
@@ -58,11 +69,14 @@ def record_failure(ctx: ServiceContext, *, action: str, account: str | None,
                                   "seconds": security.lockout_seconds})
 
 
-def record_success(ctx: ServiceContext, *, action: str, account: str | None,
-                   client_address: str) -> None:
-    """A success clears the account's failures (the address keeps its count)."""
-    if account:
-        store.clear([account_key(account)])
+def record_success(allowed: Allowed) -> None:
+    """A success clears the account's failures (the address keeps its count).
+
+    Only when :func:`ensure_allowed` saw some: nearly every success has nothing to clear, and
+    a failure counted by another request in between is kept, which errs on the safe side.
+    """
+    if allowed.counted_account is not None:
+        store.clear([allowed.counted_account])
 
 
 def unlock_account(account: str) -> None:

@@ -10,21 +10,15 @@ import peewee
 from identityctl.store.db import CompiledQuery, transaction
 from identityctl.store.models import Throttle
 
-#: params: the keys..., now
-_BLOCKED_UNTIL = CompiledQuery(lambda *params: Throttle.select(
-    peewee.fn.MAX(Throttle.blocked_until)).where(
-    Throttle.key.in_(list(params[:-1])), Throttle.blocked_until > params[-1]))
 #: params: the keys...
-_ANY_OF = CompiledQuery(lambda *keys: Throttle.select(Throttle.key).where(
-    Throttle.key.in_(list(keys))))
+_COUNTED = CompiledQuery(lambda *keys: Throttle.select(Throttle.key, Throttle.blocked_until)
+                         .where(Throttle.key.in_(list(keys))))
 
 
-def blocked_until(keys: list[str], *, now: float) -> float | None:
-    """The latest moment until which any of ``keys`` is blocked, or None."""
-    if not keys:
-        return None
-    latest = _BLOCKED_UNTIL.scalar(*keys, now)
-    return float(latest) if latest is not None else None
+def counted(keys: list[str]) -> dict[str, float | None]:
+    """Which of ``keys`` have failures counted or a block set, with their ``blocked_until``
+    (one read: every throttled request makes it)."""
+    return {key: until for key, until in _COUNTED.rows(*keys)} if keys else {}
 
 
 def count_failure(key: str, *, now: float, window: float, limit: int,
@@ -49,9 +43,6 @@ def count_failure(key: str, *, now: float, window: float, limit: int,
 
 
 def clear(keys: list[str]) -> None:
-    """Forget the counters and blocks of ``keys`` (a success, or an admin unlock).
-
-    Looks first: nearly every success has nothing to forget, and a read takes no write lock.
-    """
-    if keys and _ANY_OF.scalar(*keys) is not None:
+    """Forget the counters and blocks of ``keys`` (a success, or an admin unlock)."""
+    if keys:
         Throttle.delete().where(Throttle.key.in_(keys)).execute()
