@@ -7,6 +7,8 @@ from the Authorization header, must be an access token (`typ` at+jwt) signed by 
 service's keys, issued by its issuer, for the MCP audience (config `mcp.audience`), unexpired,
 and carry the required scope (`mcp.required_scope`). Refusals are our JSON error body with a
 `WWW-Authenticate` challenge that points the client at the protected-resource metadata.
+Authenticated requests pass through `AnswerMemo` (mcp/memo.py), which replays the SDK's own
+earlier answer to an identical `tools/list`.
 
 Importing this module is cheap: the SDK is imported when the first authenticated request
 reaches the bridge, so a server whose /mcp is never used does not pay for it.
@@ -25,6 +27,7 @@ import falcon
 
 from identityctl.errors import IdentityError, PayloadTooLarge, Unauthorized
 from identityctl.mcp.bridge import ACCESS_TOKEN_ENVIRON_KEY, McpWsgiBridge
+from identityctl.mcp.memo import AnswerMemo
 from identityctl.security.tokens import ACCESS_TOKEN_TYP, require_scope
 from identityctl.server.requests import bearer_token
 from identityctl.services.context import ServiceContext
@@ -68,6 +71,7 @@ class McpDispatcher:
         public_hosts = {urlsplit(url).netloc for url in (config.base_url, config.mcp_audience)}
         self._bridge = McpWsgiBridge(self._build_server, allowed_hosts=sorted(public_hosts),
                                      path=MCP_PATH)
+        self._answers = AnswerMemo(self._bridge)
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         if (str(environ.get("PATH_INFO", "")).rstrip("/") or "/") != MCP_PATH:
@@ -92,7 +96,7 @@ class McpDispatcher:
             return _error_response(start_response, refusal,
                                    ("WWW-Authenticate", self._challenge(refusal, token)))
         environ[ACCESS_TOKEN_ENVIRON_KEY] = _access_token(token, claims, self._audience)
-        return self._bridge(environ, start_response)
+        return self._answers(environ, start_response)
 
     def close(self) -> None:
         """Stop the bridge's event loop (if /mcp was ever used)."""
