@@ -182,14 +182,10 @@ def list_applications() -> list[dict[str, Any]]:
 
 
 def require_application(id_or_client_id: str) -> dict[str, Any]:
-    found = catalog.find_application_by_client_id(id_or_client_id)
-    if found:
-        return found
-    try:
-        return catalog.get_application(id_or_client_id)
-    except NotFound:
-        raise NotFound(f"No application '{id_or_client_id}'.",
-                       code="application_not_found") from None
+    found = catalog.find_application(id_or_client_id)
+    if found is None:
+        raise NotFound(f"No application '{id_or_client_id}'.", code="application_not_found")
+    return found
 
 
 def require_application_by_client_id(client_id: str) -> dict[str, Any]:

@@ -64,8 +64,11 @@ def list_flows(*, flow_type: str | None = None, limit: int = 30,
     return total, [_flow_api(row) for row in rows]
 
 
+_FLOW_BY_ID = CompiledQuery(lambda flow_id: Flow.select().where(Flow.id == flow_id))
+
+
 def get_flow(flow_id: str) -> dict[str, Any]:
-    row = Flow.get_or_none(Flow.id == flow_id)
+    row = _FLOW_BY_ID.first(Flow, flow_id)  # every flow step reads its flow
     if row is None:
         raise NotFound(f"No flow with id '{flow_id}'.", code="flow_not_found")
     return _flow_api(row)
@@ -127,20 +130,32 @@ def list_applications() -> list[dict[str, Any]]:
     return [_application_api(row) for row in Application.select().order_by(Application.name)]
 
 
+_BY_ID = CompiledQuery(lambda app_id: Application.select().where(Application.id == app_id))
+_BY_CLIENT_ID = CompiledQuery(lambda client_id: Application.select().where(
+    Application.client_id == client_id))
+_BY_CLIENT_ID_OR_ID = CompiledQuery(lambda client_id, app_id: Application.select().where(
+    (Application.client_id == client_id) | (Application.id == app_id)))
+
+
 def get_application(app_id: str) -> dict[str, Any]:
-    row = Application.get_or_none(Application.id == app_id)
+    row = _BY_ID.first(Application, app_id)
     if row is None:
         raise NotFound(f"No application with id '{app_id}'.", code="application_not_found")
     return _application_api(row)
 
 
 def find_application_by_client_id(client_id: str) -> dict[str, Any] | None:
-    row = Application.get_or_none(Application.client_id == client_id)
+    row = _BY_CLIENT_ID.first(Application, client_id)
     return _application_api(row) if row else None
 
 
-_BY_CLIENT_ID = CompiledQuery(lambda client_id: Application.select().where(
-    Application.client_id == client_id))
+def find_application(id_or_client_id: str) -> dict[str, Any] | None:
+    """The application with this client id, else the one with this id (one read: flows
+    start with it)."""
+    rows = _BY_CLIENT_ID_OR_ID.all(Application, id_or_client_id, id_or_client_id)
+    row = next((row for row in rows if row.client_id == id_or_client_id),
+               rows[0] if rows else None)
+    return _application_api(row) if row else None
 
 
 def find_client(client_id: str) -> tuple[dict[str, Any], str | None] | None:
