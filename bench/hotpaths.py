@@ -419,8 +419,17 @@ def _client_process(path: HotPath, target: Target, items: list[Any], seconds: fl
     out.put((results.latencies, results.failures, elapsed))
 
 
+@dataclass
+class Phase:
+    """One timed phase of one hot path on one server."""
+
+    results: Results
+    seconds: float
+    cpu_seconds: float
+
+
 def measure(path: HotPath, target: Target, *, processes: int, threads: int, seconds: float,
-            client_cpus: str) -> dict[str, Any]:
+            client_cpus: str) -> Phase:
     items = path.prepare(target, processes * threads)
     context = multiprocessing.get_context("fork")
     barrier, out = context.Barrier(processes + 1, timeout=600), context.Queue()
@@ -442,12 +451,29 @@ def measure(path: HotPath, target: Target, *, processes: int, threads: int, seco
     cpu = cpu_seconds(pids) - cpu_before
     for child in children:
         child.join()
-    summary = results.summary(elapsed)
+    return Phase(results, elapsed, cpu)
+
+
+def combined(phases: list[Phase], unit: str) -> dict[str, Any]:
+    """The phases of one hot path on one server (the rounds) as one: all requests over all
+    the time, percentiles over every latency, server CPU per request."""
+    merged = Results()
+    for phase in phases:
+        merged.latencies.extend(phase.results.latencies)
+        for failure, count in phase.results.failures.items():
+            merged.failures[failure] = merged.failures.get(failure, 0) + count
+    seconds = sum(phase.seconds for phase in phases)
+    cpu = sum(phase.cpu_seconds for phase in phases)
+    summary = merged.summary(seconds)
     done = summary.pop("ceremonies")
-    summary.update(count=done, unit=path.unit, seconds=round(elapsed, 2),
-                   errors=sum(results.failures.values()),
+    summary.update(count=done, unit=unit, seconds=round(seconds, 2),
+                   errors=sum(merged.failures.values()),
                    cpu_ms=round(cpu * 1000 / done, 2) if done else None)
     return summary
+
+
+def rate(phase: Phase) -> float:
+    return len(phase.results.latencies) / phase.seconds if phase.seconds else 0.0
 
 
 # --- the run --------------------------------------------------------------------------------
@@ -472,6 +498,8 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=2, help="Client processes.")
     parser.add_argument("--threads", type=int, default=8, help="Threads per client process.")
     parser.add_argument("--seconds", type=float, default=10.0, help="Duration of each phase.")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="Phases per hot path and server, the servers taking turns.")
     parser.add_argument("--codes", type=int, default=1500,
                         help="Codes prepared for the code exchange phase.")
     parser.add_argument("--client-cpus", default="", help="Pin the client, e.g. '1'.")
@@ -524,35 +552,49 @@ def main() -> None:
         report["idle_rss_mib"] = {t.name: rss_mib(process_tree(t.pid))
                                   for t in (product, floor)}
         for path in paths:
-            line = report["paths"][path.name] = {}
-            for target in (product, floor):
-                line[target.name] = measure(path, target, processes=args.processes,
-                                            threads=args.threads, seconds=args.seconds,
-                                            client_cpus=args.client_cpus)
-                if not args.json:
-                    print(f"  {path.name} on {target.name}: {line[target.name]['per_second']}/s",
-                          file=sys.stderr, flush=True)
+            phases: dict[str, list[Phase]] = {product.name: [], floor.name: []}
+            for round_number in range(args.rounds):
+                # Alternate which server goes first, so drift in the machine's speed (other
+                # tenants, the files growing) weighs on both alike.
+                order = (product, floor) if round_number % 2 == 0 else (floor, product)
+                for target in order:
+                    phase = measure(path, target, processes=args.processes,
+                                    threads=args.threads, seconds=args.seconds,
+                                    client_cpus=args.client_cpus)
+                    phases[target.name].append(phase)
+                    if not args.json:
+                        print(f"  {path.name} on {target.name}, round {round_number + 1}: "
+                              f"{rate(phase):.1f}/s", file=sys.stderr, flush=True)
+            line = report["paths"][path.name] = {
+                name: combined(runs, path.unit) for name, runs in phases.items()}
             floor_rate = line["floor"]["per_second"]
             line["share_of_floor"] = round(line["identityctl"]["per_second"] / floor_rate, 2) \
                 if floor_rate else None
+            line["share_by_round"] = [
+                round(rate(ours) / rate(theirs), 2) if rate(theirs) else None
+                for ours, theirs in zip(phases[product.name], phases[floor.name], strict=True)]
         report["rss_after_mib"] = {t.name: rss_mib(process_tree(t.pid))
                                    for t in (product, floor)}
     if args.json:
         print(json.dumps(report, indent=2))
         return
     print(f"serve --workers {args.workers} --threads {args.server_threads}; client "
-          f"{report['client']}; {args.seconds:g} s per phase; {os.cpu_count()} CPUs; "
+          f"{report['client']}; {args.rounds} rounds of {args.seconds:g} s per hot path and "
+          f"server; {os.cpu_count()} CPUs; "
           f"idle RSS {report['idle_rss_mib']} MiB, after {report['rss_after_mib']} MiB")
     print(f"{'hot path':26} {'server':12} {'per s':>8} {'p50 ms':>7} {'p99 ms':>7} "
-          f"{'CPU ms':>7} {'errors':>6} {'floor':>6}")
+          f"{'CPU ms':>7} {'errors':>6} {'floor':>6}  by round")
     for name, line in report["paths"].items():
         for target in ("identityctl", "floor"):
             row = line[target]
             share = f"{line['share_of_floor']:.0%}" if target == "identityctl" and \
                 line["share_of_floor"] is not None else ""
+            rounds = "/".join(f"{share:.0%}" for share in line["share_by_round"]
+                              if share is not None) if target == "identityctl" else ""
             print(f"{name:26} {target:12} {row['per_second']:8.1f} {row['p50_ms']:7.1f} "
                   f"{row['p99_ms']:7.1f} {row['cpu_ms'] or 0:7.2f} {row['errors']:6} "
-                  f"{share:>6}" + (f"  {row['failures']}" if row["failures"] else ""))
+                  f"{share:>6}  {rounds}"
+                  + (f"  {row['failures']}" if row["failures"] else ""))
 
 
 if __name__ == "__main__":

@@ -66,6 +66,7 @@ from identityctl.store import audit, directory
 from identityctl.store import catalog as catalog_store
 from identityctl.store import keys as key_store
 from identityctl.store import oauth as oauth_store
+from identityctl.store.db import transaction
 from identityctl.store.directory import UserRecord
 from identityctl.store.models import new_id
 from identityctl.store.oauth import IssuedToken, NewRefreshToken
@@ -433,11 +434,14 @@ def _exchange_code(ctx: ServiceContext, client: Client, parameters: Parameters,
                    nonce=stored.nonce, session_id=session_id, with_refresh_token=True)
     refresh = _new_refresh_token(ctx, client, issue, family=session_id, user=user, scope=scope,
                                  sign_in=sign_in, resources=resources)
-    if not oauth_store.redeem_code(code_hash, issued=issue.issued, refresh_token=refresh,
-                                   session_id=session_id):
+    with transaction():  # the audit event commits with the redemption, in one write
+        redeemed = oauth_store.redeem_code(code_hash, issued=issue.issued,
+                                           refresh_token=refresh, session_id=session_id)
+        if redeemed:
+            audit.record("oauth.token", "success", actor=client.client_id, user_id=user.id,
+                         client_address=client_address, details={"grant": AUTHORIZATION_CODE})
+    if not redeemed:
         _refuse_code_reuse(code_hash, client, client_address)  # a parallel exchange won
-    audit.record("oauth.token", "success", actor=client.client_id, user_id=user.id,
-                 client_address=client_address, details={"grant": AUTHORIZATION_CODE})
     return issue.response
 
 

@@ -115,7 +115,15 @@ def sqlite_path() -> str | None:
 
 @contextlib.contextmanager
 def transaction() -> Iterator[None]:
-    """One atomic unit of writes; a locked SQLite database becomes a 503, not a hang."""
+    """One atomic unit of writes; a locked SQLite database becomes a 503, not a hang.
+
+    Inside another transaction it is part of that one (no savepoint: two statements fewer
+    per nested write on a hot path), so an error in it must end the outer one too; nothing
+    here catches an error and carries on writing in the same transaction.
+    """
+    if database.in_transaction():
+        yield
+        return
     try:
         with database.atomic("IMMEDIATE") if is_sqlite() else database.atomic():
             yield
