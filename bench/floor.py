@@ -6,27 +6,28 @@ itself needs: py_webauthn for the passkey checks, pyjwt ES256 for the tokens, ar
 passwords (identityctl.security.passwords' own hash/verify: the product's argon2id
 parameters, crypto only), and the same kind of inserts/updates/deletes on a SQLite file in
 WAL mode (stdlib sqlite3, one connection per thread, `synchronous=NORMAL` as the product's
-store). No middleware, no audit or throttle layers beyond one audit insert where the product
-writes one, no OpenAPI validation, no error catalogue. It is the ceiling of this stack:
-bench/hotpaths.py drives it and the real server under the same load and prints each hot path
-as a share of it.
+store). It runs the statements the product runs on each path (the same reads, including the
+brute-force throttle read every attempt makes, and the same writes in the same transactions),
+written by hand: no middleware, no ORM, no audit or throttle layers beyond those statements,
+no OpenAPI validation, no error catalogue. It is the ceiling of this stack: bench/hotpaths.py
+drives it and the real server under the same load and prints each hot path as a share of it.
 
-Work per request, by route:
+Work per request, by route ("throttle read": one SELECT of the account's and the client
+address's throttle rows):
 
 - `GET /health`: `SELECT 1`.
-- `POST /auth/passkey/start`: select the user and their credentials, delete expired sessions,
-  mark the user's older session superseded, insert the challenge row; options JSON
-  (py_webauthn).
-- `POST /auth/passkey/finish`: select the session, select credential + user,
+- `POST /auth/passkey/start`: select the user and their credentials, the throttle read; in one
+  transaction mark the user's older session superseded and insert the challenge row (1 in 64
+  requests first deletes expired sessions); options JSON (py_webauthn).
+- `POST /auth/passkey/finish`: select the session, the throttle read, select credential + user,
   `verify_authentication_response`, then in one transaction delete the session, update the
   counter, insert an audit row; sign one JWT (the assertion).
-- `POST /oauth2/token` client_credentials: select the client, check the secret (argon2 once
-  per process with the product's `verify_password`, then a SHA-256 cache, as
-  services/oauth.py does), sign one ES256 JWT, insert
-  an audit row.
-- `POST /oauth2/token` authorization_code: select the code, PKCE S256, select the user, sign
-  access + ID token; in one transaction mark the code used, insert the refresh token and
-  the issued-token rows, insert an audit row.
+- `POST /oauth2/token` client_credentials: the throttle read, select the client, check the
+  secret (argon2 once per process with the product's `verify_password`, then a SHA-256
+  cache, as services/oauth.py does), sign one ES256 JWT, insert an audit row.
+- `POST /oauth2/token` authorization_code: the throttle read, select the client, select the
+  code, PKCE S256, select the user, sign access + ID token; in one transaction mark the code
+  used (with the ids of the tokens it issued), insert the refresh token, insert an audit row.
 - `POST /flow/execute`: start inserts the execution row; the `password` action selects the
   execution and the user, verifies argon2 (the product's `verify_password`: time_cost=2,
   19 MiB, parallelism=1; a dummy hash for unknown users), signs the assertion, deletes the
@@ -101,10 +102,12 @@ CREATE INDEX IF NOT EXISTS sessions_expiry ON sessions (expires_at);
 CREATE TABLE IF NOT EXISTS clients (client_id TEXT PRIMARY KEY, secret_hash TEXT,
     scopes TEXT);
 CREATE TABLE IF NOT EXISTS codes (code_hash TEXT PRIMARY KEY, client_id TEXT, user_id TEXT,
-    challenge TEXT, redirect_uri TEXT, consumed_at REAL, expires_at REAL);
+    challenge TEXT, redirect_uri TEXT, consumed_at REAL, expires_at REAL, issued TEXT,
+    family TEXT);
 CREATE TABLE IF NOT EXISTS refresh_tokens (token_hash TEXT PRIMARY KEY, family TEXT,
     user_id TEXT, client_id TEXT, expires_at REAL);
-CREATE TABLE IF NOT EXISTS issued_tokens (jti TEXT PRIMARY KEY, family TEXT, expires_at REAL);
+CREATE TABLE IF NOT EXISTS throttle (key TEXT PRIMARY KEY, failures INTEGER,
+    window_start REAL, blocked_until REAL);
 CREATE TABLE IF NOT EXISTS executions (id TEXT PRIMARY KEY, application_id TEXT,
     state TEXT, created_at REAL);
 CREATE TABLE IF NOT EXISTS audit (id INTEGER PRIMARY KEY, at REAL, event TEXT, outcome TEXT,
@@ -114,6 +117,8 @@ CREATE TABLE IF NOT EXISTS audit (id INTEGER PRIMARY KEY, at REAL, event TEXT, o
 ISSUER = "http://localhost"
 SESSION_TTL = 300
 CLIENT_ID = "floor-m2m"
+PUBLIC_CLIENT_ID = "floor-spa"
+PURGE_ONE_IN = 64  # expired challenges are deleted now and then, as the product does
 ORIGIN_DEFAULT = "http://localhost:8090"
 RP_ID_DEFAULT = "localhost"
 
@@ -140,6 +145,8 @@ class Floor:
             conn.executescript(SCHEMA)
             conn.execute("INSERT OR REPLACE INTO clients VALUES (?, ?, ?)",
                          (CLIENT_ID, hash_password(client_secret), "system"))
+            conn.execute("INSERT OR REPLACE INTO clients VALUES (?, NULL, 'openid')",
+                         (PUBLIC_CLIENT_ID,))
 
     def db(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -182,6 +189,18 @@ def _body(req: falcon.Request) -> dict[str, Any]:
     return json.loads(req.bounded_stream.read() or b"{}")
 
 
+def _throttled(conn: sqlite3.Connection, resp: falcon.Response, *keys: str) -> bool:
+    """The brute-force throttle read the product makes before an attempt (one SELECT over
+    the account and the client address); True after answering 429."""
+    now = time.time()
+    rows = conn.execute(f"SELECT key, blocked_until FROM throttle WHERE key IN "
+                        f"({', '.join('?' * len(keys))})", keys).fetchall()
+    if any(until is not None and until > now for _, until in rows):
+        _json(resp, {"code": "too_many_attempts"}, "429 Too Many Requests")
+        return True
+    return False
+
+
 def _json(resp: falcon.Response, body: Any, status: str = falcon.HTTP_200) -> None:
     resp.status = status
     resp.content_type = falcon.MEDIA_JSON
@@ -191,8 +210,9 @@ def _json(resp: falcon.Response, body: Any, status: str = falcon.HTTP_200) -> No
 def _start_session(floor: Floor, conn: sqlite3.Connection, *, ceremony: str,
                    user_id: str | None, challenge: bytes, state: dict[str, Any]) -> str:
     token, now = secrets.token_urlsafe(32), time.time()
+    if secrets.randbelow(PURGE_ONE_IN) == 0:
+        conn.execute("DELETE FROM sessions WHERE expires_at < ?", (now - 60,))
     conn.execute("BEGIN IMMEDIATE")
-    conn.execute("DELETE FROM sessions WHERE expires_at < ?", (now - 60,))
     if user_id is not None:
         conn.execute("UPDATE sessions SET superseded = 1 WHERE user_id = ? AND ceremony = ?",
                      (user_id, ceremony))
@@ -280,6 +300,9 @@ class AuthStart:
                 return
             allowed = [row[0] for row in conn.execute(
                 "SELECT id FROM credentials WHERE user_id = ?", (user_id,))]
+        if _throttled(conn, resp, *([f"account:{user_id}"] if user_id else []),
+                      f"address:{req.remote_addr}"):
+            return
         uv = "preferred" if user_id else "required"
         options = generate_authentication_options(
             rp_id=self.floor.rp_id, user_verification=UserVerificationRequirement(uv),
@@ -304,6 +327,9 @@ class AuthFinish:
         session = _take_session(conn, token, "authentication")
         if session is None:
             _json(resp, {"code": "unknown_session_token"}, falcon.HTTP_400)
+            return
+        if _throttled(conn, resp, *([f"account:{session[0]}"] if session[0] else []),
+                      f"address:{req.remote_addr}"):
             return
         row = conn.execute("SELECT c.user_id, c.public_key, c.sign_count, u.handle "
                            "FROM credentials c JOIN users u ON u.id = c.user_id "
@@ -343,6 +369,11 @@ class Token:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         form = dict(parse_qsl(req.bounded_stream.read().decode()))
+        client_id = form.get("client_id") or base64.b64decode(
+            (req.get_header("Authorization") or " ").split(" ", 1)[1]).decode().partition(":")[0]
+        if _throttled(self.floor.db(), resp, f"account:client:{client_id}",
+                      f"address:{req.remote_addr}"):
+            return
         if form.get("grant_type") == "client_credentials":
             self._client_credentials(req, resp)
         else:
@@ -365,6 +396,10 @@ class Token:
 
     def _exchange(self, form: dict[str, str], resp: falcon.Response) -> None:
         floor, conn = self.floor, self.floor.db()
+        if conn.execute("SELECT scopes FROM clients WHERE client_id = ?",
+                        (form.get("client_id"),)).fetchone() is None:
+            _json(resp, {"error": "invalid_client"}, falcon.HTTP_401)
+            return
         code_hash = _hash(form.get("code", ""))
         row = conn.execute("SELECT client_id, user_id, challenge, redirect_uri, consumed_at, "
                            "expires_at FROM codes WHERE code_hash = ?", (code_hash,)).fetchone()
@@ -378,22 +413,23 @@ class Token:
             return
         user = conn.execute("SELECT id, username FROM users WHERE id = ?", (row[1],)).fetchone()
         now, family = time.time(), uuid.uuid4().hex
+        jtis = [uuid.uuid4().hex, uuid.uuid4().hex]  # recorded with the code, as the product
         access = floor.sign({"sub": user[0], "client_id": row[0], "aud": [ISSUER],
-                             "scope": "openid"}, typ="at+jwt", ttl=3600)
+                             "scope": "openid", "jti": jtis[0]}, typ="at+jwt", ttl=3600)
         id_token = floor.sign({"sub": user[0], "aud": row[0], "sid": family,
-                               "preferred_username": user[1]}, typ="JWT", ttl=3600)
+                               "preferred_username": user[1], "jti": jtis[1]}, typ="JWT",
+                              ttl=3600)
         refresh = secrets.token_urlsafe(32)
         conn.execute("BEGIN IMMEDIATE")
-        used = conn.execute("UPDATE codes SET consumed_at = ? WHERE code_hash = ? "
-                            "AND consumed_at IS NULL", (now, code_hash))
+        used = conn.execute("UPDATE codes SET consumed_at = ?, issued = ?, family = ? "
+                            "WHERE code_hash = ? AND consumed_at IS NULL",
+                            (now, json.dumps(jtis), family, code_hash))
         if used.rowcount != 1:
             conn.execute("ROLLBACK")
             _json(resp, {"error": "invalid_grant"}, falcon.HTTP_400)
             return
         conn.execute("INSERT INTO refresh_tokens VALUES (?, ?, ?, ?, ?)",
                      (_hash(refresh), family, user[0], row[0], now + 86400))
-        conn.executemany("INSERT INTO issued_tokens VALUES (?, ?, ?)",
-                         [(uuid.uuid4().hex, family, now + 3600) for _ in range(2)])
         floor.audit(conn, "oauth.token", row[0], {"grant": "authorization_code"})
         conn.execute("COMMIT")
         _json(resp, {"access_token": access, "token_type": "Bearer", "expires_in": 3600,
@@ -489,7 +525,7 @@ class BenchCodes:
                          body["redirectUri"], None, time.time() + 600))
             pairs.append([code, verifier])
         conn.execute("BEGIN IMMEDIATE")
-        conn.executemany("INSERT INTO codes VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        conn.executemany("INSERT INTO codes VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)", rows)
         conn.execute("COMMIT")
         _json(resp, {"codes": pairs})
 

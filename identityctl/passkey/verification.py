@@ -26,7 +26,12 @@ from webauthn.helpers import (
     parse_authenticator_data,
 )
 from webauthn.helpers.exceptions import WebAuthnException
-from webauthn.helpers.structs import AttestationFormat, AuthenticatorData
+from webauthn.helpers.structs import (
+    AttestationFormat,
+    AuthenticationCredential,
+    AuthenticatorAssertionResponse,
+    AuthenticatorData,
+)
 
 from identityctl.config import LOCAL_HOSTS
 from identityctl.errors import BadRequest
@@ -229,6 +234,17 @@ def verify_registration(credential: CredentialResponse, *,
         transports=credential.transports)
 
 
+def _assertion(credential: CredentialResponse) -> AuthenticationCredential:
+    """The already decoded response as py_webauthn's own struct (no second base64 pass)."""
+    fields = credential.fields
+    return AuthenticationCredential(
+        id=codec.encode(credential.credential_id), raw_id=credential.credential_id,
+        response=AuthenticatorAssertionResponse(
+            client_data_json=fields["clientDataJSON"],
+            authenticator_data=fields["authenticatorData"], signature=fields["signature"],
+            user_handle=fields.get("userHandle")))
+
+
 def verify_authentication(credential: CredentialResponse, *,
                           expected: AuthenticationExpectations,
                           stored: StoredPasskey) -> VerifiedAssertion:
@@ -260,7 +276,7 @@ def verify_authentication(credential: CredentialResponse, *,
         # A zero stored count turns py_webauthn's own counter check off: ours below runs
         # after the signature, so only a genuine signed assertion is reported as a clone.
         verify_authentication_response(
-            credential=credential.to_json(), expected_challenge=expected.challenge,
+            credential=_assertion(credential), expected_challenge=expected.challenge,
             expected_rp_id=expected.rp_id, expected_origin=list(expected.allowed_origins),
             credential_public_key=stored.public_key, credential_current_sign_count=0,
             require_user_verification=expected.user_verification_required)
