@@ -154,8 +154,7 @@ class CompiledQuery:
     def __init__(self, build: Callable[..., peewee.Query]) -> None:
         self._build = build
         self._sql: dict[tuple[type, int], str] = {}
-        self._columns: dict[tuple[type, type],
-                            list[tuple[str, Callable[[Any], Any] | None]]] = {}
+        self._columns: dict[tuple[type, type], list[_ColumnReader]] = {}
 
     def _text(self, params: Sequence[Any]) -> str:
         # The text depends on the SQL dialect only (placeholders, quoting).
@@ -172,43 +171,66 @@ class CompiledQuery:
 
     def first(self, model: type[M], *params: Any) -> M | None:
         """The first row as a ``model`` instance (field conversions applied), or None."""
-        cursor = database.execute_sql(self._text(params), params)
+        cursor = database.obj.execute_sql(self._text(params), params)
         row = cursor.fetchone()
         return None if row is None else self._instance(model, cursor, row)
 
     def all(self, model: type[M], *params: Any) -> list[M]:
-        cursor = database.execute_sql(self._text(params), params)
+        cursor = database.obj.execute_sql(self._text(params), params)
         return [self._instance(model, cursor, row) for row in cursor.fetchall()]
 
     def _instance(self, model: type[M], cursor: Any, row: Sequence[Any]) -> M:
         # What peewee's model cursor wrapper does per row, minus working out again, for
-        # every execution, which column is which field (a third of a small request's CPU).
-        # A column that is no field (an alias) becomes a plain attribute, as with peewee.
+        # every execution, which column is which field (a third of a small request's CPU),
+        # and minus the conversions that return the database's value as it is. A column
+        # that is no field (an alias) becomes a plain attribute, as with peewee.
         key = (model, type(database.obj))
         columns = self._columns.get(key)
         if columns is None:
-            fields = model._meta.columns
-            columns = self._columns[key] = [
-                (fields[name].name, fields[name].python_value) if name in fields else (name, None)
-                for name, *_ in cursor.description]
+            columns = self._columns[key] = _column_readers(model, cursor.description)
         instance = model(__no_default__=1)
         data = instance.__data__
-        for (name, convert), value in zip(columns, row, strict=True):
-            if convert is None:
+        for (name, convert, is_field), value in zip(columns, row, strict=True):
+            if not is_field:
                 setattr(instance, name, value)
+            elif convert is None or value is None:
+                data[name] = value
             else:
                 data[name] = convert(value)
         return instance
 
     def rows(self, *params: Any) -> list[tuple[Any, ...]]:
         """Every row as a tuple of the database's values (no field conversions)."""
-        return database.execute_sql(self._text(params), params).fetchall()
+        return database.obj.execute_sql(self._text(params), params).fetchall()
 
     def scalar(self, *params: Any) -> Any:
-        row = database.execute_sql(self._text(params), params).fetchone()
+        row = database.obj.execute_sql(self._text(params), params).fetchone()
         return row[0] if row else None
 
     def execute(self, *params: Any) -> int:
         """Run a write; the number of rows it changed."""
-        return database.execute_sql(self._text(params), params).rowcount
+        return database.obj.execute_sql(self._text(params), params).rowcount
 
+
+
+#: A result column: the attribute it fills, the field's conversion (None: the value as the
+#: database returns it), and whether it is a field (else a plain attribute, e.g. an alias).
+_ColumnReader = tuple[str, Callable[[Any], Any] | None, bool]
+#: Fields whose conversion returns what SQLite and PostgreSQL already give (str, int, float).
+_AS_STORED = frozenset({peewee.CharField, peewee.TextField, peewee.IntegerField,
+                        peewee.BigIntegerField, peewee.AutoField, peewee.FloatField,
+                        peewee.DoubleField})
+
+
+def _column_readers(model: type[peewee.Model], description: Sequence[Any]) -> list[_ColumnReader]:
+    fields = model._meta.columns
+    readers: list[_ColumnReader] = []
+    for name, *_ in description:
+        field = fields.get(name)
+        if field is None:
+            readers.append((name, None, False))
+            continue
+        stored = field.rel_field if isinstance(field, peewee.ForeignKeyField) else field
+        readers.append((field.name, None if type(stored) in _AS_STORED else field.python_value,
+                        True))
+    return readers
