@@ -2,11 +2,12 @@
 
 Starts (or uses, with --url/--config) `identityctl serve --workers N` on a fresh `identityctl
 init` deployment, and bench/floor.py with the same number of processes and threads, then drives
-each hot path on both, one after the other, with the same multi-process client: `--processes`
-client processes (forked; pinned with taskset when --client-cpus is given) of `--threads`
-threads each, every thread with its own keep-alive requests.Session. Per hot path and server it
-prints requests/s, p50, p99, server CPU ms per request (utime+stime deltas in /proc of the
-server process and its children), errors, and the product's rate as a share of the floor's.
+each hot path on both, taking turns `--rounds` times, with the same multi-process client:
+`--processes` client processes (forked; pinned with taskset when --client-cpus is given) of
+`--threads` threads each, every thread with its own keep-alive requests.Session. Per hot path
+and server it prints requests/s, p50, p99, server CPU ms per request (utime+stime deltas in
+/proc of the server process and its children), errors, the product's rate as a share of the
+floor's, and that share per round.
 
 Hot paths: passkey auth start (with a userId), passkey auth finish (usernameless sessions
 started and answered before the clock starts), a full passkey ceremony (start + finish, the
@@ -14,8 +15,8 @@ authenticator's signature included), password sign-in through POST /flow/execute
 (default-basic-flow: start + `password` action), token by client_credentials, code exchange
 (codes prepared before the clock starts) and /mcp tools/list.
 
-    .venv/bin/python bench/hotpaths.py --workers 1 --seconds 10
-    .venv/bin/python bench/hotpaths.py --workers 2 --seconds 10 --json > results.json
+    .venv/bin/python bench/hotpaths.py --workers 1 --seconds 5 --rounds 3
+    .venv/bin/python bench/hotpaths.py --workers 2 --seconds 5 --rounds 3 --json > results.json
 
 The set-up (users, passkeys, passwords, applications, codes) is untimed. The client runs on the
 same machine: on a small one it takes CPU from the servers, and more from the faster one, so
