@@ -331,7 +331,11 @@ def _root_logging_kept() -> Iterator[None]:
 
 
 def build_server(context: ServiceContext) -> MCPServer[Any]:
-    """An `MCPServer` with the 16 tools, for stdio or the HTTP bridge."""
+    """An `MCPServer` with the 16 tools, for stdio or the HTTP bridge.
+
+    The tool list is the same for every caller and fixed once built: /mcp replays the SDK's
+    `tools/list` answers (mcp/memo.py), so a list that depended on the caller would leak.
+    """
     config = context.config
 
     def svc_integrate_react_sdk(
