@@ -90,6 +90,16 @@ def test_a_confidential_client_secret_is_shown_once_and_stored_hashed(cli: Cli) 
     assert secret not in json.dumps(ok_json(cli, "app", "show", client_id))
 
 
+def test_generated_client_ids_are_plain_letters_and_digits() -> None:
+    """A client id is typed on command lines: one starting with "-" would read as an option."""
+    from identityctl.services.catalog import new_client_id
+
+    ids = [new_client_id() for _ in range(2000)]
+    assert all(len(client_id) == 24 and client_id.isascii() and client_id.isalnum()
+               for client_id in ids)
+    assert len(set(ids)) == len(ids)
+
+
 def test_rotating_the_secret_retires_the_old_one(cli: Cli) -> None:
     service = ok_json(cli, "app", "create", "--template", "M2M", "--name", "Worker")
     client_id = oauth(service)["clientId"]

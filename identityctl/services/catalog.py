@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import secrets
+import string
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -309,11 +310,20 @@ def _normalise_application(document: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+_CLIENT_ID_ALPHABET = string.ascii_letters + string.digits
+
+
+def new_client_id() -> str:
+    """24 letters and digits (~143 bits): never starts with "-", which a command line would
+    take for an option (`identityctl app rotate-secret <client id>`), nor needs quoting."""
+    return "".join(secrets.choice(_CLIENT_ID_ALPHABET) for _ in range(24))
+
+
 def create_application(document: dict[str, Any], *,
                        actor: str = "admin") -> tuple[dict[str, Any], str | None]:
     """Create an application; returns it and its client secret (shown once, stored hashed)."""
     fields = _normalise_application(document)
-    client_id = oauth_config(document).get("clientId") or secrets.token_urlsafe(18)
+    client_id = oauth_config(document).get("clientId") or new_client_id()
     secret = None if fields["oauth"]["publicClient"] else secrets.token_urlsafe(32)
     created = catalog.create_application(
         **fields, clientId=client_id,
