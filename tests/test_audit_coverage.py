@@ -314,10 +314,6 @@ def test_mcp_admin_changes_are_audited_with_the_caller(service: Service,
     assert event["actor"] == expected
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "identityctl/mcp/tools.py + services/catalog.py create_application(): admin changes "
-    "made through MCP over HTTP record no client address (the catalog services take no "
-    "client_address and the tools pass only actor=current_actor())"))
 def test_mcp_changes_over_http_name_the_client_address(service: Service) -> None:
     t0 = since_now()
 

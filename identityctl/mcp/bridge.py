@@ -92,6 +92,7 @@ class McpWsgiBridge:
         path: str = "/mcp",
         startup_timeout: float = 30.0,
         response_wait_time: float | None = 10.0,
+        request_context: Callable[[Any], contextlib.AbstractContextManager[Any]] | None = None,
     ) -> None:
         if not path.startswith("/"):
             raise ValueError(f"path must start with '/': {path!r}")
@@ -105,6 +106,7 @@ class McpWsgiBridge:
         self._dns_rebinding_protection = dns_rebinding_protection
         self._startup_timeout = startup_timeout
         self._response_wait_time = response_wait_time
+        self._request_context = request_context
 
         self._lock = threading.Lock()
         self._closed = False
@@ -175,7 +177,7 @@ class McpWsgiBridge:
                 raise RuntimeError("McpWsgiBridge is closed")
             from a2wsgi import ASGIMiddleware
 
-            app = _pass_access_token(self._build_app())
+            app = _pass_access_token(self._build_app(), self._request_context)
             loop = asyncio.new_event_loop()
             thread = threading.Thread(target=loop.run_forever, name="mcp-asgi-loop", daemon=True)
             thread.start()
@@ -313,12 +315,16 @@ def _settle(future: asyncio.Future[None] | None, error: BaseException | None = N
         future.set_exception(error)
 
 
-def _pass_access_token(app: ASGIApp) -> ASGIApp:
+def _pass_access_token(
+    app: ASGIApp,
+    request_context: Callable[[Any], contextlib.AbstractContextManager[Any]] | None = None,
+) -> ASGIApp:
     """Expose `environ[ACCESS_TOKEN_ENVIRON_KEY]` as the SDK's authenticated user.
 
     a2wsgi puts the WSGI environ in `scope["wsgi_environ"]`; the token is set on the SDK's
     `auth_context_var` (read by `get_access_token()`) and as `scope["user"]`/`scope["auth"]`,
-    as the SDK's own bearer middleware would.
+    as the SDK's own bearer middleware would. ``request_context(environ)``, when given, is
+    entered around the request on the loop, so context variables it sets reach the tools.
     """
     from mcp.server.auth.middleware.auth_context import auth_context_var
     from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -327,6 +333,13 @@ def _pass_access_token(app: ASGIApp) -> ASGIApp:
 
     async def with_access_token(scope: Scope, receive: Receive, send: Send) -> None:
         environ = scope.get("wsgi_environ") if scope["type"] == "http" else None
+        if request_context is None or environ is None:
+            await with_token(environ, scope, receive, send)
+            return
+        with request_context(environ):
+            await with_token(environ, scope, receive, send)
+
+    async def with_token(environ: Any, scope: Scope, receive: Receive, send: Send) -> None:
         token = environ.get(ACCESS_TOKEN_ENVIRON_KEY) if environ else None
         if token is None:
             await app(scope, receive, send)

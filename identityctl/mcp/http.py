@@ -29,8 +29,10 @@ from identityctl.errors import IdentityError, PayloadTooLarge, Unauthorized
 from identityctl.mcp.bridge import ACCESS_TOKEN_ENVIRON_KEY, McpWsgiBridge
 from identityctl.mcp.memo import AnswerMemo
 from identityctl.security.tokens import ACCESS_TOKEN_TYP, require_scope
+from identityctl.server.middleware import ClientAddress
 from identityctl.server.requests import bearer_token
 from identityctl.services.context import ServiceContext
+from identityctl.store import audit
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -39,6 +41,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
+#: The caller's address (server.trusted_proxies applied), for the audit events of its tools.
+CLIENT_ADDRESS_ENVIRON_KEY = "identityctl.mcp.client_address"
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 
 
@@ -69,8 +73,9 @@ class McpDispatcher:
         self._resource_metadata = resource_metadata_url(config.base_url)
         self._max_body_bytes = config.server.max_body_bytes
         public_hosts = {urlsplit(url).netloc for url in (config.base_url, config.mcp_audience)}
+        self._client_address = ClientAddress(config.server.trusted_proxies)
         self._bridge = McpWsgiBridge(self._build_server, allowed_hosts=sorted(public_hosts),
-                                     path=MCP_PATH)
+                                     path=MCP_PATH, request_context=_audited_address)
         self._answers = AnswerMemo(self._bridge)
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
@@ -96,6 +101,7 @@ class McpDispatcher:
             return _error_response(start_response, refusal,
                                    ("WWW-Authenticate", self._challenge(refusal, token)))
         environ[ACCESS_TOKEN_ENVIRON_KEY] = _access_token(token, claims, self._audience)
+        environ[CLIENT_ADDRESS_ENVIRON_KEY] = self._client_address.of(request)
         return self._answers(environ, start_response)
 
     def close(self) -> None:
@@ -114,6 +120,11 @@ class McpDispatcher:
         # RFC 6750 §3.1: no error code when the request carried no token at all.
         return bearer_challenge(resource_metadata=self._resource_metadata,
                                 error="" if token is None else "invalid_token")
+
+
+def _audited_address(environ: Any) -> Any:
+    """The changes a tool makes are audited with the caller's address (as REST calls are)."""
+    return audit.request_address(str(environ.get(CLIENT_ADDRESS_ENVIRON_KEY, "")))
 
 
 def _error_response(start_response: StartResponse, error: IdentityError,

@@ -41,6 +41,10 @@ class ClientAddress:
         return any(ip in network for network in self.trusted)
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        req.context.client_address = self.of(req)
+
+    def of(self, req: falcon.Request) -> str:
+        """The client address of ``req``."""
         address = req.remote_addr or ""
         forwarded = req.get_header("X-Forwarded-For")
         if forwarded and self._trusted(address):
@@ -53,7 +57,7 @@ class ClientAddress:
                 address = hop
                 if not self._trusted(hop):
                     break
-        req.context.client_address = address
+        return address
 
 
 class BodyRules:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
 import peewee
@@ -16,10 +19,25 @@ _INSERT = CompiledQuery(lambda at, event, outcome, actor, user_id, client_addres
                                           details=peewee.Value(details, unpack=False)))
 
 
+_request_address: ContextVar[str] = ContextVar("identityctl_request_address", default="")
+
+
+@contextlib.contextmanager
+def request_address(address: str) -> Iterator[None]:
+    """Events recorded inside name ``address`` when they name no client address themselves:
+    the /mcp tools call the same services as the CLI, which take no address."""
+    reset = _request_address.set(address)
+    try:
+        yield
+    finally:
+        _request_address.reset(reset)
+
+
 def record(event: str, outcome: str, *, actor: str = "", user_id: str | None = None,
            client_address: str = "", details: dict[str, Any] | None = None) -> None:
     """Append one event (in the caller's transaction when there is one)."""
-    _INSERT.execute(now(), event, outcome, actor, user_id, client_address,
+    _INSERT.execute(now(), event, outcome, actor, user_id,
+                    client_address or _request_address.get(),
                     AuditEvent.details.db_value(details or {}))
 
 
