@@ -333,25 +333,22 @@ def _pass_access_token(
 
     async def with_access_token(scope: Scope, receive: Receive, send: Send) -> None:
         environ = scope.get("wsgi_environ") if scope["type"] == "http" else None
-        if request_context is None or environ is None:
-            await with_token(environ, scope, receive, send)
-            return
-        with request_context(environ):
-            await with_token(environ, scope, receive, send)
-
-    async def with_token(environ: Any, scope: Scope, receive: Receive, send: Send) -> None:
         token = environ.get(ACCESS_TOKEN_ENVIRON_KEY) if environ else None
-        if token is None:
-            await app(scope, receive, send)
-            return
-        if not isinstance(token, AccessToken):
+        if token is not None and not isinstance(token, AccessToken):
             raise TypeError(f"environ[{ACCESS_TOKEN_ENVIRON_KEY!r}] must be an AccessToken")
-        user = AuthenticatedUser(token)
-        reset = auth_context_var.set(user)
-        try:
-            await app({**scope, "user": user, "auth": AuthCredentials(token.scopes)}, receive, send)
-        finally:
-            auth_context_var.reset(reset)
+        around = request_context(environ) if request_context and environ is not None \
+            else contextlib.nullcontext()
+        with around:
+            if token is None:
+                await app(scope, receive, send)
+                return
+            user = AuthenticatedUser(token)
+            reset = auth_context_var.set(user)
+            try:
+                await app({**scope, "user": user, "auth": AuthCredentials(token.scopes)},
+                          receive, send)
+            finally:
+                auth_context_var.reset(reset)
 
     return with_access_token
 

@@ -16,6 +16,7 @@ reaches the bridge, so a server whose /mcp is never used does not pay for it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Iterable
@@ -122,7 +123,7 @@ class McpDispatcher:
                                 error="" if token is None else "invalid_token")
 
 
-def _audited_address(environ: Any) -> Any:
+def _audited_address(environ: WSGIEnvironment) -> contextlib.AbstractContextManager[None]:
     """The changes a tool makes are audited with the caller's address (as REST calls are)."""
     return audit.request_address(str(environ.get(CLIENT_ADDRESS_ENVIRON_KEY, "")))
 

@@ -145,8 +145,8 @@ def get_application(app_id: str) -> dict[str, Any]:
 
 
 def find_application_by_client_id(client_id: str) -> dict[str, Any] | None:
-    row = _BY_CLIENT_ID.first(Application, client_id)
-    return _application_api(row) if row else None
+    found = find_client(client_id)
+    return found[0] if found else None
 
 
 def find_application(id_or_client_id: str) -> dict[str, Any] | None:

@@ -204,13 +204,13 @@ class CompiledQuery:
         return database.obj.execute_sql(self._text(params), params).fetchall()
 
     def scalar(self, *params: Any) -> Any:
+        """The first column of the first row, or None."""
         row = database.obj.execute_sql(self._text(params), params).fetchone()
         return row[0] if row else None
 
     def execute(self, *params: Any) -> int:
         """Run a write; the number of rows it changed."""
         return database.obj.execute_sql(self._text(params), params).rowcount
-
 
 
 #: A result column: the attribute it fills, the field's conversion (None: the value as the
