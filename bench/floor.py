@@ -5,8 +5,9 @@ request and response shapes as `identityctl serve`, doing per request only what 
 itself needs: py_webauthn for the passkey checks, pyjwt ES256 for the tokens, argon2 for
 passwords (identityctl.security.passwords' own hash/verify: the product's argon2id
 parameters, crypto only), and the same kind of inserts/updates/deletes on a SQLite file in
-WAL mode (stdlib sqlite3, one connection per thread, `synchronous=NORMAL` as the product's
-store). It runs the statements the product runs on each path (the same reads, including the
+WAL mode (stdlib sqlite3, one connection per thread, `synchronous=NORMAL` and enforced
+foreign keys as the product's store; each table with the indexes and foreign keys of its
+product counterpart, see SCHEMA). It runs the statements the product runs on each path (the same reads, including the
 brute-force throttle read every attempt makes, and the same writes in the same transactions),
 written by hand: no middleware, no ORM, no audit or throttle layers beyond those statements,
 no OpenAPI validation, no error catalogue. It is the ceiling of this stack: bench/hotpaths.py
@@ -89,29 +90,49 @@ from webauthn.helpers.structs import (
 # equalisation for unknown users), so the password path does exactly the product's argon2 work.
 from identityctl.security.passwords import hash_password, verify_password
 
+# The hot paths' tables carry the indexes and foreign keys of their identityctl counterparts
+# (store/models.py): what an insert or delete costs depends on them (each index is one more
+# b-tree to write, each foreign key one more lookup), so the floor pays for them as the
+# product does. Only the hot paths' own columns are kept.
 SCHEMA = """
-CREATE TABLE IF NOT EXISTS users (id TEXT PRIMARY KEY, username TEXT UNIQUE, handle BLOB,
+CREATE TABLE IF NOT EXISTS users (id TEXT PRIMARY KEY, username TEXT UNIQUE, handle BLOB UNIQUE,
     password_hash TEXT);
-CREATE TABLE IF NOT EXISTS credentials (id TEXT PRIMARY KEY, user_id TEXT, public_key BLOB,
-    sign_count INTEGER, last_used REAL);
+CREATE TABLE IF NOT EXISTS credentials (id TEXT PRIMARY KEY,
+    user_id TEXT REFERENCES users (id) ON DELETE CASCADE, public_key BLOB, sign_count INTEGER,
+    last_used REAL);
 CREATE INDEX IF NOT EXISTS credentials_user ON credentials (user_id);
-CREATE TABLE IF NOT EXISTS sessions (token_hash TEXT PRIMARY KEY, ceremony TEXT, user_id TEXT,
-    challenge TEXT, state TEXT, superseded INTEGER DEFAULT 0, created_at REAL, expires_at REAL);
+CREATE TABLE IF NOT EXISTS sessions (token_hash TEXT PRIMARY KEY, ceremony TEXT,
+    user_id TEXT REFERENCES users (id) ON DELETE CASCADE, challenge TEXT, state TEXT,
+    superseded INTEGER DEFAULT 0, created_at REAL, expires_at REAL);
 CREATE INDEX IF NOT EXISTS sessions_user ON sessions (user_id);
 CREATE INDEX IF NOT EXISTS sessions_expiry ON sessions (expires_at);
 CREATE TABLE IF NOT EXISTS clients (client_id TEXT PRIMARY KEY, secret_hash TEXT,
     scopes TEXT);
-CREATE TABLE IF NOT EXISTS codes (code_hash TEXT PRIMARY KEY, client_id TEXT, user_id TEXT,
-    challenge TEXT, redirect_uri TEXT, consumed_at REAL, expires_at REAL, issued TEXT,
-    family TEXT);
+CREATE TABLE IF NOT EXISTS codes (code_hash TEXT PRIMARY KEY,
+    client_id TEXT REFERENCES clients (client_id) ON DELETE CASCADE,
+    user_id TEXT REFERENCES users (id) ON DELETE CASCADE, challenge TEXT, redirect_uri TEXT,
+    consumed_at REAL, expires_at REAL, issued TEXT, family TEXT);
+CREATE INDEX IF NOT EXISTS codes_client ON codes (client_id);
+CREATE INDEX IF NOT EXISTS codes_user ON codes (user_id);
+CREATE INDEX IF NOT EXISTS codes_expiry ON codes (expires_at);
 CREATE TABLE IF NOT EXISTS refresh_tokens (token_hash TEXT PRIMARY KEY, family TEXT,
-    user_id TEXT, client_id TEXT, expires_at REAL);
+    user_id TEXT REFERENCES users (id) ON DELETE CASCADE,
+    client_id TEXT REFERENCES clients (client_id) ON DELETE CASCADE, expires_at REAL);
+CREATE INDEX IF NOT EXISTS refresh_tokens_family ON refresh_tokens (family);
+CREATE INDEX IF NOT EXISTS refresh_tokens_user ON refresh_tokens (user_id);
+CREATE INDEX IF NOT EXISTS refresh_tokens_client ON refresh_tokens (client_id);
+CREATE INDEX IF NOT EXISTS refresh_tokens_expiry ON refresh_tokens (expires_at);
 CREATE TABLE IF NOT EXISTS throttle (key TEXT PRIMARY KEY, failures INTEGER,
     window_start REAL, blocked_until REAL);
 CREATE TABLE IF NOT EXISTS executions (id TEXT PRIMARY KEY, application_id TEXT,
-    state TEXT, created_at REAL);
+    state TEXT, created_at REAL, expires_at REAL);
+CREATE INDEX IF NOT EXISTS executions_application ON executions (application_id);
+CREATE INDEX IF NOT EXISTS executions_expiry ON executions (expires_at);
 CREATE TABLE IF NOT EXISTS audit (id INTEGER PRIMARY KEY, at REAL, event TEXT, outcome TEXT,
-    actor TEXT, details TEXT);
+    actor TEXT, user_id TEXT, client_address TEXT, details TEXT);
+CREATE INDEX IF NOT EXISTS audit_at ON audit (at);
+CREATE INDEX IF NOT EXISTS audit_event ON audit (event);
+CREATE INDEX IF NOT EXISTS audit_user ON audit (user_id);
 """
 
 ISSUER = "http://localhost"
@@ -156,6 +177,7 @@ class Floor:
             conn.execute("PRAGMA journal_mode=wal")
             conn.execute("PRAGMA synchronous=normal")
             conn.execute("PRAGMA busy_timeout=5000")
+            conn.execute("PRAGMA foreign_keys=1")
             self._local.conn = conn
         return conn
 
@@ -166,11 +188,11 @@ class Floor:
         return jwt.encode(payload, self.key, algorithm="ES256",
                           headers={"kid": self.kid, "typ": typ})
 
-    def audit(self, conn: sqlite3.Connection, event: str, actor: str,
-              details: dict[str, Any]) -> None:
-        conn.execute("INSERT INTO audit (at, event, outcome, actor, details) "
-                     "VALUES (?, ?, 'success', ?, ?)",
-                     (time.time(), event, actor, json.dumps(details)))
+    def audit(self, conn: sqlite3.Connection, event: str, actor: str, details: dict[str, Any],
+              *, user_id: str | None, client_address: str) -> None:
+        conn.execute("INSERT INTO audit (at, event, outcome, actor, user_id, client_address, "
+                     "details) VALUES (?, ?, 'success', ?, ?, ?, ?)",
+                     (time.time(), event, actor, user_id, client_address, json.dumps(details)))
 
     def secret_matches(self, stored_hash: str, secret: str) -> bool:
         key = (stored_hash, _hash(secret))
@@ -354,7 +376,8 @@ class AuthFinish:
             conn.execute("ROLLBACK")
             _json(resp, {"code": "unknown_session_token"}, falcon.HTTP_400)
             return
-        self.floor.audit(conn, "passkey.authenticate", row[0], {"credentialId": credential["id"]})
+        self.floor.audit(conn, "passkey.authenticate", row[0], {"credentialId": credential["id"]},
+                         user_id=row[0], client_address=req.remote_addr)
         conn.execute("COMMIT")
         assertion = self.floor.sign({"sub": row[0], "aud": [ISSUER], "auth_time": int(now),
                                      "amr": ["passkey"]}, typ="assertion+jwt")
@@ -377,7 +400,7 @@ class Token:
         if form.get("grant_type") == "client_credentials":
             self._client_credentials(req, resp)
         else:
-            self._exchange(form, resp)
+            self._exchange(form, resp, req.remote_addr)
 
     def _client_credentials(self, req: falcon.Request, resp: falcon.Response) -> None:
         floor, conn = self.floor, self.floor.db()
@@ -390,11 +413,12 @@ class Token:
             return
         access = floor.sign({"sub": client_id, "client_id": client_id, "aud": [ISSUER],
                              "scope": row[1]}, typ="at+jwt", ttl=3600)
-        floor.audit(conn, "oauth.token", client_id, {"grant": "client_credentials"})
+        floor.audit(conn, "oauth.token", client_id, {"grant": "client_credentials"},
+                    user_id=None, client_address=req.remote_addr)
         _json(resp, {"access_token": access, "token_type": "Bearer", "expires_in": 3600,
                      "scope": row[1]})
 
-    def _exchange(self, form: dict[str, str], resp: falcon.Response) -> None:
+    def _exchange(self, form: dict[str, str], resp: falcon.Response, remote_addr: str) -> None:
         floor, conn = self.floor, self.floor.db()
         if conn.execute("SELECT scopes FROM clients WHERE client_id = ?",
                         (form.get("client_id"),)).fetchone() is None:
@@ -430,7 +454,8 @@ class Token:
             return
         conn.execute("INSERT INTO refresh_tokens VALUES (?, ?, ?, ?, ?)",
                      (_hash(refresh), family, user[0], row[0], now + 86400))
-        floor.audit(conn, "oauth.token", row[0], {"grant": "authorization_code"})
+        floor.audit(conn, "oauth.token", row[0], {"grant": "authorization_code"},
+                    user_id=user[0], client_address=remote_addr)
         conn.execute("COMMIT")
         _json(resp, {"access_token": access, "token_type": "Bearer", "expires_in": 3600,
                      "scope": "openid", "id_token": id_token, "refresh_token": refresh})
@@ -446,8 +471,9 @@ class FlowExecute:
         body, floor, conn = _body(req), self.floor, self.floor.db()
         if "executionId" not in body:
             execution = uuid.uuid4().hex
-            conn.execute("INSERT INTO executions VALUES (?, ?, ?, ?)",
-                         (execution, body.get("applicationId"), "{}", time.time()))
+            now = time.time()
+            conn.execute("INSERT INTO executions VALUES (?, ?, ?, ?, ?)",
+                         (execution, body.get("applicationId"), "{}", now, now + 600))
             _json(resp, {"executionId": execution, "flowStatus": "INCOMPLETE",
                          "type": "VIEW", "data": {"actions": [{"id": "password"}]}})
             return

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from identityctl.errors import Conflict, NotFound
-from identityctl.store import catalog, db, directory, migrations
+from identityctl.store import catalog, db, directory, migrations, passkeys
 from identityctl.store.directory import UserRecord
 from identityctl.store.models import AuthorizationCode, SchemaVersion, now
 
@@ -106,6 +106,18 @@ def test_users_are_found_by_id_username_and_handle(store_url: str) -> None:
     with pytest.raises(NotFound) as missing:
         directory.get_user(user.id)
     assert missing.value.code == "user_not_found"
+
+
+def test_a_credential_read_with_its_owner_gives_both_records_as_their_own_reads(
+        store_url: str) -> None:
+    user = make_user(attributes=NESTED_JSON)
+    passkeys.insert_credential(
+        credential_id="cred-1", user_id=user.id, public_key=b"\x01\x02", algorithm=-7,
+        sign_count=3, transports=["internal"], aaguid="", attestation_format="none",
+        backup_eligible=True, backup_state=False, user_verified=True, name="Laptop", now=now())
+    assert passkeys.find_credential_with_owner("cred-1") == (
+        passkeys.find_credential("cred-1"), directory.get_user(user.id))
+    assert passkeys.find_credential_with_owner("cred-2") is None
 
 
 def test_themes_round_trip_their_document(store_url: str) -> None:

@@ -73,8 +73,9 @@ class TokenService:
         """Sign ``claims`` with the active key, adding iss, iat, exp and jti when absent."""
         keys = self._current_keys()
         issued = int(time.time())
-        payload = {"iss": self.issuer, "iat": issued, "exp": issued + ttl,
-                   "jti": uuid.uuid4().hex, **claims}
+        payload = {"iss": self.issuer, "iat": issued, "exp": issued + ttl, **claims}
+        if "jti" not in payload:  # tokens that can be revoked bring their own
+            payload["jti"] = uuid.uuid4().hex
         return jwt.encode(payload, keys.signing_key, algorithm=keys.signing_algorithm,
                           headers={"kid": keys.signing_kid, "typ": typ})
 

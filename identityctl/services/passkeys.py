@@ -357,16 +357,15 @@ def finish_authentication(ctx: ServiceContext, *, credential: dict, session_toke
         # address is their throttle.
         session_user = directory.find_user(session.user_id) if session.user_id else None
         throttled.check(session_user.username if session_user else None)
-        stored = store.find_credential(codec.encode(response.credential_id))
-        if stored is None:
+        found = store.find_credential_with_owner(codec.encode(response.credential_id))
+        if found is None:
             raise VerificationError("unknown_credential", "No passkey with this credential id "
                                     "is registered here.")
+        stored, owner = found
         if session.user_id is not None and stored.user_id != session.user_id:
             raise VerificationError("credential_of_another_user", "The credential belongs to "
                                     "another user than the one this sign-in started for.")
         attempt.user_id = stored.user_id
-        owner = session_user if session_user and session_user.id == stored.user_id \
-            else directory.get_user(stored.user_id)
         expectations = AuthenticationExpectations(
                 challenge=codec.decode(session.challenge, field="challenge"),
                 rp_id=session.rp_id, allowed_origins=ctx.config.passkey.allowed_origins,

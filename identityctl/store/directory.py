@@ -68,6 +68,32 @@ _BY_ID_OR_USERNAME = CompiledQuery(lambda user_id, username: _with_type_name().w
 _BY_ID = CompiledQuery(lambda user_id: _with_type_name().where(User.id == user_id))
 
 
+#: A user read in the same statement as a row that refers to it: the user's columns come back
+#: as ``owner_<column>`` (no clash with the other table's own), and the type's name with them.
+OWNER_PREFIX = "owner_"
+
+
+def owner_columns() -> list[peewee.Node]:
+    """Select these (with a join to User and on to UserType) to read a row's owner along."""
+    return [*(field.alias(OWNER_PREFIX + field.column_name) for field in User._meta.sorted_fields),
+            UserType.name.alias(OWNER_PREFIX + "type_name")]
+
+
+def owner_record(row: peewee.Model) -> UserRecord:
+    """The owner read along with ``row`` through :func:`owner_columns`."""
+    def column(name: str) -> Any:
+        return getattr(row, OWNER_PREFIX + name)
+
+    return UserRecord(
+        id=column("id"), username=column("username"), user_handle=column("user_handle"),
+        attributes=User.attributes.python_value(column("attributes")) or {},
+        user_type_id=column("user_type_id"), user_type=column("type_name"),
+        ou_id=column("ou_id"), password_hash=column("password_hash"), status=column("status"),
+        locked_until=column("locked_until"), created_at=column("created_at"),
+        updated_at=column("updated_at"),
+    )
+
+
 def find_user(id_or_username: str) -> UserRecord | None:
     """The user whose id or username is ``id_or_username``."""
     row = _BY_ID_OR_USERNAME.first(User, id_or_username, id_or_username)

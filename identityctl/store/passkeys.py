@@ -17,7 +17,8 @@ import peewee
 from identityctl.errors import NotFound
 from identityctl.store import crud
 from identityctl.store.db import CompiledQuery, transaction
-from identityctl.store.models import CeremonySession, PasskeyCredential
+from identityctl.store.directory import UserRecord, owner_columns, owner_record
+from identityctl.store.models import CeremonySession, PasskeyCredential, User, UserType
 
 REGISTRATION = "registration"
 AUTHENTICATION = "authentication"
@@ -129,6 +130,9 @@ _SESSION = CompiledQuery(lambda token_hash: CeremonySession.select().where(
     CeremonySession.token_hash == token_hash))
 _CREDENTIAL = CompiledQuery(lambda credential_id: PasskeyCredential.select().where(
     PasskeyCredential.credential_id == credential_id))
+_CREDENTIAL_WITH_OWNER = CompiledQuery(lambda credential_id: PasskeyCredential.select(
+    PasskeyCredential, *owner_columns()).join(User).join(UserType).where(
+    PasskeyCredential.credential_id == credential_id))
 
 
 def find_session(token_hash: str) -> CeremonySessionRecord | None:
@@ -152,6 +156,12 @@ def purge_sessions(*, expired_before: float) -> int:
 def find_credential(credential_id: str) -> PasskeyRecord | None:
     row = _CREDENTIAL.first(PasskeyCredential, credential_id)
     return _passkey_record(row) if row else None
+
+
+def find_credential_with_owner(credential_id: str) -> tuple[PasskeyRecord, UserRecord] | None:
+    """The credential and its owner in one read (every passkey sign-in needs both)."""
+    row = _CREDENTIAL_WITH_OWNER.first(PasskeyCredential, credential_id)
+    return (_passkey_record(row), owner_record(row)) if row else None
 
 
 def list_credentials(user_id: str) -> list[PasskeyRecord]:
