@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,10 +16,11 @@ from typer.testing import CliRunner
 
 from identityctl.cli.main import app as cli_app
 from identityctl.config import Config, load_config
-from identityctl.server.runtime import make_server, open_store, stop_server
+from identityctl.server.runtime import make_server, open_store
 from identityctl.services import bootstrap
 from identityctl.store import db
 from identityctl.store.models import ALL_MODELS
+from tests.support.threads import served_in_thread
 
 PG_URL_ENV = "IDENTITYCTL_TEST_PG_URL"
 
@@ -68,15 +69,14 @@ def start_service(directory: Path, *, database_url: str | None = None,
     config = load_config(config_path)
     open_store(config)
     bootstrap.seed(config)
-    server = make_server(config, host="127.0.0.1", port=port, threads=threads)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
+    serving = ExitStack()
+    serving.enter_context(served_in_thread(make_server(config, host="127.0.0.1", port=port,
+                                                       threads=threads)))
     service = Service(config=config, config_path=config_path,
                       base_url=f"http://localhost:{port}", http=requests.Session())
 
     def stop() -> None:
-        stop_server(server)
-        thread.join(timeout=5)
+        serving.close()
         service.http.close()
         db.close()
 

@@ -21,7 +21,6 @@ import base64
 import copy
 import json
 import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -33,13 +32,14 @@ from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 from identityctl.config import load_config
-from identityctl.server.runtime import make_server, open_store, stop_server
+from identityctl.server.runtime import make_server, open_store
 from identityctl.services import bootstrap, directory
 from identityctl.store import db
 from identityctl.store.models import CeremonySession, PasskeyCredential
 from tests.conftest import Service, free_port
 from tests.support.authenticator import SoftAuthenticator, b64url, b64url_decode
 from tests.support.flows import FlowClient, credential_inputs
+from tests.support.threads import served_in_thread
 from tests.test_flow_execution import make_application
 from tests.test_passkey_helpers import PasskeyClient
 
@@ -66,14 +66,10 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     config = load_config(config_path)
     open_store(config)
     bootstrap.seed(config)
-    server = make_server(config, host="127.0.0.1", port=port, threads=4)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
     running = Service(config=config, config_path=config_path,
                       base_url=f"http://localhost:{port}", http=requests.Session())
-    yield running
-    stop_server(server)
-    thread.join(timeout=5)
+    with served_in_thread(make_server(config, host="127.0.0.1", port=port, threads=4)):
+        yield running
     running.http.close()
     db.close()
 

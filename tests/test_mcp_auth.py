@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,11 +22,12 @@ import requests
 from identityctl.config import McpConfig, load_config
 from identityctl.security.keys import generate_signing_key
 from identityctl.security.tokens import ACCESS_TOKEN_TYP, ASSERTION_TYP, TokenService
-from identityctl.server.runtime import make_server, open_store, stop_server
+from identityctl.server.runtime import make_server, open_store
 from identityctl.services import bootstrap
 from identityctl.store import keys
 from tests.conftest import Service, free_port, make_deployment
 from tests.support.mcp_clients import admin_token, http_session, run
+from tests.support.threads import served_in_thread
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {},
@@ -201,12 +201,8 @@ def mcp_disabled(tmp_path: Path) -> Iterator[str]:
     config = dataclasses.replace(config, mcp=McpConfig(enabled=False))
     open_store(config)
     bootstrap.seed(config)
-    server = make_server(config, host="127.0.0.1", port=port, threads=2)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    yield f"http://localhost:{port}"
-    stop_server(server)
-    thread.join(timeout=5)
+    with served_in_thread(make_server(config, host="127.0.0.1", port=port, threads=2)):
+        yield f"http://localhost:{port}"
 
 
 def test_disabled_mcp_serves_neither_endpoint_nor_metadata(mcp_disabled: str) -> None:

@@ -13,7 +13,6 @@ import json
 import subprocess
 import sys
 import textwrap
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,6 +30,7 @@ from pydantic import BaseModel
 
 from identityctl.mcp.bridge import ACCESS_TOKEN_ENVIRON_KEY, McpWsgiBridge
 from tests.support.mcp_clients import first_text, http_session, run
+from tests.support.threads import served_in_thread
 
 PUBLIC_HOST = "id.example.test"
 GOOD_TOKEN = "good-token"
@@ -90,14 +90,9 @@ def make_wsgi_app(bridge: McpWsgiBridge) -> Callable[..., Iterable[bytes]]:
 def serve(bridge: McpWsgiBridge) -> Iterator[str]:
     """Run waitress (4 threads, ephemeral port) on the test WSGI app; yield the /mcp URL."""
     server = waitress.create_server(make_wsgi_app(bridge), host="127.0.0.1", port=0, threads=4)
-    thread = threading.Thread(target=server.run, name="waitress-test", daemon=True)
-    thread.start()
-    try:
+    server.close_app = bridge.close  # what stop_server releases, as make_server sets it
+    with served_in_thread(server):
         yield f"http://127.0.0.1:{server.effective_port}/mcp"
-    finally:
-        server.close()
-        thread.join(5)
-        bridge.close()
 
 
 @pytest.fixture(scope="module")
