@@ -13,7 +13,8 @@ import shutil
 import stat
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from types import SimpleNamespace
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import peewee
@@ -21,7 +22,6 @@ import peewee
 from identityctl.errors import ServiceUnavailable
 
 database = peewee.DatabaseProxy()
-M = TypeVar("M", bound=peewee.Model)
 #: Below this much free space next to a SQLite file the service refuses to start.
 MIN_FREE_BYTES = 16 * 2**20
 
@@ -169,35 +169,30 @@ class CompiledQuery:
             self._sql[key] = sql
         return sql
 
-    def first(self, model: type[M], *params: Any) -> M | None:
-        """The first row as a ``model`` instance (field conversions applied), or None."""
+    def first(self, model: type[peewee.Model], *params: Any) -> Row | None:
+        """The first row, its columns read as ``model``'s fields read them, or None."""
         cursor = database.obj.execute_sql(self._text(params), params)
         row = cursor.fetchone()
-        return None if row is None else self._instance(model, cursor, row)
+        return None if row is None else self._row(model, cursor, row)
 
-    def all(self, model: type[M], *params: Any) -> list[M]:
+    def all(self, model: type[peewee.Model], *params: Any) -> list[Row]:
         cursor = database.obj.execute_sql(self._text(params), params)
-        return [self._instance(model, cursor, row) for row in cursor.fetchall()]
+        return [self._row(model, cursor, row) for row in cursor.fetchall()]
 
-    def _instance(self, model: type[M], cursor: Any, row: Sequence[Any]) -> M:
-        # What peewee's model cursor wrapper does per row, minus working out again, for
-        # every execution, which column is which field (a third of a small request's CPU),
-        # and minus the conversions that return the database's value as it is. A column
-        # that is no field (an alias) becomes a plain attribute, as with peewee.
+    def _row(self, model: type[peewee.Model], cursor: Any, values: Sequence[Any]) -> Row:
+        # What peewee's model cursor wrapper does per row, minus a model instance (its
+        # constructor and a descriptor call per attribute read), minus working out again,
+        # for every execution, which column is which field (a third of a small request's
+        # CPU), and minus the conversions that return the database's value as it is.
         key = (model, type(database.obj))
         columns = self._columns.get(key)
         if columns is None:
             columns = self._columns[key] = _column_readers(model, cursor.description)
-        instance = model(__no_default__=1)
-        data = instance.__data__
-        for (name, convert, is_field), value in zip(columns, row, strict=True):
-            if not is_field:
-                setattr(instance, name, value)
-            elif convert is None or value is None:
-                data[name] = value
-            else:
-                data[name] = convert(value)
-        return instance
+        row = Row()
+        data = row.__dict__
+        for (name, convert), value in zip(columns, values, strict=True):
+            data[name] = value if convert is None or value is None else convert(value)
+        return row
 
     def rows(self, *params: Any) -> list[tuple[Any, ...]]:
         """Every row as a tuple of the database's values (no field conversions)."""
@@ -213,9 +208,14 @@ class CompiledQuery:
         return database.obj.execute_sql(self._text(params), params).rowcount
 
 
-#: A result column: the attribute it fills, the field's conversion (None: the value as the
-#: database returns it), and whether it is a field (else a plain attribute, e.g. an alias).
-_ColumnReader = tuple[str, Callable[[Any], Any] | None, bool]
+class Row(SimpleNamespace):
+    """A row of a :class:`CompiledQuery`: one attribute per column, named as on a model
+    instance (a foreign key as ``<field>_id``, an alias as itself)."""
+
+
+#: A result column: the attribute it fills and the field's conversion (None: the value as the
+#: database returns it).
+_ColumnReader = tuple[str, Callable[[Any], Any] | None]
 #: Fields whose conversion returns what SQLite and PostgreSQL already give (str, int, float).
 _AS_STORED = frozenset({peewee.CharField, peewee.TextField, peewee.IntegerField,
                         peewee.BigIntegerField, peewee.AutoField, peewee.FloatField,
@@ -227,10 +227,13 @@ def _column_readers(model: type[peewee.Model], description: Sequence[Any]) -> li
     readers: list[_ColumnReader] = []
     for name, *_ in description:
         field = fields.get(name)
-        if field is None:
-            readers.append((name, None, False))
-            continue
-        stored = field.rel_field if isinstance(field, peewee.ForeignKeyField) else field
-        readers.append((field.name, None if type(stored) in _AS_STORED else field.python_value,
-                        True))
+        if field is None:  # an alias
+            readers.append((name, None))
+        elif isinstance(field, peewee.ForeignKeyField):
+            stored = field.rel_field
+            readers.append((field.object_id_name,
+                            None if type(stored) in _AS_STORED else stored.python_value))
+        else:
+            readers.append((field.name,
+                            None if type(field) in _AS_STORED else field.python_value))
     return readers
