@@ -91,46 +91,67 @@ from webauthn.helpers.structs import (
 # equalisation for unknown users), so the password path does exactly the product's argon2 work.
 from identityctl.security.passwords import hash_password, verify_password
 
-# The hot paths' tables carry the indexes and foreign keys of their identityctl counterparts
-# (store/models.py): what an insert or delete costs depends on them (each index is one more
-# b-tree to write, each foreign key one more lookup), so the floor pays for them as the
-# product does. Only the hot paths' own columns are kept.
+# The hot paths' tables are their identityctl counterparts (store/models.py): the same columns,
+# indexes and foreign keys, and the floor writes the same values into them. What an insert,
+# update or commit costs depends on the rows' size and on every index and foreign key, so the
+# floor pays for them as the product does; its statements read the columns the product reads.
 SCHEMA = """
-CREATE TABLE IF NOT EXISTS users (id TEXT PRIMARY KEY, username TEXT UNIQUE, handle BLOB UNIQUE,
-    password_hash TEXT);
-CREATE TABLE IF NOT EXISTS credentials (id TEXT PRIMARY KEY,
-    user_id TEXT REFERENCES users (id) ON DELETE CASCADE, public_key BLOB, sign_count INTEGER,
-    last_used REAL);
+CREATE TABLE IF NOT EXISTS user_types (id TEXT PRIMARY KEY, name TEXT NOT NULL);
+INSERT OR IGNORE INTO user_types VALUES ('person', 'person');
+CREATE TABLE IF NOT EXISTS users (id TEXT PRIMARY KEY, username TEXT NOT NULL UNIQUE,
+    user_handle TEXT NOT NULL UNIQUE, attributes TEXT NOT NULL,
+    user_type_id TEXT NOT NULL REFERENCES user_types (id), ou_id TEXT NOT NULL,
+    password_hash TEXT, status TEXT NOT NULL, locked_until REAL, created_at REAL NOT NULL,
+    updated_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS users_type ON users (user_type_id);
+CREATE INDEX IF NOT EXISTS users_ou ON users (ou_id);
+CREATE TABLE IF NOT EXISTS credentials (id INTEGER PRIMARY KEY, credential_id TEXT NOT NULL,
+    user_id TEXT NOT NULL REFERENCES users (id) ON DELETE CASCADE, public_key BLOB NOT NULL,
+    algorithm INTEGER NOT NULL, sign_count INTEGER NOT NULL, transports TEXT NOT NULL,
+    aaguid TEXT NOT NULL, attestation_format TEXT NOT NULL, backup_eligible INTEGER NOT NULL,
+    backup_state INTEGER NOT NULL, user_verified INTEGER NOT NULL, name TEXT NOT NULL,
+    created_at REAL NOT NULL, last_used_at REAL);
+CREATE UNIQUE INDEX IF NOT EXISTS credentials_credential_id ON credentials (credential_id);
 CREATE INDEX IF NOT EXISTS credentials_user ON credentials (user_id);
-CREATE TABLE IF NOT EXISTS sessions (token_hash TEXT PRIMARY KEY, ceremony TEXT,
-    user_id TEXT REFERENCES users (id) ON DELETE CASCADE, challenge TEXT, state TEXT,
-    superseded INTEGER DEFAULT 0, created_at REAL, expires_at REAL);
+CREATE TABLE IF NOT EXISTS sessions (token_hash TEXT PRIMARY KEY, ceremony TEXT NOT NULL,
+    user_id TEXT REFERENCES users (id) ON DELETE CASCADE, rp_id TEXT NOT NULL,
+    challenge TEXT NOT NULL, state TEXT NOT NULL, superseded INTEGER NOT NULL,
+    created_at REAL NOT NULL, expires_at REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS sessions_user ON sessions (user_id);
 CREATE INDEX IF NOT EXISTS sessions_expiry ON sessions (expires_at);
-CREATE TABLE IF NOT EXISTS clients (client_id TEXT PRIMARY KEY, secret_hash TEXT,
-    scopes TEXT);
+CREATE TABLE IF NOT EXISTS clients (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE,
+    description TEXT NOT NULL, template TEXT NOT NULL, ou_id TEXT, auth_flow_id TEXT,
+    registration_flow_id TEXT, registration_enabled INTEGER NOT NULL, theme_id TEXT,
+    allowed_user_types TEXT NOT NULL, client_id TEXT NOT NULL UNIQUE, client_secret_hash TEXT,
+    oauth TEXT NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS codes (code_hash TEXT PRIMARY KEY,
-    client_id TEXT REFERENCES clients (client_id) ON DELETE CASCADE,
-    user_id TEXT REFERENCES users (id) ON DELETE CASCADE, challenge TEXT, redirect_uri TEXT,
-    consumed_at REAL, expires_at REAL, issued TEXT, family TEXT);
-CREATE INDEX IF NOT EXISTS codes_client ON codes (client_id);
+    application_id TEXT NOT NULL REFERENCES clients (id) ON DELETE CASCADE,
+    user_id TEXT NOT NULL REFERENCES users (id) ON DELETE CASCADE, redirect_uri TEXT NOT NULL,
+    scope TEXT NOT NULL, nonce TEXT, code_challenge TEXT, code_challenge_method TEXT,
+    auth_time REAL NOT NULL, amr TEXT NOT NULL, extra TEXT NOT NULL, consumed_at REAL,
+    issued_jtis TEXT NOT NULL, refresh_family TEXT, created_at REAL NOT NULL,
+    expires_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS codes_client ON codes (application_id);
 CREATE INDEX IF NOT EXISTS codes_user ON codes (user_id);
 CREATE INDEX IF NOT EXISTS codes_expiry ON codes (expires_at);
-CREATE TABLE IF NOT EXISTS refresh_tokens (token_hash TEXT PRIMARY KEY, family TEXT,
-    user_id TEXT REFERENCES users (id) ON DELETE CASCADE,
-    client_id TEXT REFERENCES clients (client_id) ON DELETE CASCADE, expires_at REAL);
+CREATE TABLE IF NOT EXISTS refresh_tokens (token_hash TEXT PRIMARY KEY, family TEXT NOT NULL,
+    application_id TEXT NOT NULL REFERENCES clients (id) ON DELETE CASCADE,
+    user_id TEXT REFERENCES users (id) ON DELETE CASCADE, scope TEXT NOT NULL, auth_time REAL,
+    amr TEXT NOT NULL, extra TEXT NOT NULL, rotated_at REAL, revoked INTEGER NOT NULL,
+    created_at REAL NOT NULL, expires_at REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS refresh_tokens_family ON refresh_tokens (family);
+CREATE INDEX IF NOT EXISTS refresh_tokens_client ON refresh_tokens (application_id);
 CREATE INDEX IF NOT EXISTS refresh_tokens_user ON refresh_tokens (user_id);
-CREATE INDEX IF NOT EXISTS refresh_tokens_client ON refresh_tokens (client_id);
 CREATE INDEX IF NOT EXISTS refresh_tokens_expiry ON refresh_tokens (expires_at);
-CREATE TABLE IF NOT EXISTS throttle (key TEXT PRIMARY KEY, failures INTEGER,
-    window_start REAL, blocked_until REAL);
+CREATE TABLE IF NOT EXISTS throttle (key TEXT PRIMARY KEY, window_start REAL NOT NULL,
+    failures INTEGER NOT NULL, blocked_until REAL);
 CREATE TABLE IF NOT EXISTS executions (id TEXT PRIMARY KEY, application_id TEXT,
     state TEXT, created_at REAL, expires_at REAL);
 CREATE INDEX IF NOT EXISTS executions_application ON executions (application_id);
 CREATE INDEX IF NOT EXISTS executions_expiry ON executions (expires_at);
-CREATE TABLE IF NOT EXISTS audit (id INTEGER PRIMARY KEY, at REAL, event TEXT, outcome TEXT,
-    actor TEXT, user_id TEXT, client_address TEXT, details TEXT);
+CREATE TABLE IF NOT EXISTS audit (id INTEGER PRIMARY KEY, at REAL NOT NULL, event TEXT NOT NULL,
+    outcome TEXT NOT NULL, actor TEXT NOT NULL, user_id TEXT, client_address TEXT NOT NULL,
+    details TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS audit_at ON audit (at);
 CREATE INDEX IF NOT EXISTS audit_event ON audit (event);
 CREATE INDEX IF NOT EXISTS audit_user ON audit (user_id);
@@ -140,6 +161,21 @@ ISSUER = "http://localhost"
 SESSION_TTL = 300
 CLIENT_ID = "floor-m2m"
 PUBLIC_CLIENT_ID = "floor-spa"
+#: The applications' OAuth settings, as identityctl stores them (its JSON `oauth` column).
+M2M_OAUTH = {"grantTypes": ["client_credentials"], "responseTypes": [],
+             "tokenEndpointAuthMethod": "client_secret_basic", "pkceRequired": False,
+             "publicClient": False, "scopes": ["system"], "token": {}}
+SPA_OAUTH = {"redirectUris": ["https://bench.example/callback"],
+             "grantTypes": ["authorization_code", "refresh_token"], "responseTypes": ["code"],
+             "tokenEndpointAuthMethod": "none", "pkceRequired": True, "publicClient": True,
+             "scopes": ["openid", "profile", "email"], "token": {}}
+#: A user and their type's name, the columns identityctl reads with every user.
+USER_COLUMNS = ("u.id, u.username, u.user_handle, u.attributes, u.user_type_id, u.ou_id, "
+                "u.password_hash, u.status, u.locked_until, u.created_at, u.updated_at, t.name")
+CREDENTIAL_COLUMNS = ("c.id, c.credential_id, c.user_id, c.public_key, c.algorithm, "
+                      "c.sign_count, c.transports, c.aaguid, c.attestation_format, "
+                      "c.backup_eligible, c.backup_state, c.user_verified, c.name, c.created_at, "
+                      "c.last_used_at")
 PURGE_ONE_IN = 64  # expired challenges are deleted now and then, as the product does
 ORIGIN_DEFAULT = "http://localhost:8090"
 RP_ID_DEFAULT = "localhost"
@@ -165,10 +201,14 @@ class Floor:
         self._verified_lock = threading.Lock()
         with self.db() as conn:
             conn.executescript(SCHEMA)
-            conn.execute("INSERT OR REPLACE INTO clients VALUES (?, ?, ?)",
-                         (CLIENT_ID, hash_password(client_secret), "system"))
-            conn.execute("INSERT OR REPLACE INTO clients VALUES (?, NULL, 'openid')",
-                         (PUBLIC_CLIENT_ID,))
+            now = time.time()
+            for client_id, secret_hash, oauth in (
+                    (CLIENT_ID, hash_password(client_secret), M2M_OAUTH),
+                    (PUBLIC_CLIENT_ID, None, SPA_OAUTH)):
+                conn.execute("INSERT OR REPLACE INTO clients VALUES (?, ?, '', 'M2M', NULL, "
+                             "NULL, NULL, 0, NULL, '[]', ?, ?, ?, ?, ?)",
+                             (client_id, client_id, client_id, secret_hash, json.dumps(oauth),
+                              now, now))
 
     def db(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -208,6 +248,16 @@ class Floor:
         return True
 
 
+def _add_user(conn: sqlite3.Connection, user_id: str, *, password_hash: str | None = None,
+              replace: bool = False) -> None:
+    """A user row as identityctl writes it (set-up only)."""
+    now = time.time()
+    conn.execute(f"INSERT OR {'REPLACE' if replace else 'IGNORE'} INTO users VALUES "
+                 "(?, ?, ?, '{}', 'person', 'root', ?, 'active', NULL, ?, ?)",
+                 (user_id, user_id, bytes_to_base64url(secrets.token_bytes(32)), password_hash,
+                  now, now))
+
+
 def _body(req: falcon.Request) -> dict[str, Any]:
     return json.loads(req.bounded_stream.read() or b"{}")
 
@@ -237,20 +287,21 @@ def _start_session(floor: Floor, conn: sqlite3.Connection, *, ceremony: str,
         conn.execute("DELETE FROM sessions WHERE expires_at < ?", (now - 60,))
     conn.execute("BEGIN IMMEDIATE")
     if user_id is not None:
-        conn.execute("UPDATE sessions SET superseded = 1 WHERE user_id = ? AND ceremony = ?",
+        conn.execute("UPDATE sessions SET superseded = 1 WHERE user_id = ? AND ceremony = ? "
+                     "AND NOT superseded",
                      (user_id, ceremony))
-    conn.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, ?, 0, ?, ?)",
-                 (_hash(token), ceremony, user_id, bytes_to_base64url(challenge),
+    conn.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?)",
+                 (_hash(token), ceremony, user_id, floor.rp_id, bytes_to_base64url(challenge),
                   json.dumps(state), now, now + SESSION_TTL))
     conn.execute("COMMIT")
     return token
 
 
 def _take_session(conn: sqlite3.Connection, token: str, ceremony: str) -> tuple | None:
-    row = conn.execute("SELECT user_id, challenge, state, superseded, expires_at FROM sessions "
-                       "WHERE token_hash = ? AND ceremony = ?",
-                       (_hash(token), ceremony)).fetchone()
-    if row is None or row[3] or row[4] <= time.time():
+    row = conn.execute("SELECT user_id, challenge, state, superseded, expires_at, token_hash, "
+                       "ceremony, rp_id, created_at FROM sessions WHERE token_hash = ?",
+                       (_hash(token),)).fetchone()
+    if row is None or row[6] != ceremony or row[3] or row[4] <= time.time():
         return None
     return row
 
@@ -273,11 +324,12 @@ class RegisterStart:
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body, conn = _body(req), self.floor.db()
         user_id = body["userId"]
-        conn.execute("INSERT OR IGNORE INTO users (id, username, handle) VALUES (?, ?, ?)",
-                     (user_id, user_id, secrets.token_bytes(32)))
-        handle = conn.execute("SELECT handle FROM users WHERE id = ?", (user_id,)).fetchone()[0]
+        _add_user(conn, user_id)
+        handle = conn.execute("SELECT user_handle FROM users WHERE id = ?",
+                              (user_id,)).fetchone()[0]
         options = generate_registration_options(rp_id=self.floor.rp_id, rp_name="floor",
-                                                user_name=user_id, user_id=handle)
+                                                user_name=user_id,
+                                                user_id=base64url_to_bytes(handle))
         token = _start_session(self.floor, conn, ceremony="registration", user_id=user_id,
                                challenge=options.challenge, state={})
         _json(resp, {"publicKeyCredentialCreationOptions": json.loads(options_to_json(options)),
@@ -300,9 +352,13 @@ class RegisterFinish:
             expected_rp_id=self.floor.rp_id, expected_origin=self.floor.origin)
         conn.execute("BEGIN IMMEDIATE")
         conn.execute("DELETE FROM sessions WHERE token_hash = ?", (_hash(body["sessionToken"]),))
-        conn.execute("INSERT INTO credentials VALUES (?, ?, ?, ?, ?)",
+        conn.execute("INSERT INTO credentials (credential_id, user_id, public_key, algorithm, "
+                     "sign_count, transports, aaguid, attestation_format, backup_eligible, "
+                     "backup_state, user_verified, name, created_at) VALUES "
+                     "(?, ?, ?, -7, ?, '[\"internal\"]', ?, 'none', 0, 0, 1, ?, ?)",
                      (bytes_to_base64url(verified.credential_id), session[0],
-                      verified.credential_public_key, verified.sign_count, None))
+                      verified.credential_public_key, verified.sign_count, verified.aaguid,
+                      "Passkey " + time.strftime("%Y-%m-%d"), time.time()))
         conn.execute("COMMIT")
         _json(resp, {"id": bytes_to_base64url(verified.credential_id)}, falcon.HTTP_201)
 
@@ -318,11 +374,14 @@ class AuthStart:
         user_id = body.get("userId") or None
         allowed: list[str] = []
         if user_id is not None:
-            if conn.execute("SELECT id FROM users WHERE id = ?", (user_id,)).fetchone() is None:
+            if conn.execute(f"SELECT {USER_COLUMNS} FROM users u JOIN user_types t "
+                            "ON t.id = u.user_type_id WHERE u.id = ?",
+                            (user_id,)).fetchone() is None:
                 _json(resp, {"code": "user_not_found"}, falcon.HTTP_404)
                 return
-            allowed = [row[0] for row in conn.execute(
-                "SELECT id FROM credentials WHERE user_id = ?", (user_id,))]
+            allowed = [row[1] for row in conn.execute(
+                f"SELECT {CREDENTIAL_COLUMNS} FROM credentials c WHERE c.user_id = ? "
+                "ORDER BY c.created_at, c.id", (user_id,))]
         if _throttled(conn, resp, *([f"account:{user_id}"] if user_id else []),
                       f"address:{req.remote_addr}"):
             return
@@ -354,9 +413,11 @@ class AuthFinish:
         if _throttled(conn, resp, *([f"account:{session[0]}"] if session[0] else []),
                       f"address:{req.remote_addr}"):
             return
-        row = conn.execute("SELECT c.user_id, c.public_key, c.sign_count, u.handle "
-                           "FROM credentials c JOIN users u ON u.id = c.user_id "
-                           "WHERE c.id = ?", (credential["id"],)).fetchone()
+        row = conn.execute(f"SELECT c.user_id, c.public_key, c.sign_count, u.user_handle, "
+                           f"{CREDENTIAL_COLUMNS}, {USER_COLUMNS} FROM credentials c "
+                           "JOIN users u ON u.id = c.user_id JOIN user_types t "
+                           "ON t.id = u.user_type_id WHERE c.credential_id = ?",
+                           (credential["id"],)).fetchone()
         if row is None or (session[0] is not None and row[0] != session[0]):
             _json(resp, {"code": "unknown_credential"}, falcon.HTTP_400)
             return
@@ -368,16 +429,22 @@ class AuthFinish:
             require_user_verification=state["userVerification"] == "required")
         now = time.time()
         conn.execute("BEGIN IMMEDIATE")
-        gone = conn.execute("DELETE FROM sessions WHERE token_hash = ?", (_hash(token),))
-        counted = conn.execute("UPDATE credentials SET sign_count = ?, last_used = ? "
-                               "WHERE id = ? AND (sign_count < ? OR ? = 0)",
-                               (verified.new_sign_count, now, credential["id"],
-                                verified.new_sign_count, verified.new_sign_count))
+        gone = conn.execute("DELETE FROM sessions WHERE token_hash = ? AND ceremony = ? "
+                            "AND NOT superseded AND expires_at > ?",
+                            (_hash(token), "authentication", now))
+        counted = conn.execute("UPDATE credentials SET sign_count = ?, backup_state = ?, "
+                               "last_used_at = ? WHERE credential_id = ? AND (sign_count < ? "
+                               "OR ? = 0) AND backup_eligible = ?",
+                               (verified.new_sign_count, verified.credential_backed_up, now,
+                                credential["id"], verified.new_sign_count,
+                                verified.new_sign_count, False))
         if gone.rowcount != 1 or counted.rowcount != 1:
             conn.execute("ROLLBACK")
             _json(resp, {"code": "unknown_session_token"}, falcon.HTTP_400)
             return
-        self.floor.audit(conn, "passkey.authenticate", row[0], {"credentialId": credential["id"]},
+        self.floor.audit(conn, "passkey.authenticate", row[0],
+                         {"credentialId": credential["id"], "userVerified": True,
+                          "usernameless": session[0] is None},
                          user_id=row[0], client_address=req.remote_addr)
         conn.execute("COMMIT")
         assertion = self.floor.sign({"sub": row[0], "aud": [ISSUER], "auth_time": int(now),
@@ -407,59 +474,72 @@ class Token:
         floor, conn = self.floor, self.floor.db()
         client_id, _, secret = base64.b64decode(
             (req.get_header("Authorization") or " ").split(" ", 1)[1]).decode().partition(":")
-        row = conn.execute("SELECT secret_hash, scopes FROM clients WHERE client_id = ?",
+        row = conn.execute("SELECT client_secret_hash, oauth, * FROM clients WHERE client_id = ?",
                            (client_id,)).fetchone()
         if row is None or not floor.secret_matches(row[0], secret):
             _json(resp, {"error": "invalid_client"}, falcon.HTTP_401)
             return
+        scope = " ".join(json.loads(row[1])["scopes"])
         access = floor.sign({"sub": client_id, "client_id": client_id, "aud": [ISSUER],
-                             "scope": row[1]}, typ="at+jwt", ttl=3600)
+                             "scope": scope}, typ="at+jwt", ttl=3600)
         floor.audit(conn, "oauth.token", client_id, {"grant": "client_credentials"},
                     user_id=None, client_address=req.remote_addr)
         _json(resp, {"access_token": access, "token_type": "Bearer", "expires_in": 3600,
-                     "scope": row[1]})
+                     "scope": scope})
 
     def _exchange(self, form: dict[str, str], resp: falcon.Response, remote_addr: str) -> None:
         floor, conn = self.floor, self.floor.db()
-        if conn.execute("SELECT scopes FROM clients WHERE client_id = ?",
-                        (form.get("client_id"),)).fetchone() is None:
+        client = conn.execute("SELECT id, oauth, * FROM clients WHERE client_id = ?",
+                              (form.get("client_id"),)).fetchone()
+        if client is None:
             _json(resp, {"error": "invalid_client"}, falcon.HTTP_401)
             return
+        json.loads(client[1])  # its settings, as every token request reads them
         code_hash = _hash(form.get("code", ""))
-        row = conn.execute("SELECT client_id, user_id, challenge, redirect_uri, consumed_at, "
-                           "expires_at FROM codes WHERE code_hash = ?", (code_hash,)).fetchone()
+        row = conn.execute("SELECT application_id, user_id, code_challenge, redirect_uri, "
+                           "consumed_at, expires_at, scope, auth_time, amr, extra, * "
+                           "FROM codes WHERE code_hash = ?", (code_hash,)).fetchone()
         verifier = form.get("code_verifier", "")
         challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()) \
             .rstrip(b"=").decode()
         if (row is None or row[4] is not None or row[5] <= time.time()
-                or row[0] != form.get("client_id") or row[3] != form.get("redirect_uri")
+                or row[0] != client[0] or row[3] != form.get("redirect_uri")
                 or row[2] != challenge):
             _json(resp, {"error": "invalid_grant"}, falcon.HTTP_400)
             return
-        user = conn.execute("SELECT id, username FROM users WHERE id = ?", (row[1],)).fetchone()
-        now, family = time.time(), uuid.uuid4().hex
-        jtis = [uuid.uuid4().hex, uuid.uuid4().hex]  # recorded with the code, as the product
-        access = floor.sign({"sub": user[0], "client_id": row[0], "aud": [ISSUER],
-                             "scope": "openid", "jti": jtis[0]}, typ="at+jwt", ttl=3600)
-        id_token = floor.sign({"sub": user[0], "aud": row[0], "sid": family,
-                               "preferred_username": user[1], "jti": jtis[1]}, typ="JWT",
-                              ttl=3600)
+        user = conn.execute(f"SELECT {USER_COLUMNS} FROM users u JOIN user_types t "
+                            "ON t.id = u.user_type_id WHERE u.id = ?", (row[1],)).fetchone()
+        amr, extra = json.loads(row[8]), json.loads(row[9])
+        now, family = time.time(), str(uuid.uuid4())
+        # recorded with the code (id and expiry), as the product does
+        jtis = [{"jti": str(uuid.uuid4()), "exp": now + 3600} for _ in range(2)]
+        client_id = form["client_id"]
+        access = floor.sign({"sub": user[0], "client_id": client_id, "aud": [ISSUER],
+                             "scope": row[6], "jti": jtis[0]["jti"]}, typ="at+jwt", ttl=3600)
+        id_token = floor.sign({"sub": user[0], "aud": client_id, "sid": family,
+                               "auth_time": int(row[7]), "amr": amr,
+                               "preferred_username": user[1], "jti": jtis[1]["jti"]},
+                              typ="JWT", ttl=3600)
         refresh = secrets.token_urlsafe(32)
         conn.execute("BEGIN IMMEDIATE")
-        used = conn.execute("UPDATE codes SET consumed_at = ?, issued = ?, family = ? "
-                            "WHERE code_hash = ? AND consumed_at IS NULL",
-                            (now, json.dumps(jtis), family, code_hash))
+        used = conn.execute("UPDATE codes SET consumed_at = ?, issued_jtis = ?, "
+                            "refresh_family = ? WHERE code_hash = ? AND consumed_at IS NULL",
+                            (now, json.dumps(jtis, separators=(",", ":")), family, code_hash))
         if used.rowcount != 1:
             conn.execute("ROLLBACK")
             _json(resp, {"error": "invalid_grant"}, falcon.HTTP_400)
             return
-        conn.execute("INSERT INTO refresh_tokens VALUES (?, ?, ?, ?, ?)",
-                     (_hash(refresh), family, user[0], row[0], now + 86400))
-        floor.audit(conn, "oauth.token", row[0], {"grant": "authorization_code"},
+        conn.execute("INSERT INTO refresh_tokens (token_hash, family, application_id, user_id, "
+                     "scope, auth_time, amr, extra, revoked, created_at, expires_at) VALUES "
+                     "(?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
+                     (_hash(refresh), family, client[0], user[0], row[6], row[7],
+                      json.dumps(amr, separators=(",", ":")),
+                      json.dumps(extra, separators=(",", ":")), now, now + 86400))
+        floor.audit(conn, "oauth.token", client_id, {"grant": "authorization_code"},
                     user_id=user[0], client_address=remote_addr)
         conn.execute("COMMIT")
         _json(resp, {"access_token": access, "token_type": "Bearer", "expires_in": 3600,
-                     "scope": "openid", "id_token": id_token, "refresh_token": refresh})
+                     "scope": row[6], "id_token": id_token, "refresh_token": refresh})
 
 
 class FlowExecute:
@@ -483,9 +563,10 @@ class FlowExecute:
                         (execution,)).fetchone() is None:
             _json(resp, {"code": "unknown_execution"}, falcon.HTTP_400)
             return
-        user = conn.execute("SELECT id, password_hash FROM users WHERE username = ?",
+        user = conn.execute(f"SELECT {USER_COLUMNS} FROM users u JOIN user_types t "
+                            "ON t.id = u.user_type_id WHERE u.username = ?",
                             (inputs.get("username"),)).fetchone()
-        if not verify_password(user[1] if user else None, inputs.get("password", "")):
+        if not verify_password(user[6] if user else None, inputs.get("password", "")):
             _json(resp, {"executionId": execution, "flowStatus": "ERROR",
                          "failureReason": "invalid credentials"})
             return
@@ -527,9 +608,8 @@ class BenchUsers:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body, conn = _body(req), self.floor.db()
-        conn.execute("INSERT OR REPLACE INTO users VALUES (?, ?, ?, ?)",
-                     (body["username"], body["username"], secrets.token_bytes(32),
-                      hash_password(body["password"])))
+        _add_user(conn, body["username"], password_hash=hash_password(body["password"]),
+                  replace=True)
         _json(resp, {"id": body["username"]}, falcon.HTTP_201)
 
 
@@ -541,18 +621,21 @@ class BenchCodes:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body, conn = _body(req), self.floor.db()
-        conn.execute("INSERT OR IGNORE INTO users (id, username, handle) VALUES (?, ?, ?)",
-                     (body["userId"], body["userId"], secrets.token_bytes(32)))
+        _add_user(conn, body["userId"])
+        application_id = conn.execute("SELECT id FROM clients WHERE client_id = ?",
+                                      (body["clientId"],)).fetchone()[0]
         pairs, rows = [], []
         for _ in range(body["count"]):
             code, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(48)
             challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()) \
                 .rstrip(b"=").decode()
-            rows.append((_hash(code), body["clientId"], body["userId"], challenge,
-                         body["redirectUri"], None, time.time() + 600))
+            now = time.time()
+            rows.append((_hash(code), application_id, body["userId"], body["redirectUri"],
+                         challenge, float(int(now)), now, now + 600))
             pairs.append([code, verifier])
         conn.execute("BEGIN IMMEDIATE")
-        conn.executemany("INSERT INTO codes VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL)", rows)
+        conn.executemany("INSERT INTO codes VALUES (?, ?, ?, ?, 'openid', NULL, ?, 'S256', ?, "
+                         "'[\"pwd\"]', '{\"resources\":[]}', NULL, '[]', NULL, ?, ?)", rows)
         conn.execute("COMMIT")
         _json(resp, {"codes": pairs})
 
