@@ -6,11 +6,12 @@ itself needs: py_webauthn for the passkey checks, pyjwt ES256 for the tokens, ar
 passwords (identityctl.security.passwords' own hash/verify: the product's argon2id
 parameters, crypto only), and the same kind of inserts/updates/deletes on a SQLite file in
 WAL mode (stdlib sqlite3, one connection per thread, `synchronous=NORMAL` and enforced
-foreign keys as the product's store; each table with the indexes and foreign keys of its
-product counterpart, see SCHEMA). It runs the statements the product runs on each path (the
-same reads, including the brute-force throttle read every attempt makes, and the same writes
-in the same transactions), written by hand: no middleware, no ORM, no audit or throttle
-layers beyond those statements, no OpenAPI validation, no error catalogue. It is the ceiling
+foreign keys as the product's store; each table with the columns, indexes and foreign keys
+of its product counterpart, see SCHEMA). It runs the statements the product runs on each path
+(the same reads of the same columns, including the brute-force throttle read every attempt
+makes, and the same writes of the same values in the same transactions), written by hand: no
+middleware, no ORM, no audit or throttle layers beyond those statements, no OpenAPI
+validation, no error catalogue. It is the ceiling
 of this stack: bench/hotpaths.py drives it and the real server under the same load and
 prints each hot path as a share of it.
 

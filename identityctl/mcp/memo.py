@@ -34,7 +34,7 @@ _IGNORED_HEADERS: Final = frozenset({"HTTP_AUTHORIZATION", "HTTP_CONNECTION",
 _COMPACT: Final = {"separators": (",", ":")}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Answer:
     status: str
     headers: list[tuple[str, str]]

@@ -48,7 +48,7 @@ def _malformed(field: str) -> BadRequest:
     return InvalidField(field, "is not valid Base64URL (or Base64)", code="malformed_base64url")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CredentialResponse:
     """A `PublicKeyCredential` as bytes; ``fields`` holds the response's binary members."""
 

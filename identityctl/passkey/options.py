@@ -50,7 +50,7 @@ def choice(value: Any, *, field: str, allowed: Sequence[str], default: str) -> s
     return value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RegistrationPolicy:
     """What the relying party asks of a new credential (and later enforces)."""
 
@@ -90,7 +90,7 @@ def registration_policy(*, authenticator_selection: Any, attestation: Any,
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class KnownCredential:
     """A registered credential as options name it (exclude / allow lists)."""
 

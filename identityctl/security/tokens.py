@@ -28,7 +28,7 @@ KEY_CACHE_SECONDS = 30.0
 LEEWAY_SECONDS = 5
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Keys:
     """Parsed keys (parsing PEM/JWK per request would dominate token cost)."""
 

@@ -12,7 +12,7 @@ from identityctl.config import Config
 from identityctl.security.tokens import TokenService
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ServiceContext:
     config: Config
     tokens: TokenService

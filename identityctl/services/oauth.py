@@ -309,7 +309,7 @@ def _user_refusal(user: UserRecord | None, application: dict[str, Any]) -> str |
 # --- token endpoint -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Issue:
     """What one token response hands out."""
 

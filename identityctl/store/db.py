@@ -7,11 +7,10 @@ front (``BEGIN IMMEDIATE``) so two writers never deadlock on a lock upgrade.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import stat
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -113,25 +112,48 @@ def sqlite_path() -> str | None:
     return database.obj.database if is_sqlite() else None
 
 
-@contextlib.contextmanager
-def transaction() -> Iterator[None]:
+class transaction:  # used as a function: ``with transaction():``
     """One atomic unit of writes; a locked SQLite database becomes a 503, not a hang.
 
     Inside another transaction it is part of that one (no savepoint: two statements fewer
     per nested write on a hot path), so an error in it must end the outer one too; nothing
-    here catches an error and carries on writing in the same transaction.
+    here catches an error and carries on writing in the same transaction. A class rather
+    than a generator: every hot write goes through it.
     """
-    if database.in_transaction():
-        yield
-        return
-    try:
-        with database.atomic("IMMEDIATE") if is_sqlite() else database.atomic():
-            yield
-    except peewee.OperationalError as exc:
-        busy = busy_error(exc)
-        if busy is not None:
-            raise busy from exc
-        raise
+
+    __slots__ = ("_atomic",)
+
+    def __enter__(self) -> None:
+        db = database.obj
+        if db.in_transaction():
+            self._atomic = None
+            return
+        self._atomic = db.atomic("IMMEDIATE") if isinstance(db, peewee.SqliteDatabase) \
+            else db.atomic()
+        try:
+            self._atomic.__enter__()
+        except peewee.OperationalError as exc:
+            _raise_busy(exc)
+            raise
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: Any) -> None:
+        if self._atomic is None:
+            return  # the outer transaction commits or rolls back, and maps errors
+        try:
+            self._atomic.__exit__(kind, error, traceback)  # commits, or rolls back on error
+        except peewee.OperationalError as exc:
+            _raise_busy(exc)
+            raise
+        if isinstance(error, peewee.OperationalError):
+            _raise_busy(error)
+
+
+def _raise_busy(error: peewee.OperationalError) -> None:
+    """Raise the 503 for ``error`` when it means busy or disk full; else return."""
+    busy = busy_error(error)
+    if busy is not None:
+        raise busy from error
 
 
 def close() -> None:

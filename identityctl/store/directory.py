@@ -13,7 +13,7 @@ from identityctl.store.db import CompiledQuery
 from identityctl.store.models import OrganizationUnit, User, UserType, now
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class UserRecord:
     id: str
     username: str

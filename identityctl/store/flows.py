@@ -18,7 +18,7 @@ from identityctl.store.models import FlowExecution, new_id
 INCOMPLETE = "INCOMPLETE"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ExecutionRecord:
     id: str
     flow_id: str

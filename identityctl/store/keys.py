@@ -10,7 +10,7 @@ from identityctl.store.db import transaction
 from identityctl.store.models import SigningKey, now
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SigningKeyRecord:
     kid: str
     algorithm: str

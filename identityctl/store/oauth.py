@@ -23,7 +23,7 @@ from identityctl.store.models import (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class IssuedToken:
     """A JWT handed out, remembered so that it can be revoked before it expires."""
 
@@ -38,7 +38,7 @@ class IssuedToken:
         return cls(jti=value["jti"], expires_at=value["exp"])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StoredAuthorizationRequest:
     id: str
     application_id: str
@@ -52,7 +52,7 @@ class StoredAuthorizationRequest:
     expires_at: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StoredCode:
     code_hash: str
     application_id: str

@@ -24,7 +24,7 @@ REGISTRATION = "registration"
 AUTHENTICATION = "authentication"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CeremonySessionRecord:
     token_hash: str
     ceremony: str
@@ -38,7 +38,7 @@ class CeremonySessionRecord:
     expires_at: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PasskeyRecord:
     credential_id: str
     user_id: str

@@ -28,7 +28,7 @@ SIGN_IN, SIGN_UP = "signin", "signup"
 DEFAULT_THEME = "default"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GateApplication:
     """What the hosted UI shows of an application."""
 

@@ -21,7 +21,7 @@ STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; char
                 ".svg": "image/svg+xml"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StaticFile:
     content: bytes
     content_type: str
@@ -38,7 +38,7 @@ def render(name: str, **values: str) -> str:
                                        for key, value in values.items()})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Assets:
     """Where a page's stylesheets and scripts come from."""
 
