@@ -78,11 +78,11 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from webauthn import (
     generate_authentication_options,
     generate_registration_options,
-    options_to_json,
     verify_authentication_response,
     verify_registration_response,
 )
 from webauthn.helpers import base64url_to_bytes, bytes_to_base64url
+from webauthn.helpers.options_to_json_dict import options_to_json_dict
 from webauthn.helpers.structs import (
     PublicKeyCredentialDescriptor,
     UserVerificationRequirement,
@@ -120,6 +120,7 @@ CREATE TABLE IF NOT EXISTS sessions (token_hash TEXT PRIMARY KEY, ceremony TEXT 
     created_at REAL NOT NULL, expires_at REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS sessions_user ON sessions (user_id);
 CREATE INDEX IF NOT EXISTS sessions_expiry ON sessions (expires_at);
+CREATE INDEX IF NOT EXISTS sessions_open ON sessions (user_id, ceremony, superseded);
 CREATE TABLE IF NOT EXISTS clients (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE,
     description TEXT NOT NULL, template TEXT NOT NULL, ou_id TEXT, auth_flow_id TEXT,
     registration_flow_id TEXT, registration_enabled INTEGER NOT NULL, theme_id TEXT,
@@ -289,7 +290,7 @@ def _start_session(floor: Floor, conn: sqlite3.Connection, *, ceremony: str,
     conn.execute("BEGIN IMMEDIATE")
     if user_id is not None:
         conn.execute("UPDATE sessions SET superseded = 1 WHERE user_id = ? AND ceremony = ? "
-                     "AND NOT superseded",
+                     "AND superseded = 0",
                      (user_id, ceremony))
     conn.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?)",
                  (_hash(token), ceremony, user_id, floor.rp_id, bytes_to_base64url(challenge),
@@ -333,7 +334,7 @@ class RegisterStart:
                                                 user_id=base64url_to_bytes(handle))
         token = _start_session(self.floor, conn, ceremony="registration", user_id=user_id,
                                challenge=options.challenge, state={})
-        _json(resp, {"publicKeyCredentialCreationOptions": json.loads(options_to_json(options)),
+        _json(resp, {"publicKeyCredentialCreationOptions": options_to_json_dict(options),
                      "sessionToken": token})
 
 
@@ -380,9 +381,9 @@ class AuthStart:
                             (user_id,)).fetchone() is None:
                 _json(resp, {"code": "user_not_found"}, falcon.HTTP_404)
                 return
-            allowed = [row[1] for row in conn.execute(
-                f"SELECT {CREDENTIAL_COLUMNS} FROM credentials c WHERE c.user_id = ? "
-                "ORDER BY c.created_at, c.id", (user_id,))]
+            allowed = [row[0] for row in conn.execute(
+                "SELECT credential_id, transports FROM credentials WHERE user_id = ? "
+                "ORDER BY created_at, id", (user_id,))]
         if _throttled(conn, resp, *([f"account:{user_id}"] if user_id else []),
                       f"address:{req.remote_addr}"):
             return
@@ -394,7 +395,7 @@ class AuthStart:
         token = _start_session(self.floor, conn, ceremony="authentication", user_id=user_id,
                                challenge=options.challenge,
                                state={"userVerification": uv, "allowCredentials": allowed})
-        _json(resp, {"publicKeyCredentialRequestOptions": json.loads(options_to_json(options)),
+        _json(resp, {"publicKeyCredentialRequestOptions": options_to_json_dict(options),
                      "sessionToken": token})
 
 

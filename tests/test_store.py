@@ -67,6 +67,22 @@ def test_upgrading_again_changes_nothing(store_url: str) -> None:
     assert directory.find_user("alice") is not None
 
 
+OPEN_SESSIONS_INDEX = ["user_id", "ceremony", "superseded"]
+
+
+def _session_indexes() -> list[list[str]]:
+    return [index.columns for index in db.database.get_indexes("ceremony_session")]
+
+
+def test_a_version_1_store_gains_the_open_sessions_index(store_url: str) -> None:
+    name = next(index.name for index in db.database.get_indexes("ceremony_session")
+                if index.columns == OPEN_SESSIONS_INDEX)
+    db.database.execute_sql(f'DROP INDEX "{name}"')
+    SchemaVersion.delete().where(SchemaVersion.version > 1).execute()
+    assert migrations.upgrade() == ["2: index the open ceremony sessions of a user"]
+    assert OPEN_SESSIONS_INDEX in _session_indexes()
+
+
 # --- records --------------------------------------------------------------------------------
 
 
@@ -164,6 +180,46 @@ def test_missing_rows_are_not_found_with_the_record_code(store_url: str) -> None
         with pytest.raises(NotFound) as missing:
             attempt()
         assert missing.value.code == code
+
+
+def _start(user_id: str, token_hash: str, ceremony: str = passkeys.AUTHENTICATION) -> None:
+    moment = now()
+    passkeys.create_session(token_hash=token_hash, ceremony=ceremony, user_id=user_id,
+                            rp_id="localhost", challenge="c", state={}, now=moment,
+                            expires_at=moment + 300)
+
+
+def test_a_start_supersedes_only_that_users_open_sessions_of_that_ceremony(
+        store_url: str) -> None:
+    alice, bob = make_user("alice"), make_user("bob")
+    for token_hash in ("a1", "a2", "a3"):
+        _start(alice.id, token_hash)
+    _start(bob.id, "b1")
+    _start(alice.id, "r1", passkeys.REGISTRATION)
+    assert [passkeys.find_session(token).superseded for token in ("a1", "a2", "a3")] \
+        == [True, True, False]
+    assert not passkeys.find_session("b1").superseded
+    assert not passkeys.find_session("r1").superseded
+
+
+def test_superseding_searches_the_open_sessions_index_not_the_users_history(
+        store_url: str) -> None:
+    """Anyone may call start with a user id: each start must not cost more because of the
+    sessions earlier starts left behind."""
+    if not db.is_sqlite():
+        pytest.skip("the plan is read with SQLite's EXPLAIN QUERY PLAN")
+    alice = make_user("alice")
+    statements: list[str] = []
+    connection = db.database.connection()
+    connection.set_trace_callback(statements.append)
+    try:
+        _start(alice.id, "a1")
+    finally:
+        connection.set_trace_callback(None)
+    supersede = next(sql for sql in statements if sql.startswith("UPDATE"))
+    plan = " ".join(str(row) for row in db.database.execute_sql("EXPLAIN QUERY PLAN "
+                                                                 + supersede))
+    assert "(user_id=? AND ceremony=? AND superseded=?)" in plan, plan
 
 
 # --- constraints ----------------------------------------------------------------------------

@@ -7,14 +7,13 @@ names to COSE identifiers.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from webauthn import generate_authentication_options, generate_registration_options
-from webauthn.helpers import options_to_json
 from webauthn.helpers.cose import COSEAlgorithmIdentifier
+from webauthn.helpers.options_to_json_dict import options_to_json_dict
 from webauthn.helpers.structs import (
     AttestationConveyancePreference,
     AuthenticatorAttachment,
@@ -98,11 +97,13 @@ class KnownCredential:
     transports: tuple[str, ...] = ()
 
 
+_TRANSPORTS = {transport.value: transport for transport in AuthenticatorTransport}
+
+
 def _descriptors(credentials: Sequence[KnownCredential]) -> list[PublicKeyCredentialDescriptor]:
-    known = {transport.value for transport in AuthenticatorTransport}
     return [PublicKeyCredentialDescriptor(
         id=credential.credential_id,
-        transports=[AuthenticatorTransport(t) for t in credential.transports if t in known]
+        transports=[_TRANSPORTS[t] for t in credential.transports if t in _TRANSPORTS]
         or None) for credential in credentials]
 
 
@@ -126,7 +127,7 @@ def creation_options(*, rp_id: str, rp_name: str, user_handle: bytes, user_name:
         exclude_credentials=_descriptors(exclude_credentials),
         supported_pub_key_algs=[COSEAlgorithmIdentifier(alg) for alg in policy.algorithms],
     )
-    return json.loads(options_to_json(options))
+    return options_to_json_dict(options)
 
 
 def request_options(*, rp_id: str, challenge: bytes, timeout_ms: int, user_verification: str,
@@ -137,4 +138,4 @@ def request_options(*, rp_id: str, challenge: bytes, timeout_ms: int, user_verif
         allow_credentials=_descriptors(allow_credentials),
         user_verification=UserVerificationRequirement(user_verification),
     )
-    return json.loads(options_to_json(options))
+    return options_to_json_dict(options)

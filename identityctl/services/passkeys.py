@@ -207,6 +207,21 @@ def _used_concurrently() -> BadRequest:
                           "concurrent request; start the ceremony again.")
 
 
+def _throttle_account(session: store.CeremonySessionRecord) -> str | None:
+    """The account a sign-in's failures count against: the username its start named.
+
+    Usernameless sign-ins name no account before the key proved itself: the client address
+    is their throttle. A session started before the start recorded the name reads it.
+    """
+    if session.user_id is None:
+        return None
+    account = session.state.get("account")
+    if account is None:
+        user = directory.find_user(session.user_id)
+        account = user.username if user else None
+    return account
+
+
 def _consume(session: store.CeremonySessionRecord, now: float) -> None:
     """Inside the finishing transaction: win the token or roll everything back."""
     if not store.consume_session(session.token_hash, ceremony=session.ceremony, now=now):
@@ -214,8 +229,8 @@ def _consume(session: store.CeremonySessionRecord, now: float) -> None:
 
 
 def _known_credentials(user_id: str) -> list[KnownCredential]:
-    return [KnownCredential(codec.decode(record.credential_id, field="credentialId"),
-                            record.transports) for record in store.list_credentials(user_id)]
+    return [KnownCredential(codec.decode(credential_id, field="credentialId"), transports)
+            for credential_id, transports in store.credential_ids(user_id)]
 
 
 def _credential_name(name: Any, now: float) -> str:
@@ -340,6 +355,8 @@ def start_authentication(ctx: ServiceContext, *, user_id: str | None, rp_id: str
                               user_verification=user_verification, allow_credentials=allowed)
     state = {"userVerification": user_verification,
              "allowCredentials": [codec.encode(c.credential_id) for c in allowed]}
+    if user is not None:
+        state["account"] = user.username  # the finish's throttle account, without a read
     return _start(ctx, ceremony=store.AUTHENTICATION, user_id=user.id if user else None,
                   challenge=challenge, options=options, state=state)
 
@@ -353,10 +370,7 @@ def finish_authentication(ctx: ServiceContext, *, credential: dict, session_toke
         response = codec.read_credential(credential, ceremony=store.AUTHENTICATION)
         session = _open_session(session_token, ceremony=store.AUTHENTICATION, now=now)
         attempt.user_id = session.user_id
-        # Usernameless sign-ins name no account before the key proved itself: the client
-        # address is their throttle.
-        session_user = directory.find_user(session.user_id) if session.user_id else None
-        throttled.check(session_user.username if session_user else None)
+        throttled.check(_throttle_account(session))
         found = store.find_credential_with_owner(codec.encode(response.credential_id))
         if found is None:
             raise VerificationError("unknown_credential", "No passkey with this credential id "

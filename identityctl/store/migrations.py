@@ -11,15 +11,20 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from identityctl.store import db
-from identityctl.store.models import ALL_MODELS, SchemaVersion
+from identityctl.store.models import ALL_MODELS, CeremonySession, SchemaVersion
 
 
 def _create_tables() -> None:
     db.database.create_tables(ALL_MODELS, safe=True)
 
 
+def _index_open_ceremony_sessions() -> None:
+    CeremonySession._schema.create_indexes(safe=True)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (1, "create the initial schema", _create_tables),
+    (2, "index the open ceremony sessions of a user", _index_open_ceremony_sessions),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

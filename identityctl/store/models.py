@@ -159,6 +159,12 @@ class CeremonySession(BaseModel):
     created_at = peewee.DoubleField(default=now)
     expires_at = peewee.DoubleField(index=True)
 
+    class Meta:
+        # A start supersedes the user's open sessions: found through this index, that costs
+        # the same however many sessions older starts left behind (anyone may call start
+        # with a user id, so the count is not the user's to bound).
+        indexes = ((("user", "ceremony", "superseded"), False),)
+
 
 class FlowExecution(BaseModel):
     id = peewee.CharField(primary_key=True, default=new_id)

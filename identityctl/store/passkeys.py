@@ -88,16 +88,22 @@ def create_session(*, token_hash: str, ceremony: str, user_id: str | None, rp_id
     """Store a new session; it supersedes the same user's open sessions of ``ceremony``."""
     with transaction():
         if user_id is not None:
-            _SUPERSEDE.execute(True, user_id, ceremony)
+            _SUPERSEDE.execute(True, user_id, ceremony, False)
         _INSERT_SESSION.execute(token_hash, ceremony, user_id, rp_id, challenge,
                                 CeremonySession.state.db_value(state), False, now, expires_at)
 
 
-_SUPERSEDE = CompiledQuery(lambda superseded, user_id, ceremony: CeremonySession.update(
-    superseded=superseded).where(
+#: Params: True, the user, the ceremony, False (``superseded = ?``: the form the index
+#: (user, ceremony, superseded) serves; ``NOT superseded`` would scan all the user's rows).
+_SUPERSEDE = CompiledQuery(lambda superseded, user_id, ceremony, still_open: CeremonySession
+                           .update(superseded=superseded).where(
     (CeremonySession.user == user_id) & (CeremonySession.ceremony == ceremony)
-    & ~CeremonySession.superseded))
+    & (CeremonySession.superseded == still_open)))
 _USER_CREDENTIALS = CompiledQuery(lambda user_id: PasskeyCredential.select().where(
+    PasskeyCredential.user == user_id).order_by(PasskeyCredential.created_at,
+                                                PasskeyCredential.id))
+_USER_CREDENTIAL_IDS = CompiledQuery(lambda user_id: PasskeyCredential.select(
+    PasskeyCredential.credential_id, PasskeyCredential.transports).where(
     PasskeyCredential.user == user_id).order_by(PasskeyCredential.created_at,
                                                 PasskeyCredential.id))
 
@@ -166,6 +172,13 @@ def find_credential_with_owner(credential_id: str) -> tuple[PasskeyRecord, UserR
 
 def list_credentials(user_id: str) -> list[PasskeyRecord]:
     return [_passkey_record(row) for row in _USER_CREDENTIALS.all(PasskeyCredential, user_id)]
+
+
+def credential_ids(user_id: str) -> list[tuple[str, tuple[str, ...]]]:
+    """Id and transports of each of the user's credentials, oldest first: what ceremony
+    options list (every start reads them)."""
+    return [(row.credential_id, tuple(row.transports or ()))
+            for row in _USER_CREDENTIAL_IDS.all(PasskeyCredential, user_id)]
 
 
 def insert_credential(*, credential_id: str, user_id: str, public_key: bytes, algorithm: int,
