@@ -544,7 +544,7 @@ def main() -> None:
             [sys.executable, str(Path(_BENCH) / "floor.py"), "--port", str(floor_port),
              "--threads", str(args.server_threads), "--workers", str(args.workers),
              "--db", str(folder / "floor.db"), "--rp-id", product.rp_id,
-             "--origin", product.origin, "--client-secret", secret,
+             "--origin", product.origin, f"--client-secret={secret}",
              "--mcp-tools", str(folder / "tools.json")], args.server_cpus),
             floor_url, folder / "floor.log"))
         floor = floor_target(floor_url, floor_process.pid, origin=product.origin,

@@ -182,6 +182,19 @@ def test_missing_rows_are_not_found_with_the_record_code(store_url: str) -> None
         assert missing.value.code == code
 
 
+def test_an_id_wins_over_a_username_that_spells_it(store_url: str) -> None:
+    """Usernames are chosen at sign-up, so one may spell another user's id: a lookup by id
+    (tokens, codes, sessions) must never find the other user, whatever order rows come in."""
+    alice = make_user("alice")
+    mallory = make_user(alice.id)
+    assert directory.find_user_by_id(alice.id).id == alice.id
+    assert directory.find_user_by_username(alice.id).id == mallory.id
+    assert directory.find_user(alice.id).id == alice.id
+    assert directory.find_user(mallory.id).id == mallory.id
+    assert directory.find_user("alice").id == alice.id
+    assert directory.find_user_by_username(mallory.id) is None
+
+
 def _start(user_id: str, token_hash: str, ceremony: str = passkeys.AUTHENTICATION) -> None:
     moment = now()
     passkeys.create_session(token_hash=token_hash, ceremony=ceremony, user_id=user_id,

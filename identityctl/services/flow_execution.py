@@ -80,9 +80,7 @@ def _password(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
     password = step.inputs.get("password")
     allowed = throttle.ensure_allowed(step.ctx, action=PASSWORD_ACTION, account=username,
                                       client_address=step.client_address)
-    user = directory.find_user(username) if username else None
-    if user is not None and user.username != username:
-        user = None  # find_user also takes ids; a password sign-in names a username
+    user = directory.find_user_by_username(username) if username else None
     ok = passwords.verify_password(user.password_hash if user else None,
                                    password if isinstance(password, str) else "")
     if not ok:
@@ -106,9 +104,9 @@ def _identify(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
     answer never tells whether the username exists. A blank username means 'let the
     passkey say' (usernameless)."""
     username = step.text("username")
-    user = directory.find_user(username) if username else None
+    user = directory.find_user_by_username(username) if username else None
     step.context["username"] = username
-    step.context["claimedUserId"] = user.id if user and user.username == username else None
+    step.context["claimedUserId"] = user.id if user else None
     return SUCCESS
 
 

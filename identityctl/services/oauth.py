@@ -270,7 +270,7 @@ def complete_authorization(ctx: ServiceContext, *, auth_id: str, assertion: str,
         raise BadRequest("The sign-in request was completed by another tab.",
                          code="authorization_request_invalid")
     application = catalog_store.get_application(request.application_id)
-    user = directory.find_user(str(claims["sub"]))
+    user = directory.find_user_by_id(str(claims["sub"]))
     issuer = ctx.config.issuer
     refusal = _user_refusal(user, application)
     if refusal is not None:
@@ -400,7 +400,7 @@ def _new_refresh_token(ctx: ServiceContext, client: Client, issue: _Issue, *, fa
 
 
 def _active_user(user_id: str | None) -> UserRecord:
-    user = directory.find_user(user_id) if user_id else None
+    user = directory.find_user_by_id(user_id) if user_id else None
     if user is None or user.status != "active" or (user.locked_until or 0) > time.time():
         raise InvalidGrant("The user of this grant no longer exists or is disabled or locked.",
                            code="user_inactive")
@@ -549,7 +549,7 @@ def userinfo(ctx: ServiceContext, access_token: str | None) -> dict[str, Any]:
     if OPENID not in scope:
         raise InsufficientScope("userinfo needs a token with the openid scope.", headers={
             "WWW-Authenticate": f'{BEARER_REALM}, error="insufficient_scope", scope="openid"'})
-    user = directory.find_user(str(claims["sub"]))
+    user = directory.find_user_by_id(str(claims["sub"]))
     if user is None or user.status != "active":
         raise InvalidToken("The token's user no longer exists or is disabled.",
                            code="user_inactive", headers=challenge)
@@ -615,7 +615,7 @@ def introspect(ctx: ServiceContext, raw: RawParameters, *, authorization: str | 
 
 
 def _inactive_user(user_id: str | None) -> bool:
-    user = directory.find_user(user_id) if user_id else None
+    user = directory.find_user_by_id(user_id) if user_id else None
     return user is None or user.status != "active"
 
 

@@ -217,7 +217,7 @@ def _throttle_account(session: store.CeremonySessionRecord) -> str | None:
         return None
     account = session.state.get("account")
     if account is None:
-        user = directory.find_user(session.user_id)
+        user = directory.find_user_by_id(session.user_id)
         account = user.username if user else None
     return account
 

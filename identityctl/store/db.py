@@ -176,7 +176,7 @@ class CompiledQuery:
     def __init__(self, build: Callable[..., peewee.Query]) -> None:
         self._build = build
         self._sql: dict[tuple[type, int], str] = {}
-        self._columns: dict[tuple[type, type], list[_ColumnReader]] = {}
+        self._columns: dict[tuple[type, type], _ColumnReaders] = {}
 
     def _text(self, params: Sequence[Any]) -> str:
         # The text depends on the SQL dialect only (placeholders, quoting).
@@ -210,10 +210,14 @@ class CompiledQuery:
         columns = self._columns.get(key)
         if columns is None:
             columns = self._columns[key] = _column_readers(model, cursor.description)
+        names, conversions = columns
         row = Row()
         data = row.__dict__
-        for (name, convert), value in zip(columns, values, strict=True):
-            data[name] = value if convert is None or value is None else convert(value)
+        data.update(zip(names, values, strict=True))
+        for name, convert in conversions:
+            value = data[name]
+            if value is not None:
+                data[name] = convert(value)
         return row
 
     def rows(self, *params: Any) -> list[tuple[Any, ...]]:
@@ -235,27 +239,29 @@ class Row(SimpleNamespace):
     instance (a foreign key as ``<field>_id``, an alias as itself)."""
 
 
-#: A result column: the attribute it fills and the field's conversion (None: the value as the
-#: database returns it).
-_ColumnReader = tuple[str, Callable[[Any], Any] | None]
+#: A statement's result columns: the attribute each fills, and the conversions of those whose
+#: field does not return the database's value as it is.
+_ColumnReaders = tuple[tuple[str, ...], tuple[tuple[str, Callable[[Any], Any]], ...]]
 #: Fields whose conversion returns what SQLite and PostgreSQL already give (str, int, float).
 _AS_STORED = frozenset({peewee.CharField, peewee.TextField, peewee.IntegerField,
                         peewee.BigIntegerField, peewee.AutoField, peewee.FloatField,
                         peewee.DoubleField})
 
 
-def _column_readers(model: type[peewee.Model], description: Sequence[Any]) -> list[_ColumnReader]:
+def _column_readers(model: type[peewee.Model], description: Sequence[Any]) -> _ColumnReaders:
     fields = model._meta.columns
-    readers: list[_ColumnReader] = []
-    for name, *_ in description:
-        field = fields.get(name)
+    names: list[str] = []
+    conversions: list[tuple[str, Callable[[Any], Any]]] = []
+    for column, *_ in description:
+        field = fields.get(column)
         if field is None:  # an alias
-            readers.append((name, None))
-        elif isinstance(field, peewee.ForeignKeyField):
-            stored = field.rel_field
-            readers.append((field.object_id_name,
-                            None if type(stored) in _AS_STORED else stored.python_value))
+            names.append(column)
+            continue
+        if isinstance(field, peewee.ForeignKeyField):
+            name, stored = field.object_id_name, field.rel_field
         else:
-            readers.append((field.name,
-                            None if type(field) in _AS_STORED else field.python_value))
-    return readers
+            name, stored = field.name, field
+        names.append(name)
+        if type(stored) not in _AS_STORED:
+            conversions.append((name, stored.python_value))
+    return tuple(names), tuple(conversions)

@@ -66,6 +66,8 @@ def _with_type_name() -> peewee.ModelSelect:
 _BY_ID_OR_USERNAME = CompiledQuery(lambda user_id, username: _with_type_name().where(
     (User.id == user_id) | (User.username == username)))
 _BY_ID = CompiledQuery(lambda user_id: _with_type_name().where(User.id == user_id))
+_BY_USERNAME = CompiledQuery(lambda username: _with_type_name().where(
+    User.username == username))
 
 
 #: A user read in the same statement as a row that refers to it: the user's columns come back
@@ -95,8 +97,25 @@ def owner_record(row: peewee.Model) -> UserRecord:
 
 
 def find_user(id_or_username: str) -> UserRecord | None:
-    """The user whose id or username is ``id_or_username``."""
-    row = _BY_ID_OR_USERNAME.first(User, id_or_username, id_or_username)
+    """The user whose id is ``id_or_username``, else the one with that username.
+
+    The id wins: a username may spell another user's id (usernames are chosen at sign-up),
+    and one read must not return either of the two by chance.
+    """
+    rows = _BY_ID_OR_USERNAME.all(User, id_or_username, id_or_username)
+    row = next((row for row in rows if row.id == id_or_username), rows[0] if rows else None)
+    return _user_record(row) if row else None
+
+
+def find_user_by_id(user_id: str) -> UserRecord | None:
+    """The user with this id (what tokens, codes and sessions name)."""
+    row = _BY_ID.first(User, user_id)
+    return _user_record(row) if row else None
+
+
+def find_user_by_username(username: str) -> UserRecord | None:
+    """The user with this username (what a person types at sign-in)."""
+    row = _BY_USERNAME.first(User, username)
     return _user_record(row) if row else None
 
 
