@@ -17,6 +17,8 @@ from typing import Any
 from identityctl.errors import BadRequest, InvalidField, MissingField
 
 _BASE64_TEXT = re.compile(r"^[A-Za-z0-9+/_-]*={0,2}$")
+#: Base64URL's two letters as standard Base64's (the other alphabet is left as it is).
+_TO_STANDARD = bytes.maketrans(b"-_", b"+/")
 #: Fields of `publicKeyCredential.response` per ceremony: (name, required).
 _RESPONSE_FIELDS = {
     "registration": (("clientDataJSON", True), ("attestationObject", True)),
@@ -35,11 +37,12 @@ def decode(text: str, *, field: str) -> bytes:
     """Bytes of a Base64URL (padded or not) or standard Base64 string in ``field``."""
     if not isinstance(text, str):
         raise InvalidField(field, "must be a Base64URL string")
-    if not _BASE64_TEXT.match(text) or len(text.rstrip("=")) % 4 == 1:
+    unpadded = text.rstrip("=")
+    if not _BASE64_TEXT.match(text) or len(unpadded) % 4 == 1:
         raise _malformed(field)
-    unpadded = text.rstrip("=").replace("+", "-").replace("/", "_")
     try:
-        return base64.urlsafe_b64decode(unpadded + "=" * (-len(unpadded) % 4))
+        return binascii.a2b_base64(unpadded.encode("ascii").translate(_TO_STANDARD)
+                                   + b"=" * (-len(unpadded) % 4))
     except (binascii.Error, ValueError):
         raise _malformed(field) from None
 
@@ -80,8 +83,9 @@ def read_credential(credential: dict[str, Any], *, ceremony: str) -> CredentialR
         raise InvalidField(CREDENTIAL_FIELD, "must be an object")
     prefix = CREDENTIAL_FIELD + "."
     credential_id = _required_bytes(credential, "id", prefix)
-    if credential.get("rawId") is not None and \
-            decode(credential["rawId"], field=prefix + "rawId") != credential_id:
+    raw_id = credential.get("rawId")
+    if raw_id is not None and raw_id != credential["id"] and \
+            decode(raw_id, field=prefix + "rawId") != credential_id:
         raise InvalidField(prefix + "rawId", "must encode the same bytes as id",
                            code="credential_id_mismatch")
     kind = credential.get("type")
