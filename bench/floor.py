@@ -57,6 +57,7 @@ sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import argparse
 import base64
+import gc
 import hashlib
 import json
 import secrets
@@ -665,6 +666,10 @@ def serve(floor: Floor, *, host: str, port: int, threads: int, workers: int) -> 
     listener.listen(1024)
     options = {"threads": threads, "sockets": [listener], "connection_limit": 1000,
                "backlog": 1024, "_quiet": True}
+    # As `identityctl serve` does (identityctl/server/heap.py): what exists now lives as long
+    # as the process, so full collections need not walk it.
+    gc.collect()
+    gc.freeze()
     if workers <= 1:
         waitress_serve(app, **options)
         return

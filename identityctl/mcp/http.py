@@ -30,6 +30,7 @@ from identityctl.errors import IdentityError, PayloadTooLarge, Unauthorized
 from identityctl.mcp.bridge import ACCESS_TOKEN_ENVIRON_KEY, McpWsgiBridge
 from identityctl.mcp.memo import AnswerMemo
 from identityctl.security.tokens import ACCESS_TOKEN_TYP, require_scope
+from identityctl.server.heap import settle_heap
 from identityctl.server.middleware import ClientAddress
 from identityctl.server.requests import bearer_token
 from identityctl.services.context import ServiceContext
@@ -103,6 +104,9 @@ class McpDispatcher:
                                    ("WWW-Authenticate", self._challenge(refusal, token)))
         environ[ACCESS_TOKEN_ENVIRON_KEY] = _access_token(token, claims, self._audience)
         environ[CLIENT_ADDRESS_ENVIRON_KEY] = self._client_address.of(request)
+        if not self._bridge.started:
+            self._bridge.start()
+            settle_heap()  # the SDK's modules and models live as long as the process too
         return self._answers(environ, start_response)
 
     def close(self) -> None:

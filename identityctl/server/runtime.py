@@ -14,6 +14,7 @@ from waitress.server import BaseWSGIServer, MultiSocketServer
 from identityctl.config import Config
 from identityctl.mcp.http import McpDispatcher
 from identityctl.server.app import create_app
+from identityctl.server.heap import settle_heap
 from identityctl.services.context import ServiceContext
 from identityctl.store import db, migrations
 
@@ -70,6 +71,7 @@ def serve(config: Config, *, host: str, port: int, threads: int,
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     on_ready(f"http://{host}:{server.effective_port}")
+    settle_heap()
     try:
         server.run()
     finally:
