@@ -477,8 +477,8 @@ class Token:
         floor, conn = self.floor, self.floor.db()
         client_id, _, secret = base64.b64decode(
             (req.get_header("Authorization") or " ").split(" ", 1)[1]).decode().partition(":")
-        row = conn.execute("SELECT client_secret_hash, oauth, * FROM clients WHERE client_id = ?",
-                           (client_id,)).fetchone()
+        row = conn.execute("SELECT client_secret_hash, oauth, id, client_id FROM clients "
+                           "WHERE client_id = ?", (client_id,)).fetchone()
         if row is None or not floor.secret_matches(row[0], secret):
             _json(resp, {"error": "invalid_client"}, falcon.HTTP_401)
             return
@@ -492,8 +492,8 @@ class Token:
 
     def _exchange(self, form: dict[str, str], resp: falcon.Response, remote_addr: str) -> None:
         floor, conn = self.floor, self.floor.db()
-        client = conn.execute("SELECT id, oauth, * FROM clients WHERE client_id = ?",
-                              (form.get("client_id"),)).fetchone()
+        client = conn.execute("SELECT id, oauth, client_id, client_secret_hash FROM clients "
+                              "WHERE client_id = ?", (form.get("client_id"),)).fetchone()
         if client is None:
             _json(resp, {"error": "invalid_client"}, falcon.HTTP_401)
             return

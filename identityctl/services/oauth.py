@@ -151,7 +151,7 @@ def _authenticate_client(ctx: ServiceContext, parameters: Parameters, authorizat
     account = client_throttle_account(presented.client_id)
     allowed = throttle.ensure_allowed(ctx, action=CLIENT_AUTH_ACTION, account=account,
                                       client_address=client_address)
-    found = catalog_store.find_client(presented.client_id)
+    found = catalog_store.find_oauth_client(presented.client_id)
     failed = "Unknown client, or wrong client credentials."
     if found is None:
         if presented.client_secret is not None:
@@ -159,11 +159,10 @@ def _authenticate_client(ctx: ServiceContext, parameters: Parameters, authorizat
         throttle.record_failure(ctx, action=CLIENT_AUTH_ACTION, account=account,
                                 client_address=client_address)
         raise presented.refuse(failed, code="client_authentication_failed")
-    application, secret_hash = found
-    client = _client_of(application)
+    client = Client.from_config(found.application_id, found.config)
     client_auth.check_method(presented, registered_method=client.auth_method)
     if presented.client_secret is not None:
-        if not _verified_secrets.matches(secret_hash, presented.client_secret):
+        if not _verified_secrets.matches(found.secret_hash, presented.client_secret):
             throttle.record_failure(ctx, action=CLIENT_AUTH_ACTION, account=account,
                                     client_address=client_address)
             audit.record(CLIENT_AUTH_ACTION, "failure", actor=client.client_id,

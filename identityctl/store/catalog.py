@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from identityctl.errors import NotFound
@@ -145,8 +146,8 @@ def get_application(app_id: str) -> dict[str, Any]:
 
 
 def find_application_by_client_id(client_id: str) -> dict[str, Any] | None:
-    found = find_client(client_id)
-    return found[0] if found else None
+    row = _BY_CLIENT_ID.first(Application, client_id)
+    return _application_api(row) if row else None
 
 
 def find_application(id_or_client_id: str) -> dict[str, Any] | None:
@@ -158,16 +159,32 @@ def find_application(id_or_client_id: str) -> dict[str, Any] | None:
     return _application_api(row) if row else None
 
 
-def find_client(client_id: str) -> tuple[dict[str, Any], str | None] | None:
-    """The application with this client id and its client secret hash, in one read (a hot
-    path: every token request)."""
-    row = _BY_CLIENT_ID.first(Application, client_id)
-    return (_application_api(row), row.client_secret_hash) if row else None
+@dataclass(frozen=True, slots=True)
+class ClientRecord:
+    """What a token request needs of its client's application (a hot path: one read of
+    four columns, not the whole application)."""
+
+    application_id: str
+    #: The application's oauth2 configuration, ``clientId`` included (as in the API).
+    config: dict[str, Any]
+    secret_hash: str | None
+
+
+_CLIENT = CompiledQuery(lambda client_id: Application.select(
+    Application.id, Application.client_id, Application.client_secret_hash,
+    Application.oauth).where(Application.client_id == client_id))
+
+
+def find_oauth_client(client_id: str) -> ClientRecord | None:
+    row = _CLIENT.first(Application, client_id)
+    return ClientRecord(application_id=row.id,
+                        config={"clientId": row.client_id, **(row.oauth or {})},
+                        secret_hash=row.client_secret_hash) if row else None
 
 
 def client_secret_hash(client_id: str) -> str | None:
-    found = find_client(client_id)
-    return found[1] if found else None
+    found = find_oauth_client(client_id)
+    return found.secret_hash if found else None
 
 
 def create_application(**fields: Any) -> dict[str, Any]:
