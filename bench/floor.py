@@ -175,10 +175,6 @@ SPA_OAUTH = {"redirectUris": ["https://bench.example/callback"],
 #: A user and their type's name, the columns identityctl reads with every user.
 USER_COLUMNS = ("u.id, u.username, u.user_handle, u.attributes, u.user_type_id, u.ou_id, "
                 "u.password_hash, u.status, u.locked_until, u.created_at, u.updated_at, t.name")
-CREDENTIAL_COLUMNS = ("c.id, c.credential_id, c.user_id, c.public_key, c.algorithm, "
-                      "c.sign_count, c.transports, c.aaguid, c.attestation_format, "
-                      "c.backup_eligible, c.backup_state, c.user_verified, c.name, c.created_at, "
-                      "c.last_used_at")
 PURGE_ONE_IN = 64  # expired challenges are deleted now and then, as the product does
 ORIGIN_DEFAULT = "http://localhost:8090"
 RP_ID_DEFAULT = "localhost"
@@ -417,7 +413,7 @@ class AuthFinish:
                       f"address:{req.remote_addr}"):
             return
         row = conn.execute(f"SELECT c.user_id, c.public_key, c.sign_count, u.user_handle, "
-                           f"{CREDENTIAL_COLUMNS}, {USER_COLUMNS} FROM credentials c "
+                           f"c.credential_id, c.backup_eligible, {USER_COLUMNS} FROM credentials c "
                            "JOIN users u ON u.id = c.user_id JOIN user_types t "
                            "ON t.id = u.user_type_id WHERE c.credential_id = ?",
                            (credential["id"],)).fetchone()

@@ -131,8 +131,10 @@ def test_a_credential_read_with_its_owner_gives_both_records_as_their_own_reads(
         credential_id="cred-1", user_id=user.id, public_key=b"\x01\x02", algorithm=-7,
         sign_count=3, transports=["internal"], aaguid="", attestation_format="none",
         backup_eligible=True, backup_state=False, user_verified=True, name="Laptop", now=now())
-    assert passkeys.find_credential_with_owner("cred-1") == (
-        passkeys.find_credential("cred-1"), directory.get_user(user.id))
+    stored = passkeys.find_credential("cred-1")
+    assert passkeys.find_credential_with_owner("cred-1") == (passkeys.SignInCredential(
+        credential_id="cred-1", user_id=user.id, public_key=stored.public_key, sign_count=3,
+        backup_eligible=True), directory.get_user(user.id))
     assert passkeys.find_credential_with_owner("cred-2") is None
 
 

@@ -64,6 +64,17 @@ class PasskeyRecord:
                 "backupEligible": self.backup_eligible, "backupState": self.backup_state}
 
 
+@dataclass(frozen=True, slots=True)
+class SignInCredential:
+    """What verifying an assertion needs of a stored credential (a hot path reads no more)."""
+
+    credential_id: str
+    user_id: str
+    public_key: bytes
+    sign_count: int
+    backup_eligible: bool
+
+
 def _session_record(row: CeremonySession) -> CeremonySessionRecord:
     return CeremonySessionRecord(
         token_hash=row.token_hash, ceremony=row.ceremony, user_id=row.user_id, rp_id=row.rp_id,
@@ -137,7 +148,9 @@ _SESSION = CompiledQuery(lambda token_hash: CeremonySession.select().where(
 _CREDENTIAL = CompiledQuery(lambda credential_id: PasskeyCredential.select().where(
     PasskeyCredential.credential_id == credential_id))
 _CREDENTIAL_WITH_OWNER = CompiledQuery(lambda credential_id: PasskeyCredential.select(
-    PasskeyCredential, *owner_columns()).join(User).join(UserType).where(
+    PasskeyCredential.credential_id, PasskeyCredential.user, PasskeyCredential.public_key,
+    PasskeyCredential.sign_count, PasskeyCredential.backup_eligible,
+    *owner_columns()).join(User).join(UserType).where(
     PasskeyCredential.credential_id == credential_id))
 
 
@@ -164,10 +177,14 @@ def find_credential(credential_id: str) -> PasskeyRecord | None:
     return _passkey_record(row) if row else None
 
 
-def find_credential_with_owner(credential_id: str) -> tuple[PasskeyRecord, UserRecord] | None:
+def find_credential_with_owner(credential_id: str) -> tuple[SignInCredential, UserRecord] | None:
     """The credential and its owner in one read (every passkey sign-in needs both)."""
     row = _CREDENTIAL_WITH_OWNER.first(PasskeyCredential, credential_id)
-    return (_passkey_record(row), owner_record(row)) if row else None
+    if row is None:
+        return None
+    return SignInCredential(credential_id=row.credential_id, user_id=row.user_id,
+                            public_key=bytes(row.public_key), sign_count=row.sign_count,
+                            backup_eligible=row.backup_eligible), owner_record(row)
 
 
 def list_credentials(user_id: str) -> list[PasskeyRecord]:
