@@ -7,7 +7,7 @@ from typing import Any
 
 from identityctl.errors import NotFound
 from identityctl.store import crud
-from identityctl.store.db import CompiledQuery
+from identityctl.store.db import CompiledQuery, Row
 from identityctl.store.models import Application, Flow, Theme, now
 
 # --- themes -------------------------------------------------------------------------------
@@ -109,7 +109,7 @@ _APPLICATION_COLUMNS = {
 }
 
 
-def _application_api(row: Application) -> dict[str, Any]:
+def _application_api(row: Application | Row) -> dict[str, Any]:
     """The application as the API shows it (camelCase; never the client secret)."""
     return {
         "id": row.id, "name": row.name, "description": row.description,

@@ -9,7 +9,7 @@ import peewee
 
 from identityctl.errors import NotFound
 from identityctl.store import crud
-from identityctl.store.db import CompiledQuery
+from identityctl.store.db import CompiledQuery, Row
 from identityctl.store.models import OrganizationUnit, User, UserType, now
 
 
@@ -42,7 +42,7 @@ class UserRecord:
         }
 
 
-def _user_record(row: User) -> UserRecord:
+def _user_record(row: User | Row) -> UserRecord:
     # Rows of the compiled lookups carry the type's name as ``type_name`` (no join object).
     type_name = getattr(row, "type_name", None) or row.user_type.name
     return UserRecord(
@@ -81,7 +81,7 @@ def owner_columns() -> list[peewee.Node]:
             UserType.name.alias(OWNER_PREFIX + "type_name")]
 
 
-def owner_record(row: peewee.Model) -> UserRecord:
+def owner_record(row: Row) -> UserRecord:
     """The owner read along with ``row`` through :func:`owner_columns`."""
     def column(name: str) -> Any:
         return getattr(row, OWNER_PREFIX + name)

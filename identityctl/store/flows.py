@@ -12,7 +12,7 @@ from typing import Any
 
 import peewee
 
-from identityctl.store.db import CompiledQuery
+from identityctl.store.db import CompiledQuery, Row
 from identityctl.store.models import FlowExecution, new_id
 
 INCOMPLETE = "INCOMPLETE"
@@ -32,7 +32,7 @@ class ExecutionRecord:
     expires_at: float
 
 
-def _record(row: FlowExecution) -> ExecutionRecord:
+def _record(row: FlowExecution | Row) -> ExecutionRecord:
     return ExecutionRecord(
         id=row.id, flow_id=row.flow_id, application_id=row.application_id,
         flow_type=row.flow_type, current_node=row.current_node, context=row.context or {},

@@ -13,7 +13,7 @@ from typing import Any
 
 import peewee
 
-from identityctl.store.db import CompiledQuery, transaction
+from identityctl.store.db import CompiledQuery, Row, transaction
 from identityctl.store.models import (
     AuthorizationCode,
     AuthorizationRequest,
@@ -174,7 +174,7 @@ def consume_authorization_request(request_id: str) -> StoredAuthorizationRequest
 # --- authorization codes --------------------------------------------------------------------
 
 
-def _code_record(row: AuthorizationCode) -> StoredCode:
+def _code_record(row: AuthorizationCode | Row) -> StoredCode:
     return StoredCode(
         code_hash=row.code_hash, application_id=row.application_id, user_id=row.user_id,
         redirect_uri=row.redirect_uri, scope=row.scope, nonce=row.nonce,

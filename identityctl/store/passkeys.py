@@ -16,7 +16,7 @@ import peewee
 
 from identityctl.errors import NotFound
 from identityctl.store import crud
-from identityctl.store.db import CompiledQuery, transaction
+from identityctl.store.db import CompiledQuery, Row, transaction
 from identityctl.store.directory import UserRecord, owner_columns, owner_record
 from identityctl.store.models import CeremonySession, PasskeyCredential, User, UserType
 
@@ -75,14 +75,14 @@ class SignInCredential:
     backup_eligible: bool
 
 
-def _session_record(row: CeremonySession) -> CeremonySessionRecord:
+def _session_record(row: CeremonySession | Row) -> CeremonySessionRecord:
     return CeremonySessionRecord(
         token_hash=row.token_hash, ceremony=row.ceremony, user_id=row.user_id, rp_id=row.rp_id,
         challenge=row.challenge, state=row.state or {}, superseded=row.superseded,
         created_at=row.created_at, expires_at=row.expires_at)
 
 
-def _passkey_record(row: PasskeyCredential) -> PasskeyRecord:
+def _passkey_record(row: PasskeyCredential | Row) -> PasskeyRecord:
     return PasskeyRecord(
         credential_id=row.credential_id, user_id=row.user_id, public_key=bytes(row.public_key),
         algorithm=row.algorithm, sign_count=row.sign_count,
