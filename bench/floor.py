@@ -175,6 +175,10 @@ SPA_OAUTH = {"redirectUris": ["https://bench.example/callback"],
 #: A user and their type's name, the columns identityctl reads with every user.
 USER_COLUMNS = ("u.id, u.username, u.user_handle, u.attributes, u.user_type_id, u.ou_id, "
                 "u.password_hash, u.status, u.locked_until, u.created_at, u.updated_at, t.name")
+#: A user read by id or by username, with their type's name.
+USER_BY = {column: f"SELECT {USER_COLUMNS} FROM users u JOIN user_types t "
+                   f"ON t.id = u.user_type_id WHERE u.{column} = ?"
+           for column in ("id", "username")}
 PURGE_ONE_IN = 64  # expired challenges are deleted now and then, as the product does
 ORIGIN_DEFAULT = "http://localhost:8090"
 RP_ID_DEFAULT = "localhost"
@@ -373,9 +377,7 @@ class AuthStart:
         user_id = body.get("userId") or None
         allowed: list[str] = []
         if user_id is not None:
-            if conn.execute(f"SELECT {USER_COLUMNS} FROM users u JOIN user_types t "
-                            "ON t.id = u.user_type_id WHERE u.id = ?",
-                            (user_id,)).fetchone() is None:
+            if conn.execute(USER_BY["id"], (user_id,)).fetchone() is None:
                 _json(resp, {"code": "user_not_found"}, falcon.HTTP_404)
                 return
             allowed = [row[0] for row in conn.execute(
@@ -506,8 +508,7 @@ class Token:
                 or row[2] != challenge):
             _json(resp, {"error": "invalid_grant"}, falcon.HTTP_400)
             return
-        user = conn.execute(f"SELECT {USER_COLUMNS} FROM users u JOIN user_types t "
-                            "ON t.id = u.user_type_id WHERE u.id = ?", (row[1],)).fetchone()
+        user = conn.execute(USER_BY["id"], (row[1],)).fetchone()
         amr, extra = json.loads(row[8]), json.loads(row[9])
         now, family = time.time(), str(uuid.uuid4())
         # recorded with the code (id and expiry), as the product does
@@ -562,9 +563,7 @@ class FlowExecute:
                         (execution,)).fetchone() is None:
             _json(resp, {"code": "unknown_execution"}, falcon.HTTP_400)
             return
-        user = conn.execute(f"SELECT {USER_COLUMNS} FROM users u JOIN user_types t "
-                            "ON t.id = u.user_type_id WHERE u.username = ?",
-                            (inputs.get("username"),)).fetchone()
+        user = conn.execute(USER_BY["username"], (inputs.get("username"),)).fetchone()
         if not verify_password(user[6] if user else None, inputs.get("password", "")):
             _json(resp, {"executionId": execution, "flowStatus": "ERROR",
                          "failureReason": "invalid credentials"})

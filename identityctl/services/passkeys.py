@@ -230,7 +230,7 @@ def _consume(session: store.CeremonySessionRecord, now: float) -> None:
 
 def _known_credentials(user_id: str) -> list[KnownCredential]:
     return [KnownCredential(codec.decode(credential_id, field="credentialId"), transports)
-            for credential_id, transports in store.credential_ids(user_id)]
+            for credential_id, transports in store.credential_descriptors(user_id)]
 
 
 def _credential_name(name: Any, now: float) -> str:

@@ -128,8 +128,7 @@ class transaction:  # used as a function: ``with transaction():``
         if db.in_transaction():
             self._atomic = None
             return
-        self._atomic = db.atomic("IMMEDIATE") if isinstance(db, peewee.SqliteDatabase) \
-            else db.atomic()
+        self._atomic = db.atomic("IMMEDIATE") if is_sqlite() else db.atomic()
         try:
             self._atomic.__enter__()
         except peewee.OperationalError as exc:

@@ -110,13 +110,18 @@ _SUPERSEDE = CompiledQuery(lambda superseded, user_id, ceremony, still_open: Cer
                            .update(superseded=superseded).where(
     (CeremonySession.user == user_id) & (CeremonySession.ceremony == ceremony)
     & (CeremonySession.superseded == still_open)))
-_USER_CREDENTIALS = CompiledQuery(lambda user_id: PasskeyCredential.select().where(
-    PasskeyCredential.user == user_id).order_by(PasskeyCredential.created_at,
-                                                PasskeyCredential.id))
-_USER_CREDENTIAL_IDS = CompiledQuery(lambda user_id: PasskeyCredential.select(
-    PasskeyCredential.credential_id, PasskeyCredential.transports).where(
-    PasskeyCredential.user == user_id).order_by(PasskeyCredential.created_at,
-                                                PasskeyCredential.id))
+
+
+def _users_credentials(*columns: peewee.Field) -> CompiledQuery:
+    """A user's credentials, oldest first: ``columns`` of each (every column when none)."""
+    return CompiledQuery(lambda user_id: PasskeyCredential.select(*columns).where(
+        PasskeyCredential.user == user_id).order_by(PasskeyCredential.created_at,
+                                                    PasskeyCredential.id))
+
+
+_USER_CREDENTIALS = _users_credentials()
+_USER_DESCRIPTORS = _users_credentials(PasskeyCredential.credential_id,
+                                       PasskeyCredential.transports)
 
 
 def _record_use(counter_moves: Callable[[Any], peewee.Expression]) -> CompiledQuery:
@@ -191,11 +196,11 @@ def list_credentials(user_id: str) -> list[PasskeyRecord]:
     return [_passkey_record(row) for row in _USER_CREDENTIALS.all(PasskeyCredential, user_id)]
 
 
-def credential_ids(user_id: str) -> list[tuple[str, tuple[str, ...]]]:
+def credential_descriptors(user_id: str) -> list[tuple[str, tuple[str, ...]]]:
     """Id and transports of each of the user's credentials, oldest first: what ceremony
     options list (every start reads them)."""
     return [(row.credential_id, tuple(row.transports or ()))
-            for row in _USER_CREDENTIAL_IDS.all(PasskeyCredential, user_id)]
+            for row in _USER_DESCRIPTORS.all(PasskeyCredential, user_id)]
 
 
 def insert_credential(*, credential_id: str, user_id: str, public_key: bytes, algorithm: int,
