@@ -35,7 +35,7 @@ class LoginRequired(OAuthError):
     message = "The user must sign in."
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AuthorizationParameters:
     """A validated authorization request, ready to be stored while the user signs in."""
 

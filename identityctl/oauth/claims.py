@@ -25,7 +25,7 @@ SCOPE_CLAIMS: dict[str, tuple[str, ...]] = {
 OPENID = "openid"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SignIn:
     """Who signed in, when and how (from the sign-in assertion)."""
 

@@ -12,7 +12,7 @@ REFRESH_TOKEN = "refresh_token"
 CLIENT_CREDENTIALS = "client_credentials"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Client:
     application_id: str
     client_id: str

@@ -21,7 +21,7 @@ METHODS = (BASIC, POST, NONE)
 REALM = "identityctl"
 
 
-@dataclass(frozen=True)
+@dataclass
 class PresentedClient:
     """The client id a request names, the secret it shows (if any) and the method used."""
 

@@ -12,7 +12,7 @@ from identityctl.oauth.errors import InvalidRequest, InvalidScope, InvalidTarget
 REPEATABLE = ("resource",)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Parameters:
     """A request's parameters: single values by name, and the resource indicators."""
 

@@ -51,7 +51,7 @@ def _malformed(field: str) -> BadRequest:
     return InvalidField(field, "is not valid Base64URL (or Base64)", code="malformed_base64url")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CredentialResponse:
     """A `PublicKeyCredential` as bytes; ``fields`` holds the response's binary members."""
 

@@ -89,7 +89,7 @@ def registration_policy(*, authenticator_selection: Any, attestation: Any,
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class KnownCredential:
     """A registered credential as options name it (exclude / allow lists)."""
 

@@ -55,7 +55,7 @@ class VerificationError(BadRequest):
         self.details = details
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CeremonyExpectations:
     """What a ceremony's start promised and its response must match."""
 
@@ -65,7 +65,7 @@ class CeremonyExpectations:
     user_verification_required: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RegistrationExpectations(CeremonyExpectations):
     #: COSE algorithms offered in pubKeyCredParams.
     algorithms: tuple[int, ...]
@@ -73,7 +73,7 @@ class RegistrationExpectations(CeremonyExpectations):
     authenticator_attachment: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class VerifiedCredential:
     """A new credential that passed §7.1, ready to be stored."""
 
@@ -89,7 +89,7 @@ class VerifiedCredential:
     transports: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AuthenticationExpectations(CeremonyExpectations):
     #: allowCredentials of the options; empty for usernameless ceremonies.
     allowed_credential_ids: tuple[bytes, ...] = ()
@@ -97,7 +97,7 @@ class AuthenticationExpectations(CeremonyExpectations):
     user_handle_required: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StoredPasskey:
     """What the relying party remembers about a credential between ceremonies."""
 
@@ -109,7 +109,7 @@ class StoredPasskey:
     user_handle: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class VerifiedAssertion:
     """An assertion that passed §7.2: the state to store with the credential."""
 

@@ -308,7 +308,7 @@ def _user_refusal(user: UserRecord | None, application: dict[str, Any]) -> str |
 # --- token endpoint -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Issue:
     """What one token response hands out."""
 

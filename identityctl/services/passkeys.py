@@ -68,14 +68,14 @@ _DENIED_CODES = frozenset({"possible_clone", "account_unavailable", "backup_elig
 _THROTTLED_CODES = frozenset({"too_many_attempts"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CeremonyStart:
     #: WebAuthn JSON form (Base64URL strings): what parse*OptionsFromJSON takes.
     options: dict[str, Any]
     session_token: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RegisteredCredential:
     credential_id: str
     name: str
@@ -86,7 +86,7 @@ class RegisteredCredential:
                 "CreatedAt": rfc3339(self.created_at)}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AuthenticatedUser:
     user: UserRecord
     credential_id: str

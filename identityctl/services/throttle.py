@@ -27,7 +27,7 @@ def address_key(client_address: str) -> str:
     return "address:" + client_address
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Allowed:
     """An attempt :func:`ensure_allowed` let through, and what its success must clear."""
 

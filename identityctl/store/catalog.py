@@ -159,7 +159,7 @@ def find_application(id_or_client_id: str) -> dict[str, Any] | None:
     return _application_api(row) if row else None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ClientRecord:
     """What a token request needs of its client's application (a hot path: one read of
     four columns, not the whole application)."""

@@ -13,7 +13,7 @@ from identityctl.store.db import CompiledQuery, Row
 from identityctl.store.models import OrganizationUnit, User, UserType, now
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class UserRecord:
     id: str
     username: str

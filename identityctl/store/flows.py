@@ -18,7 +18,7 @@ from identityctl.store.models import FlowExecution, new_id
 INCOMPLETE = "INCOMPLETE"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ExecutionRecord:
     id: str
     flow_id: str

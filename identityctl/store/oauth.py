@@ -23,7 +23,7 @@ from identityctl.store.models import (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class IssuedToken:
     """A JWT handed out, remembered so that it can be revoked before it expires."""
 
@@ -38,7 +38,7 @@ class IssuedToken:
         return cls(jti=value["jti"], expires_at=value["exp"])
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StoredAuthorizationRequest:
     id: str
     application_id: str
@@ -52,7 +52,7 @@ class StoredAuthorizationRequest:
     expires_at: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StoredCode:
     code_hash: str
     application_id: str
@@ -70,7 +70,7 @@ class StoredCode:
     expires_at: float
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True)
 class _RefreshTokenGrant:
     """What a refresh token stands for: whose grant, to which client, with what scope."""
 
@@ -85,13 +85,13 @@ class _RefreshTokenGrant:
     expires_at: float
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True)
 class StoredRefreshToken(_RefreshTokenGrant):
     rotated_at: float | None
     revoked: bool
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True)
 class NewRefreshToken(_RefreshTokenGrant):
     """A refresh token to store; ``access_token`` is the access token issued alongside it."""
 

@@ -24,7 +24,7 @@ REGISTRATION = "registration"
 AUTHENTICATION = "authentication"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CeremonySessionRecord:
     token_hash: str
     ceremony: str
@@ -38,7 +38,7 @@ class CeremonySessionRecord:
     expires_at: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PasskeyRecord:
     credential_id: str
     user_id: str
@@ -64,7 +64,7 @@ class PasskeyRecord:
                 "backupEligible": self.backup_eligible, "backupState": self.backup_state}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SignInCredential:
     """What verifying an assertion needs of a stored credential (a hot path reads no more)."""
 
