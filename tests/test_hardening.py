@@ -174,7 +174,7 @@ def test_html_pages_keep_their_csp_and_get_the_other_headers() -> None:
             resp.content_type = falcon.MEDIA_HTML
             resp.text = "<!doctype html><title>x</title>"
 
-    app = falcon.App(middleware=[middleware.SecurityHeaders()])
+    app = falcon.App(response_type=middleware.SecureResponse)
     app.add_route("/page", Page())
     app.add_route("/bare", BarePage())
     http = falcon.testing.TestClient(app)

@@ -22,9 +22,8 @@ def create_app(config: Config) -> falcon.App:
         middleware.ClientAddress(config.server.trusted_proxies),
         middleware.BodyRules(config.server.max_body_bytes),
         middleware.BrowserOrigin(config),
-        middleware.SecurityHeaders(),
         *([middleware.RequestLog()] if config.server.access_log else []),
-    ])
+    ], response_type=middleware.SecureResponse)
     app.req_options.strip_url_path_trailing_slash = True
     errors.install(app)
     add_routes(app, ServiceContext.for_config(config))

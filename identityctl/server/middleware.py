@@ -1,5 +1,5 @@
 """Cross-cutting request handling: client address, body limits, content type, the Origin of
-browser posts, headers, log."""
+browser posts, the security headers every response carries, the access log."""
 
 from __future__ import annotations
 
@@ -123,20 +123,30 @@ class BrowserOrigin:
                             message="Cross-origin request refused.")
 
 
-class SecurityHeaders:
-    """Headers every response carries; pages set their own CSP (which keeps frame-ancestors
-    'none'). X-Frame-Options is for browsers that ignore CSP frame-ancestors."""
+class SecureResponse(falcon.Response):
+    """A response that starts with the headers every answer carries (``App(response_type=)``).
 
-    def process_response(self, req: falcon.Request, resp: falcon.Response, resource: Any,
-                         req_succeeded: bool) -> None:
-        resp.set_header("X-Content-Type-Options", "nosniff")
-        resp.set_header("Referrer-Policy", "no-referrer")
-        resp.set_header("X-Frame-Options", "DENY")
-        if resp.get_header("Content-Security-Policy") is None:
-            resp.set_header("Content-Security-Policy", "default-src 'none'; "
-                                                       "frame-ancestors 'none'")
-        if resp.get_header("Cache-Control") is None:
-            resp.set_header("Cache-Control", "no-store")
+    Pages set their own CSP and caching over these (set_header replaces); the CSP pages keep
+    has frame-ancestors 'none' too. X-Frame-Options is for browsers that ignore CSP
+    frame-ancestors. Set when the response is made rather than by a middleware hook: one
+    dict update, and error answers get them as well.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, options: falcon.ResponseOptions | None = None) -> None:
+        super().__init__(options)
+        self._headers.update(SECURITY_HEADERS)
+
+
+#: Header names in lower case, as Falcon keeps them.
+SECURITY_HEADERS = {
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+    "content-security-policy": "default-src 'none'; frame-ancestors 'none'",
+    "cache-control": "no-store",
+}
 
 
 class RequestLog:

@@ -131,8 +131,7 @@ class transaction:  # used as a function: ``with transaction():``
             self._db = None
             return
         try:
-            _execute(db, "BEGIN IMMEDIATE" if isinstance(db, peewee.SqliteDatabase)
-                     else "BEGIN", ())
+            _execute(db, "BEGIN IMMEDIATE" if is_sqlite() else "BEGIN", ())
         except peewee.OperationalError as exc:
             _raise_busy(exc)
             raise
