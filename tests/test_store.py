@@ -7,6 +7,7 @@ IDENTITYCTL_TEST_PG_URL names a server, as scripts/test.sh arranges).
 from __future__ import annotations
 
 import threading
+import uuid
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from identityctl.errors import Conflict, NotFound
 from identityctl.store import catalog, db, directory, migrations, passkeys
 from identityctl.store.directory import UserRecord
-from identityctl.store.models import AuthorizationCode, SchemaVersion, now
+from identityctl.store.models import AuthorizationCode, SchemaVersion, new_id, now
 
 NESTED_JSON = {"name": "Zoë 😀", "flag": True, "count": 3, "ratio": 0.5, "none": None,
                "list": [1, "two", {"three": [False]}]}
@@ -356,3 +357,11 @@ def test_a_compiled_query_binds_new_values_and_refuses_a_builder_that_reorders(
         (User.username == second) & (User.id == first)))
     with pytest.raises(AssertionError, match="in order"):
         swapped.scalar("a", "b")
+
+
+def test_new_ids_are_random_version_4_uuids_in_their_usual_text_form() -> None:
+    ids = [new_id() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for text in ids:
+        parsed = uuid.UUID(text)
+        assert (str(parsed), parsed.version, parsed.variant) == (text, 4, uuid.RFC_4122)

@@ -9,9 +9,9 @@ on one instance reaches the others within ``KEY_CACHE_SECONDS``.
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,7 +75,7 @@ class TokenService:
         issued = int(time.time())
         payload = {"iss": self.issuer, "iat": issued, "exp": issued + ttl, **claims}
         if "jti" not in payload:  # tokens that can be revoked bring their own
-            payload["jti"] = uuid.uuid4().hex
+            payload["jti"] = secrets.token_hex(16)
         return jwt.encode(payload, keys.signing_key, algorithm=keys.signing_algorithm,
                           headers={"kid": keys.signing_kid, "typ": typ})
 

@@ -137,7 +137,7 @@ class _Throttled:
     def __init__(self, ctx: ServiceContext, action: str, client_address: str) -> None:
         self.ctx, self.action, self.client_address = ctx, action, client_address
         self.account: str | None = None
-        self.allowed = throttle.Allowed()
+        self.allowed = throttle.NOTHING_COUNTED
 
     def check(self, account: str | None) -> None:
         self.account = account

@@ -27,7 +27,7 @@ def address_key(client_address: str) -> str:
     return "address:" + client_address
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Allowed:
     """An attempt :func:`ensure_allowed` let through, and what its success must clear."""
 
@@ -35,15 +35,23 @@ class Allowed:
     counted_account: str | None = None
 
 
+#: What nearly every attempt gets (shared: frozen).
+NOTHING_COUNTED = Allowed()
+
+
 def ensure_allowed(ctx: ServiceContext, *, action: str, account: str | None,
                    client_address: str) -> Allowed:
     """Refuse with 429 when the account or the client address is currently blocked."""
-    now = time.time()
-    keys = [key for key, _ in _keys(account, client_address)]
+    mine = account_key(account) if account else None
+    keys = [mine] if mine else []
+    if client_address:
+        keys.append(address_key(client_address))
     counted = store.counted(keys)
+    if not counted:  # nearly every attempt: nothing counted against either key
+        return NOTHING_COUNTED
+    now = time.time()
     until = max((t for t in counted.values() if t is not None and t > now), default=None)
     if until is None:
-        mine = account_key(account) if account else None
         return Allowed(counted_account=mine if mine in counted else None)
     retry_after = max(1, math.ceil(until - now))
     audit.record("throttle.refuse", "throttled", actor=action, client_address=client_address,

@@ -164,11 +164,15 @@ def _execute(db: peewee.Database, sql: str, params: Sequence[Any]) -> Any:
     """Run one statement on ``db``'s connection, its errors as peewee's exceptions.
 
     What ``Database.execute_sql`` does minus its debug logging and query hooks (neither is
-    used here): four Python calls fewer per statement of a hot path.
+    used here), and with the error mapping only entered when there is an error: six Python
+    calls fewer per statement of a hot path.
     """
-    with _DRIVER_ERRORS:
+    try:
         cursor = db.cursor()
         cursor.execute(sql, params)
+    except Exception:
+        with _DRIVER_ERRORS:
+            raise
     return cursor
 
 

@@ -8,8 +8,8 @@ hashes, never in the clear.
 from __future__ import annotations
 
 import json
+import os
 import time
-import uuid
 
 import peewee
 
@@ -17,7 +17,18 @@ from identityctl.store.db import database
 
 
 def new_id() -> str:
-    return str(uuid.uuid4())
+    """A random (version 4) UUID as text, as ``str(uuid.uuid4())`` gives it.
+
+    Formatted from 16 random bytes directly: ids are minted on hot paths (token ids, grant
+    ids), and building a ``uuid.UUID`` first costs twice as much.
+    """
+    digits = ((int.from_bytes(os.urandom(16)) & _UUID4_KEEP) | _UUID4_SET).to_bytes(16).hex()
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
+
+
+#: RFC 9562 §5.4: version 4 in bits 48-51, variant 0b10 in bits 64-65.
+_UUID4_KEEP = ~((0xF << 76) | (0x3 << 62)) & (2**128 - 1)
+_UUID4_SET = (0x4 << 76) | (0x2 << 62)
 
 
 def now() -> float:
