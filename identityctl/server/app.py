@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import falcon
 
 from identityctl.config import Config
@@ -25,6 +27,10 @@ def create_app(config: Config) -> falcon.App:
         *([middleware.RequestLog()] if config.server.access_log else []),
     ], response_type=middleware.SecureResponse)
     app.req_options.strip_url_path_trailing_slash = True
+    # Falcon's default JSON handler calls json.dumps with an option, which builds an encoder
+    # for every response; this one is built once (same output: UTF-8, not ASCII-escaped).
+    app.resp_options.media_handlers[falcon.MEDIA_JSON] = falcon.media.JSONHandler(
+        dumps=json.JSONEncoder(ensure_ascii=False).encode)
     errors.install(app)
     add_routes(app, ServiceContext.for_config(config))
     return app

@@ -35,11 +35,15 @@ def now() -> float:
     return time.time()
 
 
+#: Compact JSON text; one encoder made once (``json.dumps`` with options makes one per call).
+_compact_json = json.JSONEncoder(separators=(",", ":")).encode
+
+
 class JSONField(peewee.TextField):
     """JSON document stored as text (portable between SQLite and PostgreSQL)."""
 
     def db_value(self, value: object) -> str | None:
-        return None if value is None else json.dumps(value, separators=(",", ":"))
+        return None if value is None else _compact_json(value)
 
     def python_value(self, value: str | None) -> object:
         return None if value is None else json.loads(value)
