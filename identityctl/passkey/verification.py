@@ -12,6 +12,7 @@ clone).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -155,11 +156,15 @@ def _check_client_data(client_data_json: bytes, *, expected_type: str,
                                 "use these passkeys.", top_origin=top_origin)
 
 
+@functools.lru_cache(maxsize=8)
+def _rp_id_hash(rp_id: str) -> bytes:
+    return hashlib.sha256(rp_id.encode()).digest()
+
+
 def _check_authenticator_data(auth_data: AuthenticatorData, *,
                               expected: CeremonyExpectations) -> None:
     """rpIdHash, UP, UV when required, and the BE/BS consistency of §6.1.3."""
-    rp_id_hash = hashlib.sha256(expected.rp_id.encode()).digest()
-    if not hmac.compare_digest(auth_data.rp_id_hash, rp_id_hash):
+    if not hmac.compare_digest(auth_data.rp_id_hash, _rp_id_hash(expected.rp_id)):
         raise VerificationError("rp_id_mismatch", f"authenticatorData rpIdHash is not the hash "
                                 f"of the relying party id {expected.rp_id!r}.")
     if not auth_data.flags.up:

@@ -82,17 +82,17 @@ def owner_columns() -> list[peewee.Node]:
 
 
 def owner_record(row: Row) -> UserRecord:
-    """The owner read along with ``row`` through :func:`owner_columns`."""
-    def column(name: str) -> Any:
-        return getattr(row, OWNER_PREFIX + name)
-
+    """The owner read along with ``row`` through :func:`owner_columns` (its columns are
+    ``OWNER_PREFIX`` + the user's column names)."""
+    column = vars(row)
     return UserRecord(
-        id=column("id"), username=column("username"), user_handle=column("user_handle"),
-        attributes=User.attributes.python_value(column("attributes")) or {},
-        user_type_id=column("user_type_id"), user_type=column("type_name"),
-        ou_id=column("ou_id"), password_hash=column("password_hash"), status=column("status"),
-        locked_until=column("locked_until"), created_at=column("created_at"),
-        updated_at=column("updated_at"),
+        id=column["owner_id"], username=column["owner_username"],
+        user_handle=column["owner_user_handle"],
+        attributes=User.attributes.python_value(column["owner_attributes"]) or {},
+        user_type_id=column["owner_user_type_id"], user_type=column["owner_type_name"],
+        ou_id=column["owner_ou_id"], password_hash=column["owner_password_hash"],
+        status=column["owner_status"], locked_until=column["owner_locked_until"],
+        created_at=column["owner_created_at"], updated_at=column["owner_updated_at"],
     )
 
 
