@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.dirname(_BENCH))
 import argparse
 import contextlib
 import json
+import math
 import multiprocessing
 import secrets
 import shutil
@@ -202,6 +203,13 @@ def floor_target(url: str, pid: int, *, origin: str, rp_id: str, secret: str) ->
                   mcp_token=token,
                   new_user_ids=lambda count: [uuid.uuid4().hex for _ in range(count)],
                   new_password_users=password_users, new_codes=codes)
+
+
+#: Finish sessions and codes prepared per second of a phase and server process: more than
+#: either server answers, so a phase ends at its deadline with every connection busy. (When
+#: the work ran out first, phases lasted 1.5-2 s and their ragged end, with fewer and fewer
+#: connections busy, made the per-round shares swing by 20 points.)
+PREPARED_PER_SECOND = 1500
 
 
 # --- the hot paths --------------------------------------------------------------------------
@@ -501,8 +509,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="Duration of each phase.")
     parser.add_argument("--rounds", type=int, default=3,
                         help="Phases per hot path and server, the servers taking turns.")
-    parser.add_argument("--codes", type=int, default=1500,
-                        help="Codes prepared for the code exchange phase.")
+    parser.add_argument("--codes", type=int, default=0,
+                        help="Codes prepared for each code exchange phase (default: enough "
+                             "for the whole phase).")
     parser.add_argument("--client-cpus", default="", help="Pin the client, e.g. '1'.")
     parser.add_argument("--server-cpus", default="", help="Pin both servers, e.g. '0'.")
     parser.add_argument("--only", action="append", default=[],
@@ -511,10 +520,10 @@ def main() -> None:
     args = parser.parse_args()
 
     connections = args.processes * args.threads
-    paths: list[HotPath] = [AuthStart(), AuthFinish(max(20, int(args.seconds * 400
-                                                                 / connections))),
+    prepared = math.ceil(args.seconds * PREPARED_PER_SECOND * args.workers)
+    paths: list[HotPath] = [AuthStart(), AuthFinish(max(20, math.ceil(prepared / connections))),
                             Ceremony(), PasswordSignIn(), ClientCredentials(),
-                            CodeExchange(args.codes), McpToolsList()]
+                            CodeExchange(args.codes or prepared), McpToolsList()]
     if args.only:
         paths = [p for p in paths if any(word in p.name for word in args.only)]
     report: dict[str, Any] = {"workers": args.workers, "server_threads": args.server_threads,

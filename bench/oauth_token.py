@@ -27,6 +27,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -59,13 +60,16 @@ def create_clients(run: str) -> tuple[tuple[str, str], str]:
 
 
 def prepare_codes(config: Config, url: str, client_id: str, user_id: str,
-                  count: int) -> list[tuple[str, str]]:
-    """``count`` fresh (code, verifier) pairs: authorize, then the hosted UI's hand-off."""
+                  count: int, *, threads: int = 8) -> list[tuple[str, str]]:
+    """``count`` fresh (code, verifier) pairs: authorize, then the hosted UI's hand-off
+    (``threads`` at a time: codes live 60 s, and a long phase needs thousands)."""
     context = ServiceContext.for_config(config)
     user = directory.require_user(user_id)
-    http = requests.Session()
-    codes = []
-    for _ in range(count):
+    local = threading.local()
+
+    def one_code(_: int) -> tuple[str, str]:
+        http = getattr(local, "http", None) or requests.Session()
+        local.http = http
         verifier = secrets.token_urlsafe(48)
         started = http.get(f"{url}/oauth2/authorize", allow_redirects=False, timeout=60, params={
             "response_type": "code", "client_id": client_id, "redirect_uri": REDIRECT_URI,
@@ -75,8 +79,10 @@ def prepare_codes(config: Config, url: str, client_id: str, user_id: str,
         handed = http.post(f"{url}/oauth2/auth/callback", timeout=60, json={
             "authId": auth_id, "assertion": signin.issue_assertion(context, user, ["pwd"])})
         redirect = handed.json()["redirect_uri"]
-        codes.append((parse_qs(urlsplit(redirect).query)["code"][0], verifier))
-    return codes
+        return parse_qs(urlsplit(redirect).query)["code"][0], verifier
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return list(pool.map(one_code, range(count)))
 
 
 TokenRequest = Callable[[requests.Session, Any], requests.Response]
