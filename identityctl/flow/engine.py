@@ -17,7 +17,7 @@ from identityctl.errors import BadRequest, MissingField
 INCOMPLETE, COMPLETE, ERROR = "INCOMPLETE", "COMPLETE", "ERROR"
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class TaskOutcome:
     """What an executor made of its step.
 
@@ -36,7 +36,7 @@ SUCCESS = TaskOutcome("success")
 TaskRunner = Callable[[dict[str, Any]], TaskOutcome]
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Halt:
     """Where a walk stopped: waiting at a PROMPT, done at an END, or failed at a task."""
 

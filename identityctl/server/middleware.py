@@ -126,10 +126,10 @@ class BrowserOrigin:
 class SecureResponse(falcon.Response):
     """A response that starts with the headers every answer carries (``App(response_type=)``).
 
-    Pages set their own CSP and caching over these (set_header replaces); the CSP pages keep
-    has frame-ancestors 'none' too. X-Frame-Options is for browsers that ignore CSP
-    frame-ancestors. Set when the response is made rather than by a middleware hook: one
-    dict update, and error answers get them as well.
+    Pages replace the CSP and the caching header with ``set_header``; their CSP keeps
+    frame-ancestors 'none'. X-Frame-Options is for browsers that ignore CSP frame-ancestors.
+    Set when the response object is made rather than by a middleware hook: one dict update,
+    and error answers carry them as well.
     """
 
     __slots__ = ()
