@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from identityctl.errors import Conflict, NotFound
+from identityctl.errors import Conflict, NotFound, ServiceUnavailable
 from identityctl.store import catalog, db, directory, migrations, passkeys
 from identityctl.store.directory import UserRecord
 from identityctl.store.models import AuthorizationCode, SchemaVersion, new_id, now
@@ -297,6 +297,23 @@ def test_a_transaction_keeps_all_its_writes_or_none(store_url: str) -> None:
     with db.transaction():
         make_user_type(make_ou("second")["id"])
     assert directory.find_user_type("person")["ouId"] == directory.find_ou("second")["id"]
+
+
+def test_a_full_disk_in_the_middle_of_a_transaction_is_a_503_and_keeps_nothing(
+        store_url: str) -> None:
+    if not db.is_sqlite():
+        pytest.skip("the database is filled with SQLite's max_page_count")
+    make_ou("first")
+    pages = db.database.execute_sql("PRAGMA page_count").fetchone()[0]
+    db.database.execute_sql(f"PRAGMA max_page_count = {pages + 1}")
+    try:
+        with pytest.raises(ServiceUnavailable) as full, db.transaction():
+            for number in range(200):  # SQLite rolls the transaction back itself
+                make_ou(f"unit-{number}-" + "x" * 200)
+    finally:
+        db.database.execute_sql("PRAGMA max_page_count = 1073741823")
+    assert full.value.code == "database_disk_full"
+    assert [ou["handle"] for ou in directory.list_ous()] == ["first"]
 
 
 def test_a_single_use_code_is_consumed_by_exactly_one_of_many_racers(store_url: str) -> None:

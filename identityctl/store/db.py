@@ -145,18 +145,31 @@ class transaction:  # used as a function: ``with transaction():``
             return  # the outer transaction commits or rolls back, and maps errors
         db.pop_transaction()
         if kind is not None:
-            _execute(db, "ROLLBACK", ())
+            _rollback(db)
             if isinstance(error, peewee.OperationalError):
                 _raise_busy(error)
             return
         try:
             _execute(db, "COMMIT", ())
         except peewee.OperationalError as exc:
-            _execute(db, "ROLLBACK", ())
+            _rollback(db)
             _raise_busy(exc)
             raise
         except BaseException:
-            _execute(db, "ROLLBACK", ())
+            _rollback(db)
+            raise
+
+
+def _rollback(db: peewee.Database) -> None:
+    """ROLLBACK, unless the database already rolled back by itself.
+
+    SQLite does on a full disk or an I/O error; its ROLLBACK then fails ("no transaction is
+    active") and would hide the error that matters (a 503 database_disk_full).
+    """
+    try:
+        _execute(db, "ROLLBACK", ())
+    except peewee.OperationalError:
+        if getattr(db.connection(), "in_transaction", True):
             raise
 
 
