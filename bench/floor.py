@@ -188,6 +188,12 @@ def _hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def _s256(verifier: str) -> str:
+    """The PKCE S256 challenge of ``verifier`` (RFC 7636 §4.2)."""
+    return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()) \
+        .rstrip(b"=").decode()
+
+
 class Floor:
     """Everything the floor app shares between its threads: the database file, the signing
     key, the relying party, the verified-secret cache."""
@@ -501,8 +507,7 @@ class Token:
                            "consumed_at, expires_at, scope, auth_time, amr, extra, * "
                            "FROM codes WHERE code_hash = ?", (code_hash,)).fetchone()
         verifier = form.get("code_verifier", "")
-        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()) \
-            .rstrip(b"=").decode()
+        challenge = _s256(verifier)
         if (row is None or row[4] is not None or row[5] <= time.time()
                 or row[0] != client[0] or row[3] != form.get("redirect_uri")
                 or row[2] != challenge):
@@ -625,8 +630,7 @@ class BenchCodes:
         pairs, rows = [], []
         for _ in range(body["count"]):
             code, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(48)
-            challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()) \
-                .rstrip(b"=").decode()
+            challenge = _s256(verifier)
             now = time.time()
             rows.append((_hash(code), application_id, body["userId"], body["redirectUri"],
                          challenge, float(int(now)), now, now + 600))

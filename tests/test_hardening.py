@@ -25,6 +25,7 @@ import requests
 from typer.testing import CliRunner
 
 from identityctl.cli.main import app as cli_app
+from identityctl.security.secrets import token_hash
 from identityctl.server import middleware
 from identityctl.store import audit, db
 from identityctl.store import passkeys as passkey_store
@@ -80,6 +81,22 @@ def test_bad_assertions_for_one_account_get_429_with_retry_after_and_are_audited
     # An admin unlock lifts the account block (the address is still under its own limit).
     assert cli("user", "unlock", user.username).exit_code == 0
     assert client.sign_in(authenticator, user.id).status_code == 200
+
+
+def test_a_session_stored_without_its_username_still_counts_against_the_account(
+        client: PasskeyClient) -> None:
+    """Sessions started by an earlier version do not carry the username the finish throttles
+    by: the finish reads it from the user instead of throttling the address only."""
+    user, authenticator = client.new_user(), SoftAuthenticator()
+    client.enrolled(user, authenticator)
+    for _ in range(client.service.config.security.max_failures_per_account):
+        options, session_token = client.begin_sign_in(user.id)
+        session = CeremonySession.get(CeremonySession.token_hash == token_hash(session_token))
+        session.state = {key: value for key, value in session.state.items() if key != "account"}
+        session.save()
+        bad = authenticator.get(options, origin=client.origin, bad_signature=True)
+        assert_error(client.auth_finish(bad, session_token), 400, "invalid_signature")
+    assert_error(client.auth_start(user.id), 429, "too_many_attempts")
 
 
 def test_a_finish_started_before_the_block_is_refused_too(client: PasskeyClient) -> None:

@@ -42,11 +42,8 @@ NOTHING_COUNTED = Allowed()
 def ensure_allowed(ctx: ServiceContext, *, action: str, account: str | None,
                    client_address: str) -> Allowed:
     """Refuse with 429 when the account or the client address is currently blocked."""
-    mine = account_key(account) if account else None
-    keys = [mine] if mine else []
-    if client_address:
-        keys.append(address_key(client_address))
-    counted = store.counted(keys)
+    mine, address = _keys(account, client_address)
+    counted = store.counted([key for key in (mine, address) if key])
     if not counted:  # nearly every attempt: nothing counted against either key
         return NOTHING_COUNTED
     now = time.time()
@@ -65,9 +62,11 @@ def record_failure(ctx: ServiceContext, *, action: str, account: str | None,
     """Count a failed attempt against the account and the address; block at the limit."""
     security = ctx.config.security
     now = time.time()
-    for key, limit in _keys(account, client_address,
-                            account_limit=security.max_failures_per_account,
-                            address_limit=security.max_failures_per_address):
+    mine, address = _keys(account, client_address)
+    for key, limit in ((mine, security.max_failures_per_account),
+                       (address, security.max_failures_per_address)):
+        if not key:
+            continue
         until = store.count_failure(key, now=now, window=security.failure_window,
                                     limit=limit, block_for=security.lockout_seconds)
         if until is not None:
@@ -92,11 +91,7 @@ def unlock_account(account: str) -> None:
     store.clear([account_key(account)])
 
 
-def _keys(account: str | None, client_address: str, *, account_limit: int = 0,
-          address_limit: int = 0) -> list[tuple[str, int]]:
-    keys = []
-    if account:
-        keys.append((account_key(account), account_limit))
-    if client_address:
-        keys.append((address_key(client_address), address_limit))
-    return keys
+def _keys(account: str | None, client_address: str) -> tuple[str | None, str | None]:
+    """The throttle keys of an attempt: its account's and its address's (None when unnamed)."""
+    return (account_key(account) if account else None,
+            address_key(client_address) if client_address else None)

@@ -82,17 +82,16 @@ def owner_columns() -> list[peewee.Node]:
 
 
 def owner_record(row: Row) -> UserRecord:
-    """The owner read along with ``row`` through :func:`owner_columns` (its columns are
-    ``OWNER_PREFIX`` + the user's column names)."""
-    column = vars(row)
+    """The owner read along with ``row`` through :func:`owner_columns`."""
+    column, prefix = vars(row), OWNER_PREFIX
     return UserRecord(
-        id=column["owner_id"], username=column["owner_username"],
-        user_handle=column["owner_user_handle"],
-        attributes=User.attributes.python_value(column["owner_attributes"]) or {},
-        user_type_id=column["owner_user_type_id"], user_type=column["owner_type_name"],
-        ou_id=column["owner_ou_id"], password_hash=column["owner_password_hash"],
-        status=column["owner_status"], locked_until=column["owner_locked_until"],
-        created_at=column["owner_created_at"], updated_at=column["owner_updated_at"],
+        id=column[prefix + "id"], username=column[prefix + "username"],
+        user_handle=column[prefix + "user_handle"],
+        attributes=User.attributes.python_value(column[prefix + "attributes"]) or {},
+        user_type_id=column[prefix + "user_type_id"], user_type=column[prefix + "type_name"],
+        ou_id=column[prefix + "ou_id"], password_hash=column[prefix + "password_hash"],
+        status=column[prefix + "status"], locked_until=column[prefix + "locked_until"],
+        created_at=column[prefix + "created_at"], updated_at=column[prefix + "updated_at"],
     )
 
 
