@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from identityctl.security.tokens import ASSERTION_TYP, TokenService
+from identityctl.security.tokens import TokenService
 from identityctl.store import audit
 from identityctl.store import passkeys as passkey_store
 from tests.conftest import Service
@@ -84,8 +84,8 @@ def test_register_then_sign_in_with_the_user_id(client: PasskeyClient, alg: str,
     assert signed_in.status_code == 200, signed_in.text
     result = signed_in.json()
     assert (result["id"], result["type"], result["ouId"]) == (user.id, "person", user.ou_id)
-    claims = TokenService(client.service.config.issuer).verify(
-        result["assertion"], typ=ASSERTION_TYP, audience=client.service.config.issuer)
+    claims = TokenService(client.service.config.issuer).verify_assertion(
+        result["assertion"])
     assert claims["sub"] == user.id and claims["amr"] == ["passkey", "hwk"]
     assert {"iat", "exp", "jti", "auth_time"} <= claims.keys()
     assert claims["exp"] - claims["iat"] == client.service.config.oauth.assertion_ttl
@@ -110,8 +110,8 @@ def test_usernameless_sign_in_finds_the_user_by_user_handle(client: PasskeyClien
     assert signed_in.status_code == 200, signed_in.text
     assert signed_in.json()["id"] == user.id
     # A synced passkey (backup eligible) is not a hardware-bound key.
-    claims = TokenService(client.service.config.issuer).verify(
-        signed_in.json()["assertion"], typ=ASSERTION_TYP, audience=None)
+    claims = TokenService(client.service.config.issuer).verify_assertion(
+        signed_in.json()["assertion"])
     assert claims["amr"] == ["passkey"]
 
 

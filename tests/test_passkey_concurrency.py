@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import requests
 
-from identityctl.security.tokens import ASSERTION_TYP, TokenService
+from identityctl.security.tokens import TokenService
 from identityctl.store import passkeys as passkey_store
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator
@@ -91,6 +91,5 @@ def test_a_ceremony_started_on_one_instance_finishes_on_another(
         assert stale.json()["code"] == "stale_session_token"
 
     issuer = client.service.config.issuer
-    claims = TokenService(issuer).verify(signed_in.json()["assertion"], typ=ASSERTION_TYP,
-                                         audience=issuer)
+    claims = TokenService(issuer).verify_assertion(signed_in.json()["assertion"])
     assert claims["sub"] == user.id

@@ -5,7 +5,8 @@
 `McpWsgiBridge`; everything else goes to the Falcon app untouched. A token is accepted only
 from the Authorization header, must be an access token (`typ` at+jwt) signed by the
 service's keys, issued by its issuer, for the MCP audience (config `mcp.audience`), unexpired,
-and carry the required scope (`mcp.required_scope`). Refusals are our JSON error body with a
+not revoked (TokenService.verify_access_token), and carry the required scope
+(`mcp.required_scope`). Refusals are our JSON error body with a
 `WWW-Authenticate` challenge that points the client at the protected-resource metadata.
 Authenticated requests pass through `AnswerMemo` (mcp/memo.py), which replays the SDK's own
 earlier answer to an identical `tools/list`.
@@ -17,10 +18,8 @@ reaches the bridge, so a server whose /mcp is never used does not pay for it.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import Iterable
-from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -29,7 +28,8 @@ import falcon
 from identityctl.errors import IdentityError, PayloadTooLarge, Unauthorized
 from identityctl.mcp.bridge import ACCESS_TOKEN_ENVIRON_KEY, McpWsgiBridge
 from identityctl.mcp.memo import AnswerMemo
-from identityctl.security.tokens import ACCESS_TOKEN_TYP, require_scope
+from identityctl.security.tokens import require_scope
+from identityctl.server.errors import error_answer
 from identityctl.server.heap import settle_heap
 from identityctl.server.middleware import ClientAddress
 from identityctl.server.requests import bearer_token
@@ -94,8 +94,7 @@ class McpDispatcher:
                 raise Unauthorized("Send an access token with scope "
                                    f"'{self._scope}' in an Authorization: Bearer header.",
                                    code="missing_token")
-            claims = self._context.tokens.verify(token, typ=ACCESS_TOKEN_TYP,
-                                                 audience=self._audience)
+            claims = self._context.tokens.verify_access_token(token, audience=self._audience)
             require_scope(claims, self._scope)
         except IdentityError as refusal:
             log.info("refused an MCP request from %s: %s", request.remote_addr,
@@ -134,13 +133,9 @@ def _audited_address(environ: WSGIEnvironment) -> contextlib.AbstractContextMana
 
 def _error_response(start_response: StartResponse, error: IdentityError,
                     *headers: tuple[str, str]) -> list[bytes]:
-    """The service's JSON error body, as server/errors.py writes it for Falcon routes."""
-    body = json.dumps(error.to_dict()).encode()
-    status = HTTPStatus(error.status)
-    start_response(f"{status.value} {status.phrase}", [
-        ("Content-Type", "application/json"), ("Content-Length", str(len(body))),
-        ("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"),
-        *headers, *error.headers.items()])
+    """The service's JSON error answer with its security headers (server/errors.py)."""
+    status, response_headers, body = error_answer(error, *headers)
+    start_response(status, response_headers)
     return [body]
 
 

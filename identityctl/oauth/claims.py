@@ -35,13 +35,17 @@ class SignIn:
 
 
 def access_token_claims(*, subject: str, client_id: str, scope: tuple[str, ...],
-                        audience: list[str], jti: str,
-                        sign_in: SignIn | None = None) -> dict[str, Any]:
+                        audience: list[str], jti: str, sign_in: SignIn | None = None,
+                        grant_id: str | None = None) -> dict[str, Any]:
+    """RFC 9068 claims; ``sid`` names the grant the token belongs to (a user's sign-in at
+    this client), so ending the grant ends every access token of it in one check."""
     claims: dict[str, Any] = {"sub": subject, "client_id": client_id, "scope": " ".join(scope),
                               "aud": audience[0] if len(audience) == 1 else audience,
                               "jti": jti}
     if sign_in is not None:
         claims.update(auth_time=sign_in.auth_time, amr=list(sign_in.amr))
+    if grant_id is not None:
+        claims["sid"] = grant_id
     return claims
 
 

@@ -5,6 +5,11 @@ Each kind carries its own ``typ`` header, so one can never be replayed as anothe
 (``alg: none``, HS256 keyed with the public key and algorithm swaps are refused) and checks
 issuer, audience and expiry. Keys come from the store and are cached briefly, so a rotation
 on one instance reaches the others within ``KEY_CACHE_SECONDS``.
+
+There is no general "verify any token" method: each kind has its own, and the one for access
+tokens (:meth:`TokenService.verify_access_token`) also checks revocation, of the token and of
+the grant it belongs to. Every place that accepts a bearer token calls it, so a revoked token
+is refused everywhere (tests/test_bearer_revocation.py enumerates those places).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from cryptography.hazmat.primitives import serialization
 
 from identityctl.errors import Forbidden, Unauthorized
 from identityctl.store import keys as key_store
+from identityctl.store import oauth as oauth_store
 
 ASSERTION_TYP = "assertion+jwt"
 ACCESS_TOKEN_TYP = "at+jwt"
@@ -79,7 +85,29 @@ class TokenService:
         return jwt.encode(payload, keys.signing_key, algorithm=keys.signing_algorithm,
                           headers={"kid": keys.signing_kid, "typ": typ})
 
-    def verify(self, token: str, *, typ: str, audience: str | list[str] | None) -> dict[str, Any]:
+    def verify_access_token(self, token: str, *,
+                            audience: str | list[str] | None) -> dict[str, Any]:
+        """The claims of a live access token (RFC 9068 ``at+jwt``): signature, issuer,
+        audience (None: any), expiry, and not revoked — neither the token itself nor the
+        grant named by its ``sid`` (logout, code replay, refresh-token reuse end a grant).
+        Anything else is 401 invalid_token."""
+        claims = self._verify(token, typ=ACCESS_TOKEN_TYP, audience=audience)
+        if oauth_store.is_revoked(str(claims.get("jti", "")), claims.get("sid")):
+            raise _invalid("the token was revoked")
+        return claims
+
+    def verify_assertion(self, token: str) -> dict[str, Any]:
+        """The claims of a sign-in assertion addressed to this issuer. Assertions are not
+        revocable: they live ``oauth.assertion_ttl`` and prove one recent sign-in."""
+        return self._verify(token, typ=ASSERTION_TYP, audience=self.issuer)
+
+    def verify_id_token(self, token: str) -> dict[str, Any]:
+        """The claims of an ID token this service issued (a logout's ``id_token_hint``: it
+        names who signs out, it grants nothing, so any audience and no revocation check)."""
+        return self._verify(token, typ=ID_TOKEN_TYP, audience=None)
+
+    def _verify(self, token: str, *, typ: str,
+                audience: str | list[str] | None) -> dict[str, Any]:
         """The claims of a valid token of kind ``typ``; anything else is 401 invalid_token."""
         try:
             header = jwt.get_unverified_header(token)
@@ -100,6 +128,14 @@ class TokenService:
                               audience=audience, options=options, leeway=LEEWAY_SECONDS)
         except jwt.PyJWTError as exc:
             raise _invalid(str(exc)) from exc
+
+
+def token_type(token: str) -> str | None:
+    """The ``typ`` a token claims, unverified: only to choose which verify method to call."""
+    try:
+        return jwt.get_unverified_header(token).get("typ")
+    except jwt.PyJWTError:
+        return None
 
 
 def _invalid(description: str) -> Unauthorized:

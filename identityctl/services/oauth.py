@@ -58,8 +58,8 @@ from identityctl.oauth.parameters import (
 )
 from identityctl.security import passwords
 from identityctl.security.secrets import new_token, token_hash
-from identityctl.security.tokens import ACCESS_TOKEN_TYP, ID_TOKEN_TYP
-from identityctl.services import flow_execution, signin, throttle
+from identityctl.security.tokens import ACCESS_TOKEN_TYP, ID_TOKEN_TYP, LEEWAY_SECONDS
+from identityctl.services import flow_execution, throttle
 from identityctl.services.catalog import oauth_config
 from identityctl.services.context import ServiceContext
 from identityctl.store import audit, directory
@@ -256,7 +256,7 @@ def complete_authorization(ctx: ServiceContext, *, auth_id: str, assertion: str,
     Returns the client's redirect URI with a one-time code (or ``access_denied``). The
     request and the assertion are both single-use.
     """
-    claims = signin.verify_assertion(ctx, assertion)
+    claims = ctx.tokens.verify_assertion(assertion)
     pending = oauth_store.find_authorization_request(auth_id)
     if pending is None:
         raise BadRequest("The sign-in request is unknown, expired or already completed; "
@@ -360,7 +360,8 @@ def _issue(ctx: ServiceContext, client: Client, *, subject: str, scope: tuple[st
     response: dict[str, Any] = {
         "access_token": tokens.sign(
             access_token_claims(subject=subject, client_id=client.client_id, scope=scope,
-                                audience=audience, jti=access.jti, sign_in=sign_in),
+                                audience=audience, jti=access.jti, sign_in=sign_in,
+                                grant_id=session_id),
             typ=ACCESS_TOKEN_TYP, ttl=access_ttl),
         "token_type": "Bearer", "expires_in": access_ttl, "scope": " ".join(scope)}
     issued = [access]
@@ -411,7 +412,7 @@ def _exchange_code(ctx: ServiceContext, client: Client, parameters: Parameters,
     code_hash = token_hash(require(parameters, "code"))
     stored = oauth_store.find_code(code_hash)
     if stored is not None and stored.consumed_at is not None:
-        _refuse_code_reuse(stored.code_hash, client, client_address)
+        _refuse_code_reuse(ctx, stored.code_hash, client, client_address)
     if stored is None or stored.application_id != client.application_id:
         raise InvalidGrant("The code is unknown or was issued to another client.",
                            code="invalid_code")
@@ -440,17 +441,26 @@ def _exchange_code(ctx: ServiceContext, client: Client, parameters: Parameters,
             audit.record("oauth.token", "success", actor=client.client_id, user_id=user.id,
                          client_address=client_address, details={"grant": AUTHORIZATION_CODE})
     if not redeemed:
-        _refuse_code_reuse(code_hash, client, client_address)  # a parallel exchange won
+        _refuse_code_reuse(ctx, code_hash, client, client_address)  # a parallel exchange won
     return issue.response
 
 
-def _refuse_code_reuse(code_hash: str, client: Client, client_address: str) -> NoReturn:
+def _end_grant(ctx: ServiceContext, family: str, client: Client | None) -> None:
+    """End a grant: its refresh tokens, and every access token that names it (``sid``),
+    remembered until the longest-lived of them would have expired anyway."""
+    default = ctx.config.oauth.access_token_ttl
+    ttl = max(default, client.ttl("accessTokenTtl", default)) if client else default
+    oauth_store.revoke_family(family, tokens_live_until=time.time() + ttl + LEEWAY_SECONDS)
+
+
+def _refuse_code_reuse(ctx: ServiceContext, code_hash: str, client: Client,
+                       client_address: str) -> NoReturn:
     """RFC 9700 §4.4.1: a replayed code is refused and what it issued is revoked."""
     stored = oauth_store.find_code(code_hash)
     if stored is not None:
         oauth_store.revoke_tokens(stored.issued)
         if stored.refresh_family:
-            oauth_store.revoke_family(stored.refresh_family)
+            _end_grant(ctx, stored.refresh_family, client)
     audit.record("oauth.code_reuse", "denied", actor=client.client_id,
                  user_id=stored.user_id if stored else None, client_address=client_address)
     raise InvalidGrant("The code was already used; the tokens it issued are now revoked.",
@@ -465,7 +475,7 @@ def _refresh(ctx: ServiceContext, client: Client, parameters: Parameters,
         raise InvalidGrant("The refresh token is unknown or was issued to another client.",
                            code="invalid_refresh_token")
     if stored.revoked or stored.rotated_at is not None:
-        _refuse_refresh_reuse(stored.family, stored.user_id, client, client_address)
+        _refuse_refresh_reuse(ctx, stored.family, stored.user_id, client, client_address)
     if stored.expires_at <= time.time():
         raise InvalidGrant("The refresh token has expired; sign in again.",
                            code="refresh_token_expired")
@@ -484,16 +494,16 @@ def _refresh(ctx: ServiceContext, client: Client, parameters: Parameters,
     successor = _new_refresh_token(ctx, client, issue, family=stored.family, user=user,
                                    scope=authorized, sign_in=sign_in, resources=resources)
     if successor is None or not oauth_store.rotate_refresh_token(presented_hash, successor):
-        _refuse_refresh_reuse(stored.family, stored.user_id, client, client_address)
+        _refuse_refresh_reuse(ctx, stored.family, stored.user_id, client, client_address)
     audit.record("oauth.token", "success", actor=client.client_id, user_id=user.id,
                  client_address=client_address, details={"grant": REFRESH_TOKEN})
     return issue.response
 
 
-def _refuse_refresh_reuse(family: str, user_id: str | None, client: Client,
+def _refuse_refresh_reuse(ctx: ServiceContext, family: str, user_id: str | None, client: Client,
                           client_address: str) -> NoReturn:
     """RFC 9700 §4.14.2: a rotated token coming back means theft; end the whole grant."""
-    oauth_store.revoke_family(family)
+    _end_grant(ctx, family, client)
     audit.record("oauth.refresh_reuse", "denied", actor=client.client_id, user_id=user_id,
                  client_address=client_address, details={"family": family})
     raise InvalidGrant("The refresh token was already used; every token of this grant is now "
@@ -525,15 +535,6 @@ _GRANTS: dict[str, Callable[[ServiceContext, Client, Parameters, str], dict[str,
 # --- using and ending tokens ----------------------------------------------------------------
 
 
-def _access_token_claims(ctx: ServiceContext, token: str, *,
-                         audience: str | None) -> dict[str, Any]:
-    """Claims of a live access token (signature, issuer, expiry, audience, not revoked)."""
-    claims = ctx.tokens.verify(token, typ=ACCESS_TOKEN_TYP, audience=audience)
-    if oauth_store.is_revoked(str(claims.get("jti", ""))):
-        raise Unauthorized("The token was revoked.", code="invalid_token")
-    return claims
-
-
 def userinfo(ctx: ServiceContext, access_token: str | None) -> dict[str, Any]:
     """OIDC Core §5.3: the standard claims the token's scope releases about its user."""
     if access_token is None:
@@ -541,7 +542,7 @@ def userinfo(ctx: ServiceContext, access_token: str | None) -> dict[str, Any]:
                            code="missing_token", headers={"WWW-Authenticate": BEARER_REALM})
     challenge = {"WWW-Authenticate": f'{BEARER_REALM}, error="invalid_token"'}
     try:
-        claims = _access_token_claims(ctx, access_token, audience=ctx.config.issuer)
+        claims = ctx.tokens.verify_access_token(access_token, audience=ctx.config.issuer)
     except Unauthorized as refusal:
         raise InvalidToken(refusal.description, headers=challenge) from refusal
     scope = parse_scope(claims.get("scope"))
@@ -568,13 +569,13 @@ def revoke(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None
     stored = oauth_store.find_refresh_token(token_hash(presented))
     if stored is not None:
         if stored.application_id == client.application_id:
-            oauth_store.revoke_family(stored.family)
+            _end_grant(ctx, stored.family, client)
             audit.record("oauth.revoke", "success", actor=client.client_id,
                          user_id=stored.user_id, client_address=client_address,
                          details={"token": "refresh_token"})
         return
     try:
-        claims = _access_token_claims(ctx, presented, audience=None)
+        claims = ctx.tokens.verify_access_token(presented, audience=None)
     except Unauthorized:
         return
     if claims.get("client_id") == client.client_id:
@@ -603,7 +604,7 @@ def introspect(ctx: ServiceContext, raw: RawParameters, *, authorization: str | 
                 "client_id": client.client_id, "sub": stored.user_id,
                 "exp": int(stored.expires_at), "iss": ctx.config.issuer}
     try:
-        claims = _access_token_claims(ctx, presented, audience=None)
+        claims = ctx.tokens.verify_access_token(presented, audience=None)
     except Unauthorized:
         return {"active": False}
     if claims.get("auth_time") is not None and _inactive_user(str(claims["sub"])):
@@ -632,7 +633,7 @@ def logout(ctx: ServiceContext, raw: RawParameters) -> str | None:
     hint = parameters.get("id_token_hint")
     if hint is not None:
         try:
-            claims = ctx.tokens.verify(hint, typ=ID_TOKEN_TYP, audience=None)
+            claims = ctx.tokens.verify_id_token(hint)
         except Unauthorized as refusal:
             raise UntrustedRedirect(f"id_token_hint is not a valid ID token of this service: "
                                     f"{refusal.description}", code="invalid_id_token_hint") \
@@ -642,7 +643,8 @@ def logout(ctx: ServiceContext, raw: RawParameters) -> str | None:
                                     code="client_id_mismatch")
         client_id = str(claims.get("aud"))
         if claims.get("sid"):
-            oauth_store.revoke_family(str(claims["sid"]))
+            issued_to = catalog_store.find_application_by_client_id(client_id)
+            _end_grant(ctx, str(claims["sid"]), _client_of(issued_to) if issued_to else None)
         audit.record("oauth.logout", "success", actor=client_id, user_id=str(claims["sub"]))
     target = parameters.get("post_logout_redirect_uri")
     if target is None:

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import jwt
-
 from identityctl.errors import (
     BadRequest,
     Conflict,
@@ -44,8 +42,8 @@ from identityctl.passkey.verification import (
     verify_registration,
 )
 from identityctl.security.secrets import new_token, token_hash
-from identityctl.security.tokens import ACCESS_TOKEN_TYP, require_scope
-from identityctl.services import signin, throttle
+from identityctl.security.tokens import ACCESS_TOKEN_TYP, require_scope, token_type
+from identityctl.services import throttle
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import ensure_usable, require_user
 from identityctl.store import audit, directory
@@ -434,16 +432,12 @@ def _enrolment_subject(ctx: ServiceContext, bearer_token: str | None) -> str | N
                            "assertion of a recent sign-in of that user, or an admin token "
                            "(identityctl token --scope system).", code="authentication_required",
                            headers={"WWW-Authenticate": 'Bearer realm="identityctl"'})
-    try:
-        kind = jwt.get_unverified_header(bearer_token).get("typ")
-    except jwt.PyJWTError:
-        kind = None  # the assertion check below names what is wrong with it
-    if kind == ACCESS_TOKEN_TYP:
-        claims = ctx.tokens.verify(bearer_token, typ=ACCESS_TOKEN_TYP,
-                                   audience=ctx.config.issuer)
+    if token_type(bearer_token) == ACCESS_TOKEN_TYP:
+        claims = ctx.tokens.verify_access_token(bearer_token, audience=ctx.config.issuer)
         require_scope(claims, ADMIN_SCOPE)
         return None
-    claims = signin.verify_assertion(ctx, bearer_token)
+    # Anything else must be an assertion; its check names what is wrong with it.
+    claims = ctx.tokens.verify_assertion(bearer_token)
     signed_in_at = claims.get("auth_time", claims["iat"])
     if time.time() - signed_in_at > ctx.config.passkey.enrolment_window:
         raise Unauthorized("The sign-in is too old to enrol a passkey; sign in again.",

@@ -23,11 +23,6 @@ def issue_assertion(ctx: ServiceContext, user: UserRecord, amr: list[str]) -> st
     return ctx.tokens.sign(claims, typ=ASSERTION_TYP, ttl=ctx.config.oauth.assertion_ttl)
 
 
-def verify_assertion(ctx: ServiceContext, token: str) -> dict[str, Any]:
-    """The claims of a valid, unexpired assertion of this issuer; else 401 invalid_token."""
-    return ctx.tokens.verify(token, typ=ASSERTION_TYP, audience=ctx.config.issuer)
-
-
 def authentication_result(ctx: ServiceContext, user: UserRecord, amr: list[str], *,
                           skip_assertion: bool = False) -> dict[str, Any]:
     """``{id, type, ouId, assertion}``; ``skip_assertion`` leaves the assertion out (the

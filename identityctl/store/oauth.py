@@ -247,9 +247,14 @@ def rotate_refresh_token(token_hash: str, successor: NewRefreshToken) -> bool:
     return bool(won)
 
 
-def revoke_family(family: str) -> int:
-    """Revoke every refresh token of a grant and the access tokens issued with them."""
+def revoke_family(family: str, *, tokens_live_until: float) -> int:
+    """End a grant: every refresh token of it, and every access token that names it in
+    ``sid`` (one row, read by :func:`is_revoked`, kept until ``tokens_live_until``, when the
+    last access token of the grant has expired anyway). Access tokens recorded with the
+    refresh tokens are revoked one by one too (those issued before tokens named their grant).
+    """
     with transaction():
+        _revoke([IssuedToken(jti=_grant_key(family), expires_at=tokens_live_until)])
         rows = list(RefreshToken.select(RefreshToken.extra).where(RefreshToken.family == family))
         _revoke(IssuedToken.from_json(row.extra["accessToken"]) for row in rows
                 if (row.extra or {}).get("accessToken"))
@@ -283,5 +288,17 @@ def use_once(token: IssuedToken) -> bool:
     return True
 
 
-def is_revoked(jti: str) -> bool:
-    return RevokedToken.select().where(RevokedToken.jti == jti).exists()
+def _grant_key(grant_id: str) -> str:
+    """A grant's row among the token ids (a jti is a UUID: it never starts so)."""
+    return "grant:" + grant_id
+
+
+#: PERF: the one read every bearer-token use makes: the token's id and its grant's, by the
+#: primary key. Params: the jti, the grant key.
+_REVOKED = CompiledQuery(lambda jti, grant_key: RevokedToken.select(RevokedToken.jti).where(
+    RevokedToken.jti.in_([jti, grant_key])))
+
+
+def is_revoked(jti: str, grant_id: str | None = None) -> bool:
+    """Whether the token ``jti``, or the grant ``grant_id`` it belongs to, was revoked."""
+    return bool(_REVOKED.rows(jti, _grant_key(grant_id) if grant_id else ""))
