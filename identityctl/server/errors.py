@@ -3,16 +3,23 @@
 Domain errors (:class:`IdentityError`) carry their own status and code; Falcon's own errors
 (404 route, 405 method, malformed JSON) are given stable codes too; anything unexpected is a
 500 whose body says nothing about the internals (the traceback goes to the log only).
+
+Falcon routes answer through the handlers below (their headers come with ``SecureResponse``);
+what answers below Falcon (the /mcp dispatcher, waitress's own refusals in
+``server/waitress_errors.py``) writes its answer with :func:`error_answer`.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from http import HTTPStatus
 from typing import Any
 
 import falcon
 
 from identityctl.errors import IdentityError
+from identityctl.server.middleware import SECURITY_HEADERS
 from identityctl.store.db import busy_error
 
 log = logging.getLogger("identityctl.server")
@@ -23,6 +30,43 @@ _FALCON_CODES = {
     413: "payload_too_large", 415: "unsupported_media_type", 422: "unprocessable",
     429: "too_many_requests", 503: "service_unavailable",
 }
+
+
+class InternalError(IdentityError):
+    """An unexpected failure; the answer says nothing about it (the traceback is logged)."""
+
+    status = 500
+    code = "internal_error"
+    message = "Internal server error."
+
+    def __init__(self) -> None:
+        super().__init__("The error was logged; nothing was changed.")
+
+
+def _security_header(name: str) -> str:
+    return "-".join(part.capitalize() for part in name.split("-"))
+
+
+#: SECURITY_HEADERS as WSGI headers (``SecureResponse`` gives Falcon's answers the same).
+_WSGI_SECURITY_HEADERS = tuple((_security_header(name), value)
+                               for name, value in SECURITY_HEADERS.items())
+
+
+def error_answer(error: IdentityError, *headers: tuple[str, str]
+                 ) -> tuple[str, list[tuple[str, str]], bytes]:
+    """``error`` as a WSGI status line, headers and JSON body, for code outside Falcon.
+
+    The body is ``error.to_dict()``; the headers are the security headers every answer
+    carries, the JSON content type and length, then ``headers`` and ``error.headers``.
+    """
+    body = json.dumps(error.to_dict(), ensure_ascii=False).encode()
+    try:
+        phrase = HTTPStatus(error.status).phrase
+    except ValueError:
+        phrase = "Error"
+    return f"{error.status} {phrase}", [
+        *_WSGI_SECURITY_HEADERS, ("Content-Type", falcon.MEDIA_JSON),
+        ("Content-Length", str(len(body))), *headers, *error.headers.items()], body
 
 
 def _write(resp: falcon.Response, status: int, body: dict[str, str],
@@ -66,8 +110,7 @@ def handle_unexpected(req: falcon.Request, resp: falcon.Response, ex: Exception,
         handle_identity_error(req, resp, busy, params)
         return
     log.exception("unhandled error on %s %s", req.method, req.path)
-    _write(resp, 500, {"code": "internal_error", "message": "Internal server error.",
-                       "description": "The error was logged; nothing was changed."})
+    handle_identity_error(req, resp, InternalError(), params)
 
 
 def install(app: falcon.App) -> None:

@@ -15,6 +15,7 @@ from identityctl.config import Config
 from identityctl.mcp.http import McpDispatcher
 from identityctl.server.app import create_app
 from identityctl.server.heap import settle_heap
+from identityctl.server.waitress_errors import use_json_errors
 from identityctl.services.context import ServiceContext
 from identityctl.store import db, migrations
 
@@ -38,13 +39,19 @@ def make_server(config: Config, *, host: str, port: int, threads: int,
     """A waitress server on host:port, or on ``sockets`` already bound (worker processes)."""
     app = served_app(config)
     listen: dict[str, Any] = {"sockets": sockets} if sockets else {"host": host, "port": port}
+    servers: dict[Any, Any] = {}  # waitress's socket map: its servers, then their channels
     server = waitress.create_server(
-        app, **listen, threads=threads,
+        app, map=servers, **listen, threads=threads,
         # X-Forwarded-For reaches the app, whose ClientAddress middleware trusts it only
         # from server.trusted_proxies (waitress would drop it before the app could decide).
         ident="identityctl", clear_untrusted_proxy_headers=False,
+        # Bodies up to 4x the limit are read (a chunked body's framing counts here) and
+        # refused by the app; larger ones by waitress before it reads them (announced
+        # Content-Length) or as soon as they pass this size (chunked).
         max_request_body_size=config.server.max_body_bytes * 4,
         channel_timeout=30, connection_limit=1000)
+    # waitress's own refusals (413, 431, 400, 501, 500) in our JSON shape with our headers.
+    use_json_errors(servers, max_body_bytes=config.server.max_body_bytes)
     # waitress wraps the app (proxy headers): keep a handle to release what the app holds.
     server.close_app = getattr(app, "close", lambda: None)
     return server
