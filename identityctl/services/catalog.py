@@ -16,6 +16,7 @@ from identityctl.flow.definition import FLOW_TYPES, validate_flow
 from identityctl.security import passwords
 from identityctl.services.directory import check_handle, require_ou
 from identityctl.store import audit, catalog
+from identityctl.theme import stylesheet as theme_grammar
 
 THEME_PLACEHOLDER = "<THEME_ID>"
 GRANT_TYPES = ("authorization_code", "refresh_token", "client_credentials")
@@ -81,15 +82,10 @@ def require_theme(id_or_handle: str) -> dict[str, Any]:
 
 
 def validate_theme(theme: dict[str, Any]) -> dict[str, Any]:
-    """A theme document: {"colorSchemes": {"light": {...}, "dark": {...}}, "typography": {...}}."""
-    if not isinstance(theme, dict):
-        raise InvalidField("theme", "must be an object")
-    schemes = theme.get("colorSchemes", {})
-    if not isinstance(schemes, dict) or not all(isinstance(v, dict) for v in schemes.values()):
-        raise InvalidField("theme.colorSchemes", "must map scheme names to color objects")
-    if not isinstance(theme.get("typography", {}), dict):
-        raise InvalidField("theme.typography", "must be an object")
-    return theme
+    """A theme document: {"colorSchemes": {"light": {...}, "dark": {...}}, "typography": {...}},
+    every value checked by its CSS grammar (``identityctl.theme.stylesheet.validate_theme``, the one
+    check that create, update and the /gate/theme.css writer share)."""
+    return theme_grammar.validate_theme(theme)
 
 
 def create_theme(*, handle: str, display_name: str, description: str = "",

@@ -18,7 +18,8 @@ from identityctl.oauth.discovery import CALLBACK_PATH
 from identityctl.oauth.errors import UntrustedRedirect
 from identityctl.services import catalog, oauth
 from identityctl.store import catalog as catalog_store
-from identityctl.ui import pages, theme
+from identityctl.theme import stylesheet as theme
+from identityctl.ui import pages
 
 GATE_PATH = "/gate"
 STATIC_PATH = GATE_PATH + "/static"
