@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import math
 import os
 import tomllib
 import typing
@@ -96,13 +97,44 @@ class FlowConfig:
 
 @dataclass(frozen=True)
 class SecurityConfig:
-    #: Failed attempts per account within ``failure_window`` before it is locked for a while.
+    """Brute-force throttling (services/throttle.py; the properties in docs/security.md)."""
+
+    #: Failed attempts at one account from one client address within ``failure_window``
+    #: before that address is refused for that account (only) for ``lockout_seconds``.
     max_failures_per_account: int = 10
-    #: Failed attempts per client address within ``failure_window`` before it is throttled.
+    #: Failed attempts per client address, at any accounts, within ``failure_window`` before
+    #: the address is refused for ``lockout_seconds``.
     max_failures_per_address: int = 50
     failure_window: int = 900
     lockout_seconds: int = 300
+    #: Wrong passwords for one account from all addresses together within
+    #: ``account_window`` before the account's password sign-in slows down to one attempt
+    #: per ``account_slowdown_seconds`` (addresses it signed in from are exempt).
+    max_password_guesses_per_account: int = 100
+    account_window: int = 3600
+    account_slowdown_seconds: int = 30
+    #: How long an address where an account signed in with its password stays exempt.
+    trusted_address_days: int = 30
+    #: Passkey ceremonies started per client address within ``failure_window``.
+    max_starts_per_address: int = 1000
     audit_retention_days: int = 90
+
+    @property
+    def most_failures_from_one_address(self) -> int:
+        """The most failures one address can make at one account within ``account_window``:
+        ``max_failures_per_account`` in each failure window it touches, plus one per
+        ``lockout_seconds`` after that (the slow-down), plus one per request in flight."""
+        windows = math.ceil(self.account_window / self.failure_window) + 1
+        per_window = self.max_failures_per_account + math.ceil(self.failure_window
+                                                                / self.lockout_seconds)
+        return windows * per_window
+
+    @property
+    def most_password_guesses_per_account(self) -> int:
+        """The bound on wrong passwords at one account per ``account_window``, all addresses
+        together: the allowance, then one per ``account_slowdown_seconds``."""
+        return self.max_password_guesses_per_account + math.ceil(
+            self.account_window / self.account_slowdown_seconds)
 
 
 @dataclass(frozen=True)
@@ -213,6 +245,12 @@ def _validate(path: str, config: Config) -> None:
             value = getattr(getattr(config, section), item.name)
             if isinstance(value, int | float) and not isinstance(value, bool):
                 _require_positive(path, f"{section}.{item.name}", value)
+    security = config.security
+    if security.max_password_guesses_per_account <= security.most_failures_from_one_address:
+        raise ConfigError(path, "security.max_password_guesses_per_account", (
+            f"must be more than one address can fail at one account per account_window "
+            f"({security.most_failures_from_one_address} with these settings), or one address "
+            f"alone could slow down the account's password sign-in for everybody"))
     _require_url(path, "server.base_url", server.base_url)
     for index, proxy in enumerate(server.trusted_proxies):
         try:

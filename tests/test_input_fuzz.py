@@ -58,9 +58,12 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     directory_path = tmp_path_factory.mktemp("fuzz")
     port = free_port()
     text = bootstrap.render_config(base_url=f"http://localhost:{port}")
-    for name, value in (("max_failures_per_account", 10), ("max_failures_per_address", 50)):
+    for name, value, out_of_reach in (("max_failures_per_account", 10, 1000000),
+                                      ("max_failures_per_address", 50, 1000000),
+                                      ("max_password_guesses_per_account", 100, 1000000000),
+                                      ("max_starts_per_address", 1000, 1000000000)):
         assert f"{name} = {value}" in text, name
-        text = text.replace(f"{name} = {value}", f"{name} = 1000000")
+        text = text.replace(f"{name} = {value}", f"{name} = {out_of_reach}")
     config_path = directory_path / "config.toml"
     config_path.write_text(text)
     config = load_config(config_path)

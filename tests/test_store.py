@@ -68,7 +68,7 @@ def test_upgrading_again_changes_nothing(store_url: str) -> None:
     assert directory.find_user("alice") is not None
 
 
-OPEN_SESSIONS_INDEX = ["user_id", "ceremony", "superseded"]
+OPEN_SESSIONS_INDEX = ["user_id", "ceremony", "scope", "superseded"]
 
 
 def _session_indexes() -> list[list[str]]:
@@ -80,8 +80,10 @@ def test_a_version_1_store_gains_the_open_sessions_index(store_url: str) -> None
                 if index.columns == OPEN_SESSIONS_INDEX)
     db.database.execute_sql(f'DROP INDEX "{name}"')
     SchemaVersion.delete().where(SchemaVersion.version > 1).execute()
-    assert migrations.upgrade() == ["2: index the open ceremony sessions of a user"]
+    assert migrations.upgrade() == [f"{number}: {description}" for number, description, _
+                                    in migrations.MIGRATIONS if number > 1]
     assert OPEN_SESSIONS_INDEX in _session_indexes()
+    assert ["user_id", "ceremony", "superseded"] not in _session_indexes()  # replaced by 3
 
 
 # --- records --------------------------------------------------------------------------------
@@ -198,24 +200,27 @@ def test_an_id_wins_over_a_username_that_spells_it(store_url: str) -> None:
     assert directory.find_user_by_username(mallory.id) is None
 
 
-def _start(user_id: str, token_hash: str, ceremony: str = passkeys.AUTHENTICATION) -> None:
+def _start(user_id: str, token_hash: str, ceremony: str = passkeys.AUTHENTICATION, *,
+           scope: str = "address:10.0.0.1") -> None:
     moment = now()
     passkeys.create_session(token_hash=token_hash, ceremony=ceremony, user_id=user_id,
-                            rp_id="localhost", challenge="c", state={}, now=moment,
-                            expires_at=moment + 300)
+                            scope=scope, rp_id="localhost", challenge="c", state={},
+                            now=moment, expires_at=moment + 300)
 
 
-def test_a_start_supersedes_only_that_users_open_sessions_of_that_ceremony(
+def test_a_start_supersedes_only_that_users_open_sessions_of_that_ceremony_and_scope(
         store_url: str) -> None:
     alice, bob = make_user("alice"), make_user("bob")
     for token_hash in ("a1", "a2", "a3"):
         _start(alice.id, token_hash)
     _start(bob.id, "b1")
     _start(alice.id, "r1", passkeys.REGISTRATION)
+    _start(alice.id, "f1", scope="flow:execution-1")  # somebody else's start for alice
     assert [passkeys.find_session(token).superseded for token in ("a1", "a2", "a3")] \
         == [True, True, False]
     assert not passkeys.find_session("b1").superseded
     assert not passkeys.find_session("r1").superseded
+    assert not passkeys.find_session("f1").superseded
 
 
 def test_superseding_searches_the_open_sessions_index_not_the_users_history(
@@ -235,7 +240,7 @@ def test_superseding_searches_the_open_sessions_index_not_the_users_history(
     supersede = next(sql for sql in statements if sql.startswith("UPDATE"))
     plan = " ".join(str(row) for row in db.database.execute_sql("EXPLAIN QUERY PLAN "
                                                                  + supersede))
-    assert "(user_id=? AND ceremony=? AND superseded=?)" in plan, plan
+    assert "(user_id=? AND ceremony=? AND scope=? AND superseded=?)" in plan, plan
 
 
 # --- constraints ----------------------------------------------------------------------------

@@ -51,6 +51,7 @@ class _Step:
     """What one request to an execution works with; ``context`` is saved afterwards."""
 
     ctx: ServiceContext
+    execution_id: str
     application: dict[str, Any]
     context: dict[str, Any]
     inputs: dict[str, Any]
@@ -79,13 +80,13 @@ def _password(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
     username = step.text("username") or step.context.get("username", "")
     password = step.inputs.get("password")
     allowed = throttle.ensure_allowed(step.ctx, action=PASSWORD_ACTION, account=username,
-                                      client_address=step.client_address)
+                                      client_address=step.client_address, password=True)
     user = directory.find_user_by_username(username) if username else None
     ok = passwords.verify_password(user.password_hash if user else None,
                                    password if isinstance(password, str) else "")
     if not ok:
         throttle.record_failure(step.ctx, action=PASSWORD_ACTION, account=username,
-                                client_address=step.client_address)
+                                client_address=step.client_address, password=True)
         audit.record(PASSWORD_ACTION, "failure", actor=username,
                      user_id=user.id if user else None, client_address=step.client_address,
                      details={"code": "invalid_credentials"})
@@ -103,23 +104,31 @@ def _identify(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
     """IdentifyingExecutor: remember who the user says they are; always succeeds, so the
     answer never tells whether the username exists. A blank username means 'let the
     passkey say' (usernameless)."""
-    username = step.text("username")
-    user = directory.find_user_by_username(username) if username else None
-    step.context["username"] = username
-    step.context["claimedUserId"] = user.id if user else None
+    step.context["username"] = step.text("username")
     return SUCCESS
 
 
 def _passkey_challenge(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
-    if step.context.get("username") and not step.context.get("claimedUserId") \
-            and not step.user_id:
-        return TaskOutcome("failure", "no_passkeys")  # as for a known user without passkeys
-    try:
+    """PasskeyChallengeExecutor: options for the signed-in user, for the username the
+    person gave (decoys when it has no passkey: nothing tells whether it exists), or
+    usernameless. Its scope is this execution: no other start cancels it."""
+    rp_id, scope = properties.get("relyingPartyId"), "flow:" + step.execution_id
+    username = step.context.get("username")
+    if step.user_id:
+        try:
+            started = passkeys.start_authentication(
+                step.ctx, user_id=step.user_id, rp_id=rp_id,
+                client_address=step.client_address, scope=scope)
+        except NotFound as error:  # signed in another way, no passkey yet
+            return TaskOutcome("failure", error.code)
+    elif username:
+        started = passkeys.start_named_authentication(
+            step.ctx, username=username, rp_id=rp_id, client_address=step.client_address,
+            scope=scope)
+    else:
         started = passkeys.start_authentication(
-            step.ctx, user_id=step.user_id or step.context.get("claimedUserId"),
-            rp_id=properties.get("relyingPartyId"), client_address=step.client_address)
-    except NotFound as error:
-        return TaskOutcome("failure", error.code)
+            step.ctx, user_id=None, rp_id=rp_id, client_address=step.client_address,
+            scope=scope)
     step.context["passkeySession"] = started.session_token
     step.additional["passkeyChallenge"] = json.dumps(started.options)
     return SUCCESS
@@ -151,6 +160,7 @@ def _passkey_register_start(step: _Step, properties: dict[str, Any]) -> TaskOutc
         return TaskOutcome("failure", "user_not_identified")
     started = passkeys.start_registration(
         step.ctx, user_id=step.user_id, rp_id=properties.get("relyingPartyId"),
+        scope="flow:" + step.execution_id,
         rp_name=properties.get("relyingPartyName"),
         authenticator_selection=properties.get("authenticatorSelection"),
         attestation=properties.get("attestation"), client_address=step.client_address)
@@ -340,7 +350,8 @@ def start_execution(ctx: ServiceContext, *, application_id: str, flow_type: str,
         flow_id=flow["id"], application_id=application["id"], flow_type=flow_type,
         auth_request_id=auth_request_id, now=now, expires_at=now + ctx.config.flow.execution_ttl)
     graph = FlowGraph(flow["nodes"])
-    step = _Step(ctx=ctx, application=application, context={}, inputs={},
+    step = _Step(ctx=ctx, execution_id=execution.id, application=application, context={},
+                 inputs={},
                  client_address=client_address)
     return _walk_and_save(step, execution, graph, graph.start, claimed_version=0,
                           verbose=verbose)
@@ -375,7 +386,8 @@ def continue_execution(ctx: ServiceContext, *, execution_id: str, action: Any,
         raise _concurrent()
     context = {key: value for key, value in execution.context.items()
                if key != "additionalData"}
-    step = _Step(ctx=ctx, application=catalog.get_application(execution.application_id),
+    step = _Step(ctx=ctx, execution_id=execution.id,
+                 application=catalog.get_application(execution.application_id),
                  context=context, inputs=inputs, client_address=client_address)
     return _walk_and_save(step, execution, graph, next_node,
                           claimed_version=execution.version + 1, verbose=verbose)

@@ -25,6 +25,7 @@ from identityctl.errors import (
     Unauthorized,
 )
 from identityctl.passkey import codec
+from identityctl.passkey.decoys import decoy_credentials
 from identityctl.passkey.options import (
     COSE_ALGORITHMS,
     KnownCredential,
@@ -43,10 +44,12 @@ from identityctl.passkey.verification import (
 )
 from identityctl.security.secrets import new_token, token_hash
 from identityctl.security.tokens import ACCESS_TOKEN_TYP, require_scope, token_type
+from identityctl.security.usernames import username_key
 from identityctl.services import throttle
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import ensure_usable, require_user
 from identityctl.store import audit, directory
+from identityctl.store import keys as key_store
 from identityctl.store import passkeys as store
 from identityctl.store.db import transaction
 from identityctl.store.directory import UserRecord
@@ -58,6 +61,8 @@ EXPIRED_SESSION_GRACE = 3600
 #: Expired sessions are deleted by about one start in this many (lookups check expiry).
 PURGE_ONE_IN = 64
 ADMIN_SCOPE = "system"
+#: The name of the deployment's secret that decoy credentials are derived from.
+DECOY_SECRET = "decoy-credentials"
 REGISTER_EVENT = "passkey.register"
 AUTHENTICATE_EVENT = "passkey.authenticate"
 #: Failures that are refusals of a genuine-looking request rather than bad input.
@@ -127,20 +132,26 @@ class _AuditedAttempt:
 class _Throttled:
     """Brute-force throttling of a ceremony finish (services.throttle).
 
-    :meth:`check` refuses with 429 while the account (the session user's username) or the
-    client address is blocked; a :class:`VerificationError` leaving the block counts as a
-    failure against both; :meth:`succeeded` clears the account's failures.
+    :meth:`check` refuses with 429 while the client address is refused for the account (the
+    session user's username) or at all. A :class:`VerificationError` leaving the block counts
+    as a failure against the address and, once :meth:`at_stake` said the presented
+    credential is the account's own, against the account at this address: a credential of
+    somebody else guesses nothing about this account. :meth:`succeeded` clears the count.
     """
 
     def __init__(self, ctx: ServiceContext, action: str, client_address: str) -> None:
         self.ctx, self.action, self.client_address = ctx, action, client_address
         self.account: str | None = None
+        self.counted_account: str | None = None
         self.allowed = throttle.NOTHING_COUNTED
 
     def check(self, account: str | None) -> None:
         self.account = account
         self.allowed = throttle.ensure_allowed(self.ctx, action=self.action, account=account,
                                                client_address=self.client_address)
+
+    def at_stake(self) -> None:
+        self.counted_account = self.account
 
     def succeeded(self) -> None:
         throttle.record_success(self.allowed)
@@ -151,7 +162,7 @@ class _Throttled:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  traceback: object) -> None:
         if isinstance(error, VerificationError):
-            throttle.record_failure(self.ctx, action=self.action, account=self.account,
+            throttle.record_failure(self.ctx, action=self.action, account=self.counted_account,
                                     client_address=self.client_address)
 
 
@@ -167,17 +178,32 @@ def _require_rp_id(ctx: ServiceContext, rp_id: str | None) -> str:
     return rp_id
 
 
-def _start(ctx: ServiceContext, *, ceremony: str, user_id: str | None, challenge: bytes,
-           options: dict[str, Any], state: dict[str, Any]) -> CeremonyStart:
-    """Store the ceremony (superseding the user's older one) and hand out its token."""
+def ceremony_scope(*, client_address: str) -> str:
+    """The scope of a ceremony started through the atomic API: its client address.
+
+    A start supersedes only the open sessions of the same user, ceremony and scope, so the
+    most recent start of one caller wins over that caller's older ones, and a start by
+    somebody else (another address; another flow execution, whose scope is its id) cancels
+    nothing (docs/security.md, "Ceremonies").
+    """
+    return "address:" + client_address
+
+
+def _start(ctx: ServiceContext, *, ceremony: str, user_id: str | None, scope: str,
+           client_address: str, challenge: bytes, options: dict[str, Any],
+           state: dict[str, Any]) -> CeremonyStart:
+    """Store the ceremony (superseding the same scope's older one), count the start against
+    its address, and hand out its token."""
     token = new_token()
     now = time.time()
     if secrets.randbelow(PURGE_ONE_IN) == 0:  # housekeeping, not on every request's path
         store.purge_sessions(expired_before=now - EXPIRED_SESSION_GRACE)
-    store.create_session(token_hash=token_hash(token), ceremony=ceremony, user_id=user_id,
-                         rp_id=ctx.config.passkey.rp_id, challenge=codec.encode(challenge),
-                         state=state, now=now,
-                         expires_at=now + ctx.config.passkey.session_token_ttl)
+    with transaction():
+        throttle.count_start(ctx, client_address=client_address)
+        store.create_session(token_hash=token_hash(token), ceremony=ceremony, user_id=user_id,
+                             scope=scope, rp_id=ctx.config.passkey.rp_id,
+                             challenge=codec.encode(challenge), state=state, now=now,
+                             expires_at=now + ctx.config.passkey.session_token_ttl)
     return CeremonyStart(options=options, session_token=token)
 
 
@@ -192,8 +218,9 @@ def _open_session(session_token: Any, *, ceremony: str, now: float) -> store.Cer
         raise _session_error("unknown_session_token", f"The session token is unknown or "
                              f"already used; call the {ceremony} start endpoint again.")
     if session.superseded:
-        raise _session_error("stale_session_token", "A newer start call for this user "
-                             "replaced this session; finish with the newest session token.")
+        raise _session_error("stale_session_token", "A newer start of this ceremony by the "
+                             "same caller replaced this session; finish with the newest "
+                             "session token.")
     if session.expires_at <= now:
         raise _session_error("expired_session_token", "The session token expired; start the "
                              "ceremony again and finish it within passkey.session_token_ttl.")
@@ -252,8 +279,11 @@ def start_registration(ctx: ServiceContext, *, user_id: str, rp_id: str,
                        rp_name: str | None = None,
                        authenticator_selection: dict | None = None,
                        attestation: str | None = None,
-                       client_address: str = "") -> CeremonyStart:
-    """Creation options for a new passkey of ``user_id`` and the session to finish it."""
+                       client_address: str = "", scope: str | None = None) -> CeremonyStart:
+    """Creation options for a new passkey of ``user_id`` and the session to finish it.
+
+    ``scope`` says which earlier start of the user's registration this one replaces (see
+    :func:`ceremony_scope`, the default)."""
     rp_id = _require_rp_id(ctx, rp_id)
     if user_id is None or not user_id.strip():
         raise MissingField("userId")
@@ -267,9 +297,9 @@ def start_registration(ctx: ServiceContext, *, user_id: str, rp_id: str,
             algorithms=tuple(int(COSE_ALGORITHMS[name]) for name in config.algorithms)))
     user = directory.get_user(user_id)
     ensure_usable(user, time.time())
-    # A blocked account or address gets no new challenge to guess against.
+    # A refused account or address gets no new challenge to guess against.
     throttle.ensure_allowed(ctx, action=REGISTER_EVENT, account=user.username,
-                            client_address=client_address)
+                            client_address=client_address, start=True)
     challenge = secrets.token_bytes(CHALLENGE_BYTES)
     options = creation_options(
         rp_id=rp_id, rp_name=rp_name.strip() if rp_name and rp_name.strip() else config.rp_name,
@@ -280,8 +310,10 @@ def start_registration(ctx: ServiceContext, *, user_id: str, rp_id: str,
     state = {"userVerification": policy.user_verification,
              "authenticatorAttachment": policy.authenticator_attachment,
              "attestation": policy.attestation, "algorithms": list(policy.algorithms)}
-    return _start(ctx, ceremony=store.REGISTRATION, user_id=user.id, challenge=challenge,
-                  options=options, state=state)
+    return _start(ctx, ceremony=store.REGISTRATION, user_id=user.id,
+                  scope=scope or ceremony_scope(client_address=client_address),
+                  client_address=client_address, challenge=challenge, options=options,
+                  state=state)
 
 
 def finish_registration(ctx: ServiceContext, *, credential: dict, session_token: str,
@@ -298,6 +330,7 @@ def finish_registration(ctx: ServiceContext, *, credential: dict, session_token:
         user = directory.get_user(session.user_id)
         ensure_usable(user, now)
         throttled.check(user.username)
+        throttled.at_stake()  # the user's own registration, with the user's token
         state = session.state
         verified = verify_registration(response, expected=RegistrationExpectations(
             challenge=codec.decode(session.challenge, field="challenge"), rp_id=session.rp_id,
@@ -330,33 +363,75 @@ def finish_registration(ctx: ServiceContext, *, credential: dict, session_token:
 # --- authentication -------------------------------------------------------------------------
 
 def start_authentication(ctx: ServiceContext, *, user_id: str | None, rp_id: str,
-                         client_address: str = "") -> CeremonyStart:
-    """Request options for ``user_id``'s passkeys, or usernameless when it is None/blank."""
+                         client_address: str = "", scope: str | None = None) -> CeremonyStart:
+    """Request options for ``user_id``'s passkeys, or usernameless when it is None/blank.
+
+    ``scope`` says which earlier start this one replaces (see :func:`ceremony_scope`)."""
     rp_id = _require_rp_id(ctx, rp_id)
-    config = ctx.config.passkey
     if user_id is None or not user_id.strip():
-        # Usernameless: the credential itself names the user, so it must verify the user.
-        user, allowed, user_verification = None, [], "required"
-    else:
-        user = directory.get_user(user_id)
+        return _start_authentication(ctx, user=None, allowed=[], account=None,
+                                     client_address=client_address, scope=scope)
+    user = directory.get_user(user_id)
+    ensure_usable(user, time.time())
+    allowed = _known_credentials(user.id)
+    if not allowed:
+        raise NotFound("The user has no passkey yet; register one first or sign in "
+                       "another way.", code="no_passkeys")
+    return _start_authentication(ctx, user=user, allowed=allowed, account=user.username,
+                                 client_address=client_address, scope=scope)
+
+
+def start_named_authentication(ctx: ServiceContext, *, username: str, rp_id: str,
+                               client_address: str, scope: str) -> CeremonyStart:
+    """Request options for whoever a person says they are, by username (a flow's passkey
+    step after "identify").
+
+    No enumeration (WebAuthn §14.6.2): an unknown username, or a user without a passkey (or
+    whose account cannot sign in), gets options of the same shape as a user with passkeys:
+    decoy credential ids derived from a secret of the deployment and the username, the same
+    on every try, that no authenticator holds. Its finish fails like any wrong credential.
+    """
+    rp_id = _require_rp_id(ctx, rp_id)
+    user = directory.find_user_by_username(username)
+    # The credential read happens for a name nobody has too: the same work, the same time.
+    allowed = _known_credentials(user.id if user is not None else store.NOBODY)
+    if user is None or not allowed or not _may_sign_in(user):
+        allowed = decoy_credentials(key_store.service_secret(DECOY_SECRET),
+                                    username_key(username))
+        user = None  # the session names nobody: no real credential can finish it
+    return _start_authentication(ctx, user=user, allowed=allowed, account=username,
+                                 client_address=client_address, scope=scope)
+
+
+def _may_sign_in(user: UserRecord) -> bool:
+    try:
         ensure_usable(user, time.time())
-        allowed = _known_credentials(user.id)
-        if not allowed:
-            raise NotFound("The user has no passkey yet; register one first or sign in "
-                           "another way.", code="no_passkeys")
-        user_verification = config.user_verification
-    throttle.ensure_allowed(ctx, action=AUTHENTICATE_EVENT,
-                            account=user.username if user else None,
-                            client_address=client_address)
+    except Forbidden:
+        return False
+    return True
+
+
+def _start_authentication(ctx: ServiceContext, *, user: UserRecord | None,
+                          allowed: list[KnownCredential], account: str | None,
+                          client_address: str, scope: str | None) -> CeremonyStart:
+    config = ctx.config.passkey
+    # Usernameless (nothing allowed): the credential itself names the user, so it must
+    # verify the user.
+    user_verification = config.user_verification if allowed else "required"
+    throttle.ensure_allowed(ctx, action=AUTHENTICATE_EVENT, account=account,
+                            client_address=client_address, start=True)
     challenge = secrets.token_bytes(CHALLENGE_BYTES)
-    options = request_options(rp_id=rp_id, challenge=challenge, timeout_ms=config.timeout_ms,
+    options = request_options(rp_id=config.rp_id, challenge=challenge,
+                              timeout_ms=config.timeout_ms,
                               user_verification=user_verification, allow_credentials=allowed)
     state = {"userVerification": user_verification,
              "allowCredentials": [codec.encode(c.credential_id) for c in allowed]}
-    if user is not None:
-        state["account"] = user.username  # the finish's throttle account, without a read
+    if account is not None:
+        state["account"] = account  # the finish's throttle account, without a read
     return _start(ctx, ceremony=store.AUTHENTICATION, user_id=user.id if user else None,
-                  challenge=challenge, options=options, state=state)
+                  scope=scope or ceremony_scope(client_address=client_address),
+                  client_address=client_address, challenge=challenge, options=options,
+                  state=state)
 
 
 def finish_authentication(ctx: ServiceContext, *, credential: dict, session_token: str,
@@ -377,6 +452,7 @@ def finish_authentication(ctx: ServiceContext, *, credential: dict, session_toke
         if session.user_id is not None and stored.user_id != session.user_id:
             raise VerificationError("credential_of_another_user", "The credential belongs to "
                                     "another user than the one this sign-in started for.")
+        throttled.at_stake()
         attempt.user_id = stored.user_id
         expectations = AuthenticationExpectations(
                 challenge=codec.decode(session.challenge, field="challenge"),

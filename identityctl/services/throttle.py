@@ -1,10 +1,25 @@
-"""Brute-force throttling shared by password sign-in, passkey ceremonies, flows and tokens.
+"""Brute-force throttling that nobody can turn against somebody else (docs/security.md).
 
-Failures are counted per account and per client address within ``security.failure_window``;
-reaching ``max_failures_per_account`` / ``max_failures_per_address`` blocks that key for
-``security.lockout_seconds`` (429 with Retry-After). The account is whatever the caller
-names (a normalized username, a client id), known or not, so a blocked unknown username
-answers exactly like a blocked real one. Every block and every refusal is audited.
+Shared by password sign-in, passkey ceremonies, flows and client authentication. Counters
+live in the store (every instance shares them); config is ``[security]``:
+
+- **An account at one address** (``max_failures_per_account`` per ``failure_window``): past
+  it, that address is refused for that account for ``lockout_seconds``, then gets one
+  attempt per ``lockout_seconds`` until the window ends. Nobody else is refused: not the
+  account from another address, not the address for another account.
+- **An address** (``max_failures_per_address`` per ``failure_window``, at any accounts): the
+  same, for everything from that address: one address cannot spray many accounts.
+- **An account, all addresses together, passwords only** (``max_password_guesses_per_account``
+  per ``account_window``): past it, one password attempt per ``account_slowdown_seconds`` for
+  the whole account, except from addresses where it signed in with its password before
+  (for ``trusted_address_days``). It bounds a distributed guess at one password; one
+  address alone can never reach it (config.py refuses settings where it could), and
+  passkeys are never slowed: a passkey attempt guesses no secret.
+- **Ceremony starts per address** (``max_starts_per_address`` per ``failure_window``).
+
+The account is whatever the caller names (a username, a namespaced client id), known or
+not, so a throttled unknown username answers exactly like a throttled real one. Every
+block and every refusal is audited.
 """
 
 from __future__ import annotations
@@ -13,59 +28,124 @@ import math
 import time
 from dataclasses import dataclass
 
+from identityctl.config import SecurityConfig
 from identityctl.errors import TooManyRequests
+from identityctl.security.usernames import username_key
 from identityctl.services.context import ServiceContext
 from identityctl.store import audit
 from identityctl.store import throttle as store
+from identityctl.store.throttle import Counter
+
+DAY = 86400
 
 
-def account_key(account: str) -> str:
-    return "account:" + account.strip().casefold()
+def _account(account: str) -> str:
+    # The same key for every spelling of one username (RFC 8265), as lookups use.
+    return username_key(account.strip())
 
 
 def address_key(client_address: str) -> str:
     return "address:" + client_address
 
 
-@dataclass(frozen=True, slots=True)
+def pair_key(account: str, client_address: str) -> str:
+    """An account at one address (an address never contains ``|``)."""
+    return f"pair:{client_address}|{_account(account)}"
+
+
+def account_key(account: str) -> str:
+    return "account:" + _account(account)
+
+
+def trusted_key(account: str, client_address: str) -> str:
+    return f"trusted:{client_address}|{_account(account)}"
+
+
+def starts_key(client_address: str) -> str:
+    return "starts:" + client_address
+
+
+@dataclass(slots=True)
 class Allowed:
-    """An attempt :func:`ensure_allowed` let through, and what its success must clear."""
+    """An attempt :func:`ensure_allowed` let through, and what its success must do."""
 
-    #: The account's key when failures were counted against it (None: nothing to clear).
-    counted_account: str | None = None
+    #: The (account, address) key when failures were counted on it (None: nothing to clear).
+    counted_pair: str | None = None
+    #: The trusted-address key a password success records (None: nothing to record).
+    trust: str | None = None
 
 
-#: What nearly every attempt gets (shared: frozen).
+#: What nearly every attempt gets (shared: never changed).
 NOTHING_COUNTED = Allowed()
 
 
 def ensure_allowed(ctx: ServiceContext, *, action: str, account: str | None,
-                   client_address: str) -> Allowed:
-    """Refuse with 429 when the account or the client address is currently blocked."""
-    mine, address = _keys(account, client_address)
-    counted = store.counted([key for key in (mine, address) if key])
-    if not counted:  # nearly every attempt: nothing counted against either key
-        return NOTHING_COUNTED
+                   client_address: str, password: bool = False,
+                   start: bool = False) -> Allowed:
+    """Refuse with 429 when this address is refused for this account or at all, when a
+    ``password`` guess finds the account slowed down, or when a ceremony ``start`` finds the
+    address over its starts."""
+    security = ctx.config.security
+    address = address_key(client_address) if client_address else None
+    pair = pair_key(account, client_address) if account and client_address else None
+    guessed = account_key(account) if password and account else None
+    trust = trusted_key(account, client_address) if guessed and client_address else None
+    starts = starts_key(client_address) if start and client_address else None
+    found = store.counters([key for key in (address, pair, guessed, trust, starts) if key])
+    if not found:  # nearly every attempt: nothing counted against any key
+        return NOTHING_COUNTED if trust is None else Allowed(trust=trust)
     now = time.time()
-    until = max((t for t in counted.values() if t is not None and t > now), default=None)
-    if until is None:
-        return Allowed(counted_account=mine if mine in counted else None)
-    retry_after = max(1, math.ceil(until - now))
+    blocked = [found[key].blocked_until for key in (address, pair) if key in found]
+    until = max((moment for moment in blocked if moment is not None and moment > now),
+                default=None)
+    if starts in found:
+        counter = found[starts]
+        if counter.count >= security.max_starts_per_address \
+                and counter.window_start > now - security.failure_window:
+            until = max(until or 0, counter.window_start + security.failure_window)
+    trusted = trust in found and \
+        found[trust].window_start > now - security.trusted_address_days * DAY
+    if until is None and guessed in found and not trusted:
+        until = _password_turn(security, guessed, found[guessed], now)
+    if until is not None:
+        _refuse(action, client_address, until - now)
+    return Allowed(counted_pair=pair if pair in found else None,
+                   trust=None if trusted else trust)
+
+
+def _password_turn(security: SecurityConfig, key: str, counter: Counter,
+                   now: float) -> float | None:
+    """None when a password attempt at a (slowed-down) account may go ahead, else until
+    when to wait. Past the allowance, one attempt per slow-down period, claimed in the
+    store so that concurrent requests on any instance get one between them."""
+    if counter.count < security.max_password_guesses_per_account \
+            or counter.window_start <= now - security.account_window:
+        return None
+    if store.take_turn(key, now=now, block_for=security.account_slowdown_seconds):
+        return None
+    return max(counter.blocked_until or 0, now + 1)
+
+
+def _refuse(action: str, client_address: str, seconds: float) -> None:
+    retry_after = max(1, math.ceil(seconds))
     audit.record("throttle.refuse", "throttled", actor=action, client_address=client_address,
                  details={"action": action, "retryAfter": retry_after})
-    raise TooManyRequests(f"Too many failed attempts; try again in {retry_after} seconds.",
+    raise TooManyRequests(f"Too many attempts; try again in {retry_after} seconds.",
                           retry_after=retry_after, code="too_many_attempts")
 
 
 def record_failure(ctx: ServiceContext, *, action: str, account: str | None,
-                   client_address: str) -> None:
-    """Count a failed attempt against the account and the address; block at the limit."""
+                   client_address: str, password: bool = False) -> None:
+    """Count a failed attempt against the address and, when it was one at ``account``,
+    against the account at this address; a wrong ``password`` also counts toward the
+    account's guesses from all addresses."""
     security = ctx.config.security
     now = time.time()
-    mine, address = _keys(account, client_address)
-    for key, limit in ((mine, security.max_failures_per_account),
-                       (address, security.max_failures_per_address)):
-        if not key:
+    for key, limit in ((address_key(client_address) if client_address else None,
+                        security.max_failures_per_address),
+                       (pair_key(account, client_address) if account and client_address
+                        else None, security.max_failures_per_account)):
+        if key is None:
             continue
         until = store.count_failure(key, now=now, window=security.failure_window,
                                     limit=limit, block_for=security.lockout_seconds)
@@ -74,24 +154,31 @@ def record_failure(ctx: ServiceContext, *, action: str, account: str | None,
                          client_address=client_address,
                          details={"action": action, "scope": key.split(":", 1)[0],
                                   "seconds": security.lockout_seconds})
+    if password and account:
+        store.count(account_key(account), now=now, window=security.account_window)
 
 
 def record_success(allowed: Allowed) -> None:
-    """A success clears the account's failures (the address keeps its count).
+    """A success clears the account's failures at this address (only when
+    :func:`ensure_allowed` saw some: nearly every success has nothing to clear) and, for a
+    password, remembers the address as one the account signs in from."""
+    if allowed.counted_pair is not None:
+        store.clear([allowed.counted_pair])
+    if allowed.trust is not None:
+        store.mark(allowed.trust, now=time.time())
 
-    Only when :func:`ensure_allowed` saw some: nearly every success has nothing to clear, and
-    a failure counted by another request in between is kept, which errs on the safe side.
-    """
-    if allowed.counted_account is not None:
-        store.clear([allowed.counted_account])
+
+def count_start(ctx: ServiceContext, *, client_address: str) -> None:
+    """Count a ceremony start against its address (in the start's own transaction)."""
+    if client_address:
+        store.count(starts_key(client_address), now=time.time(),
+                    window=ctx.config.security.failure_window)
 
 
 def unlock_account(account: str) -> None:
-    """Lift a throttle block on an account (``identityctl user unlock``)."""
-    store.clear([account_key(account)])
-
-
-def _keys(account: str | None, client_address: str) -> tuple[str | None, str | None]:
-    """The throttle keys of an attempt: its account's and its address's (None when unnamed)."""
-    return (account_key(account) if account else None,
-            address_key(client_address) if client_address else None)
+    """Lift every throttle on an account (``identityctl user unlock``): its password
+    slow-down and its blocks at every address."""
+    name = _account(account)
+    pairs = [key for key in store.keys_ending_with("|" + name)
+             if key.startswith("pair:") and key.split("|", 1)[1] == name]
+    store.clear([account_key(account), *pairs])

@@ -8,6 +8,7 @@ from typing import Any
 import peewee
 
 from identityctl.errors import NotFound
+from identityctl.security.usernames import username_key
 from identityctl.store import crud
 from identityctl.store.db import CompiledQuery, Row
 from identityctl.store.models import OrganizationUnit, User, UserType, now
@@ -62,12 +63,12 @@ def _with_type_name() -> peewee.ModelSelect:
     return User.select(User, UserType.name.alias("type_name")).join(UserType)
 
 
-#: Hot paths (every sign-in): SQL built once per database.
-_BY_ID_OR_USERNAME = CompiledQuery(lambda user_id, username: _with_type_name().where(
-    (User.id == user_id) | (User.username == username)))
+#: Hot paths (every sign-in): SQL built once per database. A username is looked up by its
+#: key (:func:`username_key`), so ``ALICE`` finds alice.
+_BY_ID_OR_USERNAME = CompiledQuery(lambda user_id, key: _with_type_name().where(
+    (User.id == user_id) | (User.username_key == key)))
 _BY_ID = CompiledQuery(lambda user_id: _with_type_name().where(User.id == user_id))
-_BY_USERNAME = CompiledQuery(lambda username: _with_type_name().where(
-    User.username == username))
+_BY_USERNAME = CompiledQuery(lambda key: _with_type_name().where(User.username_key == key))
 
 
 #: A user read in the same statement as a row that refers to it: the user's columns come back
@@ -96,12 +97,13 @@ def owner_record(row: Row) -> UserRecord:
 
 
 def find_user(id_or_username: str) -> UserRecord | None:
-    """The user whose id is ``id_or_username``, else the one with that username.
+    """The user whose id is ``id_or_username``, else the one with that username (compared
+    by :func:`username_key`).
 
     The id wins: a username may spell another user's id (usernames are chosen at sign-up),
     and one read must not return either of the two by chance.
     """
-    rows = _BY_ID_OR_USERNAME.all(User, id_or_username, id_or_username)
+    rows = _BY_ID_OR_USERNAME.all(User, id_or_username, username_key(id_or_username))
     row = next((row for row in rows if row.id == id_or_username), rows[0] if rows else None)
     return _user_record(row) if row else None
 
@@ -113,8 +115,9 @@ def find_user_by_id(user_id: str) -> UserRecord | None:
 
 
 def find_user_by_username(username: str) -> UserRecord | None:
-    """The user with this username (what a person types at sign-in)."""
-    row = _BY_USERNAME.first(User, username)
+    """The user with this username (what a person types at sign-in), compared by
+    :func:`username_key`: ``ALICE`` finds alice."""
+    row = _BY_USERNAME.first(User, username_key(username))
     return _user_record(row) if row else None
 
 
@@ -145,15 +148,24 @@ def list_users(*, limit: int = 100, offset: int = 0) -> list[UserRecord]:
 
 def create_user(*, username: str, user_handle: str, user_type_id: str, ou_id: str,
                 attributes: dict[str, Any], password_hash: str | None) -> UserRecord:
+    """Insert a user; a username whose key another user has is 409 ``username_taken``.
+
+    The unique index on ``username_key`` decides, so two sign-ups of ``alice`` and ``Alice``
+    at once cannot both win.
+    """
     row = crud.insert(User, conflict=f"Username '{username}' is already taken.",
-                      code="username_taken", username=username, user_handle=user_handle,
+                      code="username_taken", username=username,
+                      username_key=username_key(username), user_handle=user_handle,
                       user_type=user_type_id, ou=ou_id, attributes=attributes,
                       password_hash=password_hash)
     return get_user(row.id)
 
 
 def update_user(user_id: str, **fields: Any) -> UserRecord:
-    """Change columns of one user (password_hash, status, locked_until, attributes)."""
+    """Change columns of one user (password_hash, status, locked_until, attributes,
+    username: its key follows)."""
+    if "username" in fields:
+        fields["username_key"] = username_key(fields["username"])
     crud.update(User, user_id, what="user", code="user_not_found",
                 conflict="That username is already taken.", conflict_code="username_taken",
                 **fields, updated_at=now())

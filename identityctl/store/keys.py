@@ -1,13 +1,17 @@
-"""Signing keys: kept in the store so every server instance signs and verifies alike."""
+"""Signing keys and the deployment's other secrets: kept in the store so every server
+instance signs, verifies and derives alike."""
 
 from __future__ import annotations
 
+import base64
+import secrets
+import threading
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
 from identityctl.store.db import transaction
-from identityctl.store.models import SigningKey, now
+from identityctl.store.models import ServiceSecret, SigningKey, now
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,3 +58,25 @@ def retire_previous_keys(older_than: float) -> int:
             return 0
         return (SigningKey.update(status="retired", retired_at=now())
                 .where(SigningKey.kid.in_(done_signing)).execute())
+
+
+_secrets: dict[str, bytes] = {}
+_secrets_lock = threading.Lock()
+SECRET_BYTES = 32
+
+
+def service_secret(name: str) -> bytes:
+    """The deployment's secret called ``name``: made at first use by whichever instance gets
+    there first, the same for every instance after (the first insert wins), never changed.
+    PERF: kept in process once read (it never changes)."""
+    known = _secrets.get(name)
+    if known is not None:
+        return known
+    with _secrets_lock:
+        with transaction():
+            ServiceSecret.insert(name=name, value=base64.b64encode(
+                secrets.token_bytes(SECRET_BYTES)).decode(), created_at=now()) \
+                .on_conflict_ignore().execute()
+        row = ServiceSecret.get_by_id(name)
+        _secrets[name] = value = base64.b64decode(row.value)
+    return value

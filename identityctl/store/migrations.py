@@ -1,17 +1,26 @@
 """Forward-only schema migrations, recorded in the ``schema_version`` table.
 
-Each migration is a function run in one transaction. Migration 1 creates the tables of
-models.py; a later change to the schema appends a function that alters existing databases
-(adding columns with ``playhouse.migrate``, guarded so a fresh database that already has
-them is left alone).
+Every pending migration runs in one transaction (DDL included: SQLite and PostgreSQL both
+roll it back), so a migration that refuses leaves the database as it was. Migration 1
+creates the tables of models.py as they are now; a later change to the schema appends a
+function that alters existing databases, guarded so a fresh database that already has the
+change is left alone. Migrations after 1 spell out their columns and indexes in SQL rather
+than reading models.py, which keeps moving: each must do the same thing on the day it runs
+as on the day it was written. (Not ``playhouse.migrate``: on SQLite it makes a column NOT
+NULL by copying the table, and dropping the old ``user`` table would cascade-delete every
+row that refers to it.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import peewee
+
+from identityctl.errors import Conflict
+from identityctl.security.usernames import username_key
 from identityctl.store import db
-from identityctl.store.models import ALL_MODELS, CeremonySession, SchemaVersion
+from identityctl.store.models import ALL_MODELS, SchemaVersion
 
 
 def _create_tables() -> None:
@@ -19,12 +28,78 @@ def _create_tables() -> None:
 
 
 def _index_open_ceremony_sessions() -> None:
-    CeremonySession._schema.create_indexes(safe=True)
+    # The index as it was then; migration 3 replaces it.
+    db.database.execute_sql(
+        'CREATE INDEX IF NOT EXISTS "ceremony_session_user_id_ceremony_superseded" '
+        'ON "ceremony_session" ("user_id", "ceremony", "superseded")')
+
+
+def _columns(table: str) -> set[str]:
+    return {column.name for column in db.database.get_columns(table)}
+
+
+def _key_usernames_and_scope_ceremony_sessions() -> None:
+    """Usernames unique by :func:`username_key`; ceremony sessions gain ``scope``."""
+    if "username_key" not in _columns("user"):
+        # Refuse before changing anything: two users whose usernames are one by the key.
+        table = peewee.Table("user", ("id", "username", "username_key")).bind(db.database)
+        users = list(table.select(table.id, table.username)
+                     .order_by(table.username, table.id).tuples())
+        keyed: dict[str, list[tuple[str, str]]] = {}
+        for user_id, username in users:
+            keyed.setdefault(username_key(username), []).append((user_id, username))
+        collisions = [same for same in keyed.values() if len(same) > 1]
+        if collisions:
+            raise _usernames_collide(collisions)
+        # NOT NULL needs a default for the rows already there (SQLite keeps it; PostgreSQL
+        # drops it below, as a fresh database has none: every insert sets the key).
+        db.database.execute_sql('ALTER TABLE "user" ADD COLUMN "username_key" VARCHAR(255) '
+                                "NOT NULL DEFAULT ''")
+        for user_id, username in users:
+            table.update(username_key=username_key(username)).where(
+                table.id == user_id).execute()
+        if not db.is_sqlite():
+            db.database.execute_sql('ALTER TABLE "user" ALTER COLUMN "username_key" '
+                                    "DROP DEFAULT")
+    db.database.execute_sql('CREATE UNIQUE INDEX IF NOT EXISTS "user_username_key" '
+                            'ON "user" ("username_key")')
+    if "scope" not in _columns("ceremony_session"):
+        db.database.execute_sql('ALTER TABLE "ceremony_session" ADD COLUMN "scope" '
+                                "VARCHAR(255) NOT NULL DEFAULT ''")
+    db.database.execute_sql('DROP INDEX IF EXISTS "ceremony_session_user_id_ceremony_superseded"')
+    db.database.execute_sql(
+        'CREATE INDEX IF NOT EXISTS "ceremony_session_user_id_ceremony_scope_superseded" '
+        'ON "ceremony_session" ("user_id", "ceremony", "scope", "superseded")')
+
+
+def _usernames_collide(collisions: list[list[tuple[str, str]]]) -> Conflict:
+    """The refusal of migration 3 when existing users' usernames are one by the key."""
+    groups = "; ".join(", ".join(f"'{username}' (id {user_id})" for user_id, username in same)
+                       for same in collisions)
+    return Conflict(
+        "Schema migration 3 makes usernames unique without regard to case and Unicode form "
+        f"(RFC 8265), and these users' usernames are the same by that rule: {groups}. "
+        "Nothing was changed. Rename or delete all but one user of each group, then upgrade "
+        "again: identityctl has no command that renames a user and every command applies "
+        "this migration first, so rename in the database (UPDATE \"user\" SET username = "
+        "'NEW-NAME' WHERE id = 'ID'; that user then signs in as NEW-NAME) or delete with the "
+        "identityctl release you are upgrading from (identityctl user delete ID --yes).",
+        code="usernames_collide",
+        message="Existing usernames differ only in case or Unicode form.")
+
+
+def _create_service_secrets() -> None:
+    db.database.execute_sql(
+        'CREATE TABLE IF NOT EXISTS "service_secret" ("name" VARCHAR(255) NOT NULL PRIMARY KEY, '
+        '"value" TEXT NOT NULL, "created_at" DOUBLE PRECISION NOT NULL)')
 
 
 MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (1, "create the initial schema", _create_tables),
     (2, "index the open ceremony sessions of a user", _index_open_ceremony_sessions),
+    (3, "unique usernames without regard to case and Unicode form (username_key); "
+        "ceremony sessions gain a scope", _key_usernames_and_scope_ceremony_sessions),
+    (4, "a table for the deployment's secrets (decoy credentials)", _create_service_secrets),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -81,7 +81,11 @@ class UserType(BaseModel):
 
 class User(BaseModel):
     id = peewee.CharField(primary_key=True, default=new_id)
+    #: As typed at sign-up (what people see).
     username = peewee.CharField(unique=True)
+    #: ``security.usernames.username_key(username)`` (RFC 8265 UsernameCaseMapped): what
+    #: makes two usernames the same and what a lookup by username compares.
+    username_key = peewee.CharField(unique=True)
     #: WebAuthn user handle (Base64URL of 32 random bytes): stable for the user's life.
     user_handle = peewee.CharField(unique=True)
     attributes = JSONField(default=dict)
@@ -170,15 +174,19 @@ class CeremonySession(BaseModel):
     challenge = peewee.CharField()
     #: What the verifier needs: allowed credential ids, UV requirement, offered algorithms...
     state = JSONField(default=dict)
+    #: What the session is for, within its ceremony ("" for the plain one). The default is
+    #: the database's, as migration 3 adds the column, so an insert may leave it out.
+    scope = peewee.CharField(constraints=[peewee.SQL("DEFAULT ''")])
     superseded = peewee.BooleanField(default=False)
     created_at = peewee.DoubleField(default=now)
     expires_at = peewee.DoubleField(index=True)
 
     class Meta:
-        # A start supersedes the user's open sessions: found through this index, that costs
-        # the same however many sessions older starts left behind (anyone may call start
-        # with a user id, so the count is not the user's to bound).
-        indexes = ((("user", "ceremony", "superseded"), False),)
+        # A start supersedes the open sessions of the same user, ceremony and scope: found
+        # through this index, that costs the same however many sessions older starts left
+        # behind (anyone may call start with a user id, so the count is not the user's to
+        # bound).
+        indexes = ((("user", "ceremony", "scope", "superseded"), False),)
 
 
 class FlowExecution(BaseModel):
@@ -198,6 +206,15 @@ class FlowExecution(BaseModel):
     created_at = peewee.DoubleField(default=now)
     updated_at = peewee.DoubleField(default=now)
     expires_at = peewee.DoubleField(index=True)
+
+
+class ServiceSecret(BaseModel):
+    """A secret of the deployment other than a signing key (Base64 of random bytes), made at
+    first use and never changed (store.keys.service_secret)."""
+
+    name = peewee.CharField(primary_key=True)
+    value = peewee.TextField()
+    created_at = peewee.DoubleField(default=now)
 
 
 class SigningKey(BaseModel):
@@ -293,5 +310,5 @@ class Throttle(BaseModel):
 ALL_MODELS: list[type[BaseModel]] = [
     SchemaVersion, OrganizationUnit, UserType, User, Theme, Flow, Application,
     PasskeyCredential, CeremonySession, FlowExecution, SigningKey, AuthorizationRequest,
-    AuthorizationCode, RefreshToken, RevokedToken, AuditEvent, Throttle,
+    AuthorizationCode, RefreshToken, RevokedToken, AuditEvent, Throttle, ServiceSecret,
 ]

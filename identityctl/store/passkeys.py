@@ -94,22 +94,31 @@ def _passkey_record(row: PasskeyCredential | Row) -> PasskeyRecord:
 
 # --- ceremony sessions ----------------------------------------------------------------------
 
-def create_session(*, token_hash: str, ceremony: str, user_id: str | None, rp_id: str,
-                   challenge: str, state: dict[str, Any], now: float, expires_at: float) -> None:
-    """Store a new session; it supersedes the same user's open sessions of ``ceremony``."""
+#: A user id no user has (ids are UUIDs).
+NOBODY = "nobody"
+
+
+def create_session(*, token_hash: str, ceremony: str, user_id: str | None, scope: str,
+                   rp_id: str, challenge: str, state: dict[str, Any], now: float,
+                   expires_at: float) -> None:
+    """Store a new session; it supersedes the open sessions of the same user, ``ceremony``
+    and ``scope`` (who started it: see services.passkeys), and no others."""
     with transaction():
-        if user_id is not None:
-            _SUPERSEDE.execute(True, user_id, ceremony, False)
+        # Also without a user (usernameless, or a decoy for a name nobody has): the same
+        # statement, on nobody, so a start by username takes as long whether the name
+        # exists or not (WebAuthn L3 §14.6.2).
+        _SUPERSEDE.execute(True, user_id or NOBODY, ceremony, scope, False)
         _INSERT_SESSION.execute(token_hash, ceremony, user_id, rp_id, challenge,
-                                CeremonySession.state.db_value(state), False, now, expires_at)
+                                CeremonySession.state.db_value(state), scope, False, now,
+                                expires_at)
 
 
-#: Params: True, the user, the ceremony, False (``superseded = ?``: the form the index
-#: (user, ceremony, superseded) serves; ``NOT superseded`` would scan all the user's rows).
-_SUPERSEDE = CompiledQuery(lambda superseded, user_id, ceremony, still_open: CeremonySession
-                           .update(superseded=superseded).where(
+#: Params: True, the user, the ceremony, the scope, False (``superseded = ?``: the form the
+#: index (user, ceremony, scope, superseded) serves; ``NOT superseded`` would scan rows).
+_SUPERSEDE = CompiledQuery(lambda superseded, user_id, ceremony, scope, still_open:
+                           CeremonySession.update(superseded=superseded).where(
     (CeremonySession.user == user_id) & (CeremonySession.ceremony == ceremony)
-    & (CeremonySession.superseded == still_open)))
+    & (CeremonySession.scope == scope) & (CeremonySession.superseded == still_open)))
 
 
 def _users_credentials(*columns: peewee.Field) -> CompiledQuery:
@@ -139,9 +148,9 @@ _RECORD_USE = _record_use(lambda presented: PasskeyCredential.sign_count < prese
 _RECORD_USE_WITHOUT_COUNTER = _record_use(
     lambda presented: PasskeyCredential.sign_count == presented)
 _INSERT_SESSION = CompiledQuery(
-    lambda token_hash, ceremony, user_id, rp_id, challenge, state, superseded, created_at,
-    expires_at: CeremonySession.insert(
-        token_hash=token_hash, ceremony=ceremony, user=user_id, rp_id=rp_id,
+    lambda token_hash, ceremony, user_id, rp_id, challenge, state, scope, superseded,
+    created_at, expires_at: CeremonySession.insert(
+        token_hash=token_hash, ceremony=ceremony, user=user_id, rp_id=rp_id, scope=scope,
         challenge=challenge, state=peewee.Value(state, unpack=False), superseded=superseded,
         created_at=created_at, expires_at=expires_at))
 #: A session is consumed once: only while current and unexpired.
