@@ -36,7 +36,7 @@ def username_key(username: str) -> str:
     (``casefold()``) already counts the two as one account.
     """
     if username.isascii():
-        # Every sign-in looks a username up: ASCII, the common case, skips the profile's
+        # PERF: every sign-in looks a username up: ASCII, the common case, skips the profile's
         # per-character tables. Its key is the lowercase either way: printable ASCII other
         # than the space is what the profile allows and case is all it maps there, and the
         # fallback below leaves ASCII as casefold() does, which on ASCII is lower().

@@ -65,7 +65,7 @@ def starts_key(client_address: str) -> str:
     return "starts:" + client_address
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Allowed:
     """An attempt :func:`ensure_allowed` let through, and what its success must do."""
 
@@ -75,7 +75,7 @@ class Allowed:
     trust: str | None = None
 
 
-#: What nearly every attempt gets (shared: never changed).
+#: What nearly every attempt gets (shared: frozen).
 NOTHING_COUNTED = Allowed()
 
 
