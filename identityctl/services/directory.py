@@ -270,8 +270,13 @@ def check_handle(handle: str, field: str = "handle") -> None:
         raise InvalidField(field, "use 1-64 lowercase letters, digits, '-' or '_'")
 
 
+def is_usable(user: UserRecord, now: float) -> bool:
+    """Whether the user may sign in and enrol: neither disabled nor (still) locked."""
+    return not (user.status == "disabled" or (user.status == "locked" and (
+        user.locked_until is None or user.locked_until > now)))
+
+
 def ensure_usable(user: UserRecord, now: float) -> None:
     """A disabled or locked user is refused on every sign-in and enrolment path."""
-    if user.status == "disabled" or (user.status == "locked" and (
-            user.locked_until is None or user.locked_until > now)):
+    if not is_usable(user, now):
         raise Forbidden("The account is disabled or locked.", code="account_unavailable")

@@ -47,7 +47,7 @@ from identityctl.security.tokens import ACCESS_TOKEN_TYP, require_scope, token_t
 from identityctl.security.usernames import username_key
 from identityctl.services import throttle
 from identityctl.services.context import ServiceContext
-from identityctl.services.directory import ensure_usable, require_user
+from identityctl.services.directory import ensure_usable, is_usable, require_user
 from identityctl.store import audit, directory
 from identityctl.store import keys as key_store
 from identityctl.store import passkeys as store
@@ -395,20 +395,12 @@ def start_named_authentication(ctx: ServiceContext, *, username: str, rp_id: str
     user = directory.find_user_by_username(username)
     # The credential read happens for a name nobody has too: the same work, the same time.
     allowed = _known_credentials(user.id if user is not None else store.NOBODY)
-    if user is None or not allowed or not _may_sign_in(user):
+    if user is None or not allowed or not is_usable(user, time.time()):
         allowed = decoy_credentials(key_store.service_secret(DECOY_SECRET),
                                     username_key(username))
         user = None  # the session names nobody: no real credential can finish it
     return _start_authentication(ctx, user=user, allowed=allowed, account=username,
                                  client_address=client_address, scope=scope)
-
-
-def _may_sign_in(user: UserRecord) -> bool:
-    try:
-        ensure_usable(user, time.time())
-    except Forbidden:
-        return False
-    return True
 
 
 def _start_authentication(ctx: ServiceContext, *, user: UserRecord | None,
