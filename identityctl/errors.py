@@ -90,6 +90,24 @@ class PayloadTooLarge(IdentityError):
     message = "The request body is too large."
 
 
+class RequestHeaderTooLarge(IdentityError):
+    status = 431
+    code = "request_header_too_large"
+    message = "The request header is too large."
+
+
+class MalformedRequest(IdentityError):
+    status = 400
+    code = "malformed_request"
+    message = "The HTTP request is malformed."
+
+
+class TransferEncodingUnsupported(IdentityError):
+    status = 501
+    code = "transfer_encoding_unsupported"
+    message = "The Transfer-Encoding is not supported."
+
+
 class UnsupportedMediaType(IdentityError):
     status = 415
     code = "unsupported_media_type"

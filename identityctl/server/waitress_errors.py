@@ -30,26 +30,14 @@ from waitress.utilities import (
     ServerNotImplemented,
 )
 
-from identityctl.errors import IdentityError, PayloadTooLarge
+from identityctl.errors import (
+    IdentityError,
+    MalformedRequest,
+    PayloadTooLarge,
+    RequestHeaderTooLarge,
+    TransferEncodingUnsupported,
+)
 from identityctl.server.errors import InternalError, error_answer
-
-
-class RequestHeaderTooLarge(IdentityError):
-    status = 431
-    code = "request_header_too_large"
-    message = "The request header is too large."
-
-
-class MalformedRequest(IdentityError):
-    status = 400
-    code = "malformed_request"
-    message = "The HTTP request is malformed."
-
-
-class TransferEncodingUnsupported(IdentityError):
-    status = 501
-    code = "transfer_encoding_unsupported"
-    message = "The Transfer-Encoding is not supported."
 
 
 def identity_error(error: Error, *, max_body_bytes: int, max_header_bytes: int) -> IdentityError:
