@@ -48,6 +48,14 @@ class DatabaseConfig:
     url: str = "sqlite:///identityctl.db"
     #: Seconds a writer waits for a locked SQLite database before answering 503.
     busy_timeout: float = 5.0
+    #: PostgreSQL: seconds a statement may run before it is cancelled (503 database_busy);
+    #: 0 leaves the server's (or role's) setting.
+    statement_timeout: float = 10.0
+    #: PostgreSQL: seconds a statement waits for a lock before it is cancelled (503
+    #: database_busy); 0 leaves the server's (or role's) setting.
+    lock_timeout: float = 5.0
+    #: PostgreSQL: seconds opening a connection may take (503 database_unavailable).
+    connect_timeout: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -262,6 +270,11 @@ def _validate(path: str, config: Config) -> None:
     if not url.startswith(("sqlite:///", "postgresql://", "postgres://")):
         raise ConfigError(path, "database.url",
                           f"must start with sqlite:/// or postgresql://, got {url!r}")
+    _require_positive(path, "database.connect_timeout", config.database.connect_timeout)
+    for key in ("statement_timeout", "lock_timeout"):
+        if getattr(config.database, key) < 0:
+            raise ConfigError(path, f"database.{key}", "must be 0 (the server's setting) or "
+                              f"more, got {getattr(config.database, key)}")
     if not passkey.rp_id or "/" in passkey.rp_id or ":" in passkey.rp_id:
         raise ConfigError(path, "passkey.rp_id",
                           f"must be a bare domain such as example.com, got {passkey.rp_id!r}")

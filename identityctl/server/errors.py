@@ -103,10 +103,13 @@ def handle_http_error(req: falcon.Request, resp: falcon.Response, ex: falcon.HTT
 
 def handle_unexpected(req: falcon.Request, resp: falcon.Response, ex: Exception,
                       params: dict[str, Any]) -> None:
-    # A write outside store.db.transaction() that met a locked database: retry, not a bug.
+    # The database is unavailable (restart, failover, down: its dead connection is let go,
+    # store.db.busy_error) or busy (a locked SQLite database, a PostgreSQL statement or lock
+    # timeout): a 503 to retry, not a bug.
     busy = busy_error(ex)
     if busy is not None:
-        log.warning("database busy on %s %s: %s", req.method, req.path, ex)
+        log.warning("%s on %s %s: %s", busy.code, req.method, req.path,
+                    str(ex).strip().splitlines()[0] if str(ex).strip() else type(ex).__name__)
         handle_identity_error(req, resp, busy, params)
         return
     log.exception("unhandled error on %s %s", req.method, req.path)

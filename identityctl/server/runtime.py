@@ -22,7 +22,10 @@ from identityctl.store import db, migrations
 
 def open_store(config: Config) -> list[str]:
     """Connect to the configured database and apply pending migrations."""
-    db.connect(config.database_url, busy_timeout=config.database.busy_timeout)
+    database = config.database
+    db.connect(config.database_url, busy_timeout=database.busy_timeout,
+               statement_timeout=database.statement_timeout,
+               lock_timeout=database.lock_timeout, connect_timeout=database.connect_timeout)
     return migrations.upgrade()
 
 

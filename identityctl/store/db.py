@@ -7,9 +7,12 @@ front (``BEGIN IMMEDIATE``) so two writers never deadlock on a lock upgrade.
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import shutil
 import stat
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,8 +28,15 @@ database = peewee.DatabaseProxy()
 MIN_FREE_BYTES = 16 * 2**20
 
 
-def connect(url: str, *, busy_timeout: float = 5.0) -> peewee.Database:
-    """Bind the models to the database at ``url`` and return it."""
+def connect(url: str, *, busy_timeout: float = 5.0, statement_timeout: float = 10.0,
+            lock_timeout: float = 5.0, connect_timeout: float = 5.0) -> peewee.Database:
+    """Bind the models to the database at ``url`` and return it.
+
+    On PostgreSQL every connection gets ``statement_timeout`` and ``lock_timeout`` (seconds;
+    0 leaves the server's setting) as startup options, and opening one gives up after
+    ``connect_timeout`` seconds: a held lock or a stuck server is then a 503 database_busy /
+    database_unavailable within seconds instead of a request that hangs.
+    """
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///"):]
         if path != ":memory:":
@@ -48,17 +58,34 @@ def connect(url: str, *, busy_timeout: float = 5.0) -> peewee.Database:
         )
     elif url.startswith(("postgresql://", "postgres://")):
         parts = urlsplit(url)
+        options = _timeout_options(statement_timeout=statement_timeout,
+                                   lock_timeout=lock_timeout)
         db = peewee.PostgresqlDatabase(
             unquote(parts.path.lstrip("/")),
             user=unquote(parts.username or "") or None,
             password=unquote(parts.password or "") or None,
             host=parts.hostname or None,
             port=parts.port or None,
+            connect_timeout=_whole_seconds(connect_timeout),
+            **({"options": options} if options else {}),
         )
     else:
         raise ValueError(f"unsupported database URL {url!r}")
     database.initialize(db)
     return db
+
+
+def _whole_seconds(seconds: float) -> int:
+    """libpq's connect_timeout is whole seconds (and 1 counts as 2)."""
+    return max(1, math.ceil(seconds))
+
+
+def _timeout_options(*, statement_timeout: float, lock_timeout: float) -> str:
+    """libpq ``options`` setting the session's timeouts (milliseconds); 0 sets nothing."""
+    settings = [f"-c {name}={math.ceil(seconds * 1000)}"
+                for name, seconds in (("statement_timeout", statement_timeout),
+                                      ("lock_timeout", lock_timeout)) if seconds > 0]
+    return " ".join(settings)
 
 
 def _require_writable(path: Path) -> None:
@@ -89,19 +116,86 @@ def _require_writable(path: Path) -> None:
             code="database_disk_full", message="The database's disk is full.")
 
 
+#: PostgreSQL error codes (SQLSTATE) meaning the server cannot serve now: class 08
+#: (connection exception) and these.
+_UNAVAILABLE_CODES = frozenset({
+    "57P01",  # admin_shutdown: terminating connection due to administrator command
+    "57P02",  # crash_shutdown
+    "57P03",  # cannot_connect_now: the database system is starting up / shutting down
+    "53300",  # too_many_connections
+})
+#: ... and these mean "busy, retry": a timeout cancelled the statement, or a lock conflict.
+_BUSY_CODES = frozenset({
+    "57014",  # query_canceled: statement_timeout
+    "55P03",  # lock_not_available: lock_timeout
+    "40P01",  # deadlock_detected
+    "40001",  # serialization_failure
+})
+#: What the driver says when the connection is gone or cannot be made (no SQLSTATE then).
+_UNAVAILABLE_MESSAGES = (
+    "server closed the connection", "terminating connection", "connection already closed",
+    "could not connect", "connection refused", "the database system is starting up",
+    "the database system is shutting down", "the database system is in recovery mode",
+    "too many clients", "connection timed out", "timeout expired", "no connection to the server",
+    "ssl connection has been closed", "could not receive data", "could not send data",
+    "could not translate host name", "connection to server",
+)
+
+
 def busy_error(error: BaseException) -> ServiceUnavailable | None:
-    """The 503 for a database error that means "locked / busy, retry" or "disk full", else
-    None."""
-    if not isinstance(error, peewee.OperationalError):
+    """The 503 for a database error that means "unavailable", "locked / busy, retry" or
+    "disk full", else None.
+
+    The one mapping of database failures to answers (server/errors.py, transaction(),
+    /mcp): ``error`` may be peewee's exception or the driver's own. When it means the
+    connection is gone, the calling thread's connection is discarded too, so its next
+    statement opens a new one (a dead connection is never used again).
+    """
+    original = getattr(error, "orig", None) or error
+    from_postgresql = type(original).__module__.startswith("psycopg2")
+    if not from_postgresql and not isinstance(error, peewee.PeeweeException):
         return None
-    if "locked" in str(error) or "busy" in str(error):
+    text = str(error).lower()
+    code = getattr(original, "pgcode", None) or ""
+    if (code.startswith("08") or code in _UNAVAILABLE_CODES
+            # psycopg2's InterfaceError: "connection already closed" and the like
+            or (from_postgresql and type(original).__name__ == "InterfaceError")
+            or any(message in text for message in _UNAVAILABLE_MESSAGES)):
+        discard_dead_connection()
+        return ServiceUnavailable("The database does not answer; retry shortly.",
+                                  code="database_unavailable", headers={"Retry-After": "5"})
+    if not isinstance(error, peewee.OperationalError) and not code:
+        return None
+    if (code in _BUSY_CODES or "locked" in text or "busy" in text
+            or "canceling statement due to" in text):
         return ServiceUnavailable("The database is busy; retry shortly.", code="database_busy",
                                   headers={"Retry-After": "1"})
-    if "disk is full" in str(error):
+    if "disk is full" in text:
         return ServiceUnavailable("The database's disk is full; nothing was written. The "
                                   "operator must free space.", code="database_disk_full",
                                   headers={"Retry-After": "60"})
     return None
+
+
+def discard_dead_connection() -> bool:
+    """Forget this thread's connection when the driver says it is closed (psycopg2 sets
+    ``closed`` after a fatal error: server restarted, backend terminated). The thread's next
+    statement opens a new connection. Called only after a failure; True when it discarded.
+    """
+    db = database.obj
+    if db is None:
+        return False
+    state = db._state
+    conn = state.conn
+    if conn is None or not getattr(conn, "closed", 0):  # sqlite3 has no ``closed``
+        return False
+    with contextlib.suppress(Exception):  # it is dead already; closing is a courtesy
+        conn.close()
+    # Not state.reset(): a transaction() being left still pops itself off the stack;
+    # the next connect() resets the rest.
+    state.conn = None
+    state.closed = True
+    return True
 
 
 def is_sqlite() -> bool:
@@ -132,7 +226,7 @@ class transaction:  # used as a function: ``with transaction():``
             return
         try:
             _execute(db, "BEGIN IMMEDIATE" if is_sqlite() else "BEGIN", ())
-        except peewee.OperationalError as exc:
+        except (peewee.OperationalError, peewee.InterfaceError) as exc:
             _raise_busy(exc)
             raise
         db.push_transaction(self)
@@ -146,12 +240,12 @@ class transaction:  # used as a function: ``with transaction():``
         db.pop_transaction()
         if kind is not None:
             _rollback(db)
-            if isinstance(error, peewee.OperationalError):
+            if isinstance(error, peewee.OperationalError | peewee.InterfaceError):
                 _raise_busy(error)
             return
         try:
             _execute(db, "COMMIT", ())
-        except peewee.OperationalError as exc:
+        except (peewee.OperationalError, peewee.InterfaceError) as exc:
             _rollback(db)
             _raise_busy(exc)
             raise
@@ -164,11 +258,17 @@ def _rollback(db: peewee.Database) -> None:
     """ROLLBACK, unless the database already rolled back by itself.
 
     SQLite does on a full disk or an I/O error; its ROLLBACK then fails ("no transaction is
-    active") and would hide the error that matters (a 503 database_disk_full).
+    active") and would hide the error that matters (a 503 database_disk_full). PostgreSQL
+    does when the connection died (then discarded: nothing to roll back, and no new
+    connection is opened just for a ROLLBACK).
     """
+    if db.is_closed():
+        return
     try:
         _execute(db, "ROLLBACK", ())
-    except peewee.OperationalError:
+    except (peewee.OperationalError, peewee.InterfaceError):
+        if db.is_closed():
+            return
         if getattr(db.connection(), "in_transaction", True):
             raise
 
@@ -184,6 +284,9 @@ def _execute(db: peewee.Database, sql: str, params: Sequence[Any]) -> Any:
         cursor = db.cursor()
         cursor.execute(sql, params)
     except Exception:
+        # PERF: only a failure pays for this check (a dead connection is let go here, so
+        # the thread's next statement reconnects; the statement itself is not retried).
+        discard_dead_connection()
         with _DRIVER_ERRORS:
             raise
     return cursor
@@ -193,14 +296,73 @@ def _execute(db: peewee.Database, sql: str, params: Sequence[Any]) -> Any:
 _DRIVER_ERRORS = peewee.__exception_wrapper__
 
 
-def _raise_busy(error: peewee.OperationalError) -> None:
+def _raise_busy(error: peewee.PeeweeException) -> None:
     """Raise the 503 for ``error`` when it means busy or disk full; else return."""
     busy = busy_error(error)
     if busy is not None:
         raise busy from error
 
 
+#: /health's own PostgreSQL connection (one per process), so its check never waits behind the
+#: API's connections or a held lock; the lock lets one check at a time use it.
+_health_lock = threading.Lock()
+_health_conn: list[Any] = []
+HEALTH_TIMEOUT = 2.0
+
+
+def check_health(timeout: float = HEALTH_TIMEOUT) -> None:
+    """Raise a 503 database_unavailable unless the database answers ``SELECT 1`` within
+    about ``timeout`` seconds.
+
+    PostgreSQL: on a connection of its own (connect_timeout and statement_timeout of
+    ``timeout``), kept between checks and dropped after a failure; a check that cannot have
+    it within ``timeout`` (another is stuck on it) fails. SQLite: on the thread's connection,
+    as every statement (its busy_timeout bounds the wait).
+    """
+    db = database.obj
+    try:
+        if not isinstance(db, peewee.PostgresqlDatabase):
+            db.execute_sql("SELECT 1")
+            return
+        if not _health_lock.acquire(timeout=timeout):
+            raise TimeoutError("another health check holds the health connection")
+        try:
+            if not _health_conn or _health_conn[0].closed:
+                _health_conn[:] = [_health_connection(db, timeout)]
+            try:
+                with _health_conn[0].cursor() as cursor:
+                    cursor.execute("SELECT 1")
+                    cursor.fetchone()
+            except Exception:
+                with contextlib.suppress(Exception):
+                    _health_conn.pop().close()
+                raise
+        finally:
+            _health_lock.release()
+    except Exception as exc:
+        raise ServiceUnavailable("The database does not answer.", code="database_unavailable",
+                                 headers={"Retry-After": "5"}) from exc
+
+
+def _health_connection(db: peewee.PostgresqlDatabase, timeout: float) -> Any:
+    import psycopg2  # the postgres extra; PostgresqlDatabase could not connect without it
+
+    params = dict(db.connect_params)
+    params["connect_timeout"] = _whole_seconds(timeout)
+    params["options"] = _timeout_options(statement_timeout=timeout, lock_timeout=timeout)
+    conn = psycopg2.connect(dbname=db.database, **params)
+    conn.autocommit = True
+    return conn
+
+
 def close() -> None:
+    if _health_lock.acquire(timeout=HEALTH_TIMEOUT):
+        try:
+            while _health_conn:
+                with contextlib.suppress(Exception):
+                    _health_conn.pop().close()
+        finally:
+            _health_lock.release()
     if not database.is_closed():
         database.close()
 

@@ -1,0 +1,270 @@
+"""PostgreSQL faults: restart, terminated backends, an outage, a held lock.
+
+Each test runs its own throwaway PostgreSQL cluster (initdb + pg_ctl, fsync off, a random
+port) because it restarts, stops or locks it; identityctl serves in a thread on it. What is
+checked: a database failure answers 503 (database_unavailable / database_busy, with
+Retry-After), never 500, and the service heals by itself when the database is back.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import requests
+
+from identityctl.config import load_config
+from identityctl.server.runtime import make_server, open_store
+from identityctl.services import bootstrap
+from identityctl.store import db
+from tests.conftest import Service, free_port, make_deployment
+from tests.support.threads import served_in_thread
+
+psycopg2 = pytest.importorskip("psycopg2", reason="the postgres extra (psycopg2) is needed")
+
+THREADS = 4
+#: Routes that read or write the store on every call, with their bodies (None: GET).
+ROUTES = (("/auth/passkey/start", {"relyingPartyId": "localhost"}), ("/oauth2/jwks", None))
+DB_CODES = {"database_unavailable", "database_busy"}
+
+
+def _pg_bin() -> str:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if not found:
+        pytest.skip("PostgreSQL server binaries (initdb) are not installed: apt-get install "
+                    "postgresql, or run scripts/test.sh")
+    return str(Path(found[-1]).parent)
+
+
+@dataclass
+class Cluster:
+    """A PostgreSQL cluster of this test's own."""
+
+    bin: str
+    directory: Path
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/identityctl"
+
+    def pg_ctl(self, *args: str) -> None:
+        command = [f"{self.bin}/pg_ctl", "-D", str(self.directory / "data"),
+                   "-l", str(self.directory / "log"), *args]
+        subprocess.run(_as_postgres(command), check=True, capture_output=True, timeout=60)
+
+    def start(self) -> None:
+        self.pg_ctl("-w", "-o", f"-p {self.port} -k {self.directory} "
+                    "-c listen_addresses=127.0.0.1 -c fsync=off "
+                    "-c full_page_writes=off -c synchronous_commit=off", "start")
+
+    def stop(self) -> None:
+        self.pg_ctl("-w", "-m", "fast", "stop")
+
+    def admin(self) -> object:
+        conn = psycopg2.connect(host="127.0.0.1", port=self.port, user="postgres",
+                                dbname="identityctl", connect_timeout=5)
+        conn.autocommit = True
+        return conn
+
+
+def _as_postgres(command: list[str]) -> list[str]:
+    return ["runuser", "-u", "postgres", "--", *command] if os.getuid() == 0 else command
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    pg_bin = _pg_bin()
+    if os.getuid() == 0 and not shutil.which("runuser"):
+        pytest.skip("running as root needs runuser to start PostgreSQL as user postgres")
+    directory = Path(tempfile.mkdtemp(prefix="identityctl-pgfault-"))
+    if os.getuid() == 0:
+        shutil.chown(directory, "postgres")
+    running = Cluster(pg_bin, directory, free_port())
+    subprocess.run(_as_postgres([f"{pg_bin}/initdb", "-D", str(directory / "data"),
+                                 "-U", "postgres", "-A", "trust", "--no-sync"]),
+                   check=True, capture_output=True, timeout=120)
+    running.start()
+    try:
+        subprocess.run([f"{pg_bin}/createdb", "-h", "127.0.0.1", "-p", str(running.port),
+                        "-U", "postgres", "identityctl"], check=True, capture_output=True,
+                       timeout=30)
+        yield running
+    finally:
+        with suppress(subprocess.SubprocessError):  # stopped already
+            running.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def service_on(cluster: Cluster, tmp_path: Path) -> Iterator[Service]:
+    """identityctl (served in a thread, THREADS threads) on ``cluster``, with short
+    PostgreSQL timeouts so a held lock answers within about a second."""
+    port = free_port()
+    path = make_deployment(tmp_path, port=port, database_url=cluster.url)
+    text = path.read_text()
+    for key, value in (("statement_timeout = 10.0", "statement_timeout = 3.0"),
+                       ("lock_timeout = 5.0", "lock_timeout = 1.0"),
+                       ("connect_timeout = 5.0", "connect_timeout = 2.0")):
+        assert key in text
+        text = text.replace(key, value)
+    path.write_text(text)
+    config = load_config(path)
+    open_store(config)
+    bootstrap.seed(config)
+    with ExitStack() as serving:
+        serving.enter_context(served_in_thread(make_server(config, host="127.0.0.1",
+                                                           port=port, threads=THREADS)))
+        running = Service(config=config, config_path=path,
+                          base_url=f"http://localhost:{port}", http=requests.Session())
+        serving.callback(running.http.close)
+        yield running
+    db.close()
+
+
+def _call(service: Service, path: str, body: object, *, timeout: float = 15
+          ) -> requests.Response:
+    # A new connection per call (waitress hands each to whichever thread is free), closed
+    # by the server after its answer: the test process keeps few sockets (select() < 1024).
+    headers = {"Connection": "close"}
+    if body is None:
+        return requests.get(service.url(path), headers=headers, timeout=timeout)
+    return requests.post(service.url(path), json=body, headers=headers, timeout=timeout)
+
+
+def _assert_db_503(answer: requests.Response, *codes: str) -> None:
+    assert answer.status_code == 503, (answer.status_code, answer.text)
+    body = answer.json()
+    assert set(body) >= {"code", "message", "description"}, body
+    assert body["code"] in (codes or DB_CODES), body
+    assert answer.headers.get("Retry-After"), answer.headers
+
+
+def _all_succeed(service: Service, *, rounds: int = 3) -> list[int]:
+    """Statuses of a burst of calls from several clients at once (to reach every thread)."""
+    statuses: list[int] = []
+
+    def client() -> None:
+        for _ in range(rounds):
+            for path, body in ROUTES:
+                statuses.append(_call(service, path, body).status_code)
+
+    workers = [threading.Thread(target=client) for _ in range(THREADS * 2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return statuses
+
+
+def test_restart_answers_503_never_500_and_heals(cluster: Cluster,
+                                                service_on: Service) -> None:
+    assert set(_all_succeed(service_on, rounds=1)) == {200}
+    answers: list[requests.Response] = []
+    stop = threading.Event()
+
+    def load() -> None:
+        while not stop.is_set():
+            for path, body in ROUTES:
+                try:
+                    answers.append(_call(service_on, path, body))
+                except requests.RequestException as exc:  # the service must always answer
+                    raise AssertionError(f"{path}: no answer ({exc})") from exc
+
+    loaders = [threading.Thread(target=load) for _ in range(THREADS)]
+    for loader in loaders:
+        loader.start()
+    try:
+        time.sleep(0.5)
+        cluster.pg_ctl("-w", "-m", "fast", "restart")
+        back = time.monotonic()
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        for loader in loaders:
+            loader.join()
+    for answer in answers:
+        assert answer.status_code in (200, 503), (answer.status_code, answer.text)
+        if answer.status_code == 503:
+            _assert_db_503(answer)
+    # Back within 10 s on every thread, without restarting identityctl.
+    while True:
+        statuses = _all_succeed(service_on)
+        if set(statuses) == {200}:
+            break
+        assert set(statuses) <= {200, 503}, statuses
+        assert time.monotonic() - back < 10, f"not healed 10 s after the restart: {statuses}"
+        time.sleep(0.5)
+
+
+def test_terminated_backends_heal_on_the_next_request(cluster: Cluster,
+                                                      service_on: Service) -> None:
+    assert set(_all_succeed(service_on)) == {200}
+    admin = cluster.admin()
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                           "WHERE datname = 'identityctl' AND pid <> pg_backend_pid()")
+            assert cursor.fetchone()[0] >= 1
+    finally:
+        admin.close()
+    statuses = _all_succeed(service_on, rounds=2)
+    assert set(statuses) <= {200, 503}, statuses
+    # Each thread's dead connection costs at most one answer (a 503): the next one succeeds.
+    assert statuses.count(503) <= THREADS, statuses
+    assert set(_all_succeed(service_on)) == {200}
+
+
+def test_database_down_is_503_database_unavailable(cluster: Cluster,
+                                                   service_on: Service) -> None:
+    assert set(_all_succeed(service_on, rounds=1)) == {200}
+    cluster.stop()
+    try:
+        flow = {"applicationId": "x", "flowType": "AUTHENTICATION"}
+        for path, body in (*ROUTES, ("/flow/execute", flow)):
+            for _ in range(THREADS + 1):  # every thread, its dead connection and a new one
+                started = time.monotonic()
+                answer = _call(service_on, path, body)
+                assert time.monotonic() - started < 10
+                _assert_db_503(answer, "database_unavailable")
+        health = _call(service_on, "/health", None)
+        _assert_db_503(health, "database_unavailable")
+    finally:
+        cluster.start()
+    deadline = time.monotonic() + 10
+    while set(statuses := _all_succeed(service_on, rounds=1)) != {200}:
+        assert time.monotonic() < deadline, statuses
+        time.sleep(0.5)
+    assert _call(service_on, "/health", None).status_code == 200
+
+
+def test_held_lock_is_503_within_lock_timeout_and_health_answers(
+        cluster: Cluster, service_on: Service) -> None:
+    assert set(_all_succeed(service_on, rounds=1)) == {200}
+    admin = cluster.admin()
+    admin.autocommit = False
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute('LOCK TABLE "throttle", "ceremony_session" IN ACCESS EXCLUSIVE MODE')
+            started = time.monotonic()
+            answer = _call(service_on, *ROUTES[0])
+            assert time.monotonic() - started < 8
+            _assert_db_503(answer, "database_busy")
+            started = time.monotonic()
+            health = _call(service_on, "/health", None)
+            assert time.monotonic() - started < 5
+            assert health.status_code in (200, 503), health.text
+        admin.rollback()
+    finally:
+        admin.close()
+    assert _call(service_on, *ROUTES[0]).status_code == 200
