@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from identityctl.config import Config
+from identityctl.errors import Conflict
 from identityctl.flow.definition import validate_flow
 from identityctl.security.keys import generate_signing_key
 from identityctl.services import catalog as catalog_service
 from identityctl.services import directory as directory_service
 from identityctl.store import catalog, directory, keys
+from identityctl.store.startup import startup_lock
 
 DEFAULT_THEME = {
     "colorSchemes": {
@@ -81,27 +84,63 @@ def default_flow_documents(rp_id: str) -> list[dict[str, Any]]:
 
 
 def seed(config: Config) -> list[str]:
-    """Create whatever default record is missing; returns what was created. Idempotent."""
-    made = []
-    if not keys.published_keys():
-        made.append(f"signing key {rotate_signing_key(config)} ({config.oauth.signing_alg})")
-    if directory.find_ou(directory_service.DEFAULT_OU) is None:
-        directory_service.create_ou(handle=directory_service.DEFAULT_OU, name="Default",
-                                    description="Default organization unit", actor="init")
-        made.append("organization unit 'default'")
-    if directory.find_user_type(directory_service.DEFAULT_USER_TYPE) is None:
-        directory_service.create_user_type(name=directory_service.DEFAULT_USER_TYPE,
-                                           allow_self_registration=True, schema=PERSON_SCHEMA,
-                                           actor="init")
-        made.append("user type 'person'")
-    if catalog.find_theme("default") is None:
-        catalog_service.create_theme(handle="default", display_name="Default",
-                                     description="Clean light/dark theme", theme=DEFAULT_THEME,
-                                     actor="init")
-        made.append("theme 'default'")
-    for document in default_flow_documents(config.passkey.rp_id):
-        flow = validate_flow(document)
-        if catalog.find_flow_by_handle(flow["handle"], flow["flowType"]) is None:
-            catalog_service.create_flow(flow, actor="init")
-            made.append(f"flow '{flow['handle']}' ({flow['flowType']})")
+    """Create whatever default record is missing; returns what was created. Idempotent.
+
+    Safe when any number of instances start at once on one database: the steps run under
+    the database-wide start-up lock (``store.startup.startup_lock``, the lock migrations
+    take too), so whoever comes second finds each record made and creates nothing; exactly
+    one signing key is made. A record created meanwhile by a writer that does not take the
+    lock (an admin, an older release) counts as there: its unique-violation is no error.
+    """
+    made: list[str] = []
+    with startup_lock():
+        if not keys.published_keys():
+            made.append(f"signing key {rotate_signing_key(config)} ({config.oauth.signing_alg})")
+        if _create_if_absent(
+                lambda: directory.find_ou(directory_service.DEFAULT_OU),
+                lambda: directory_service.create_ou(
+                    handle=directory_service.DEFAULT_OU, name="Default",
+                    description="Default organization unit", actor="init"),
+                exists_code="ou_exists"):
+            made.append("organization unit 'default'")
+        if _create_if_absent(
+                lambda: directory.find_user_type(directory_service.DEFAULT_USER_TYPE),
+                lambda: directory_service.create_user_type(
+                    name=directory_service.DEFAULT_USER_TYPE, allow_self_registration=True,
+                    schema=PERSON_SCHEMA, actor="init"),
+                exists_code="user_type_exists"):
+            made.append("user type 'person'")
+        if _create_if_absent(
+                lambda: catalog.find_theme("default"),
+                lambda: catalog_service.create_theme(
+                    handle="default", display_name="Default",
+                    description="Clean light/dark theme", theme=DEFAULT_THEME, actor="init"),
+                exists_code="theme_exists"):
+            made.append("theme 'default'")
+        for document in default_flow_documents(config.passkey.rp_id):
+            flow = validate_flow(document)
+            if _create_if_absent(
+                    lambda flow=flow: catalog.find_flow_by_handle(flow["handle"],
+                                                                  flow["flowType"]),
+                    lambda flow=flow: catalog_service.create_flow(flow, actor="init"),
+                    exists_code="flow_exists"):
+                made.append(f"flow '{flow['handle']}' ({flow['flowType']})")
     return made
+
+
+def _create_if_absent(find: Callable[[], object], create: Callable[[], object], *,
+                      exists_code: str) -> bool:
+    """Create a default record unless ``find`` finds it; True when this call created it.
+
+    A Conflict with ``exists_code`` (the unique-violation of a concurrent create of the same
+    record) means it is there; any other Conflict is a real error and propagates.
+    """
+    if find() is not None:
+        return False
+    try:
+        create()
+    except Conflict as error:
+        if error.code != exists_code:
+            raise
+        return False
+    return True

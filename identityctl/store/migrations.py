@@ -21,6 +21,7 @@ from identityctl.errors import Conflict
 from identityctl.security.usernames import username_key
 from identityctl.store import db
 from identityctl.store.models import ALL_MODELS, SchemaVersion
+from identityctl.store.startup import lock_in_transaction
 
 
 def _create_tables() -> None:
@@ -116,9 +117,9 @@ def upgrade() -> list[str]:
     """Apply every pending migration; returns what was applied (empty when up to date)."""
     applied = []
     with db.transaction():
-        if not db.is_sqlite():
-            # Two instances starting at once on one PostgreSQL must not both migrate.
-            db.database.execute_sql("SELECT pg_advisory_xact_lock(74657)")
+        # Two instances starting at once on one PostgreSQL must not both migrate: the
+        # start-up lock (store/startup.py), so migrating and seeding take turns alike.
+        lock_in_transaction()
         version = current_version()
         for number, description, apply in MIGRATIONS:
             if number > version:
