@@ -3,7 +3,9 @@
 Each test runs its own throwaway PostgreSQL cluster (initdb + pg_ctl, fsync off, a random
 port) because it restarts, stops or locks it; identityctl serves in a thread on it. What is
 checked: a database failure answers 503 (database_unavailable / database_busy, with
-Retry-After), never 500, and the service heals by itself when the database is back.
+Retry-After), never 500, and the service heals by itself when the database is back. Also:
+too small a max_connections, `serve --workers 2` across a restart, and SQLite's own failures
+(a lock held by another process, an unwritable file) on a served SQLite deployment.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -27,8 +30,10 @@ from identityctl.config import load_config
 from identityctl.server.runtime import make_server, open_store
 from identityctl.services import bootstrap
 from identityctl.store import db
-from tests.conftest import Service, free_port, make_deployment
+from tests.conftest import Service, free_port, make_deployment, start_service
+from tests.support.processes import stop as stop_processes
 from tests.support.threads import served_in_thread
+from tests.test_cli_process import wait_for_health
 
 psycopg2 = pytest.importorskip("psycopg2", reason="the postgres extra (psycopg2) is needed")
 
@@ -53,6 +58,8 @@ class Cluster:
     bin: str
     directory: Path
     port: int
+    #: Extra server settings ("-c name=value ..."), e.g. a small max_connections.
+    settings: str = ""
 
     @property
     def url(self) -> str:
@@ -66,7 +73,8 @@ class Cluster:
     def start(self) -> None:
         self.pg_ctl("-w", "-o", f"-p {self.port} -k {self.directory} "
                     "-c listen_addresses=127.0.0.1 -c fsync=off "
-                    "-c full_page_writes=off -c synchronous_commit=off", "start")
+                    "-c full_page_writes=off -c synchronous_commit=off "
+                    f"{self.settings}", "start")
 
     def stop(self) -> None:
         self.pg_ctl("-w", "-m", "fast", "stop")
@@ -83,14 +91,16 @@ def _as_postgres(command: list[str]) -> list[str]:
 
 
 @pytest.fixture
-def cluster() -> Iterator[Cluster]:
+def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    """A started cluster; ``@pytest.mark.parametrize("cluster", ["-c ..."], indirect=True)``
+    adds server settings."""
     pg_bin = _pg_bin()
     if os.getuid() == 0 and not shutil.which("runuser"):
         pytest.skip("running as root needs runuser to start PostgreSQL as user postgres")
     directory = Path(tempfile.mkdtemp(prefix="identityctl-pgfault-"))
     if os.getuid() == 0:
         shutil.chown(directory, "postgres")
-    running = Cluster(pg_bin, directory, free_port())
+    running = Cluster(pg_bin, directory, free_port(), getattr(request, "param", ""))
     subprocess.run(_as_postgres([f"{pg_bin}/initdb", "-D", str(directory / "data"),
                                  "-U", "postgres", "-A", "trust", "--no-sync"]),
                    check=True, capture_output=True, timeout=120)
@@ -106,12 +116,9 @@ def cluster() -> Iterator[Cluster]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-@pytest.fixture
-def service_on(cluster: Cluster, tmp_path: Path) -> Iterator[Service]:
-    """identityctl (served in a thread, THREADS threads) on ``cluster``, with short
-    PostgreSQL timeouts so a held lock answers within about a second."""
-    port = free_port()
-    path = make_deployment(tmp_path, port=port, database_url=cluster.url)
+def _short_timeouts_deployment(cluster: Cluster, directory: Path, port: int) -> Path:
+    """config.toml on ``cluster`` with short PostgreSQL timeouts."""
+    path = make_deployment(directory, port=port, database_url=cluster.url)
     text = path.read_text()
     for key, value in (("statement_timeout = 10.0", "statement_timeout = 3.0"),
                        ("lock_timeout = 5.0", "lock_timeout = 1.0"),
@@ -119,12 +126,27 @@ def service_on(cluster: Cluster, tmp_path: Path) -> Iterator[Service]:
         assert key in text
         text = text.replace(key, value)
     path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def threads() -> int:
+    """The service's threads (override with ``@pytest.mark.parametrize("threads", ...)``)."""
+    return THREADS
+
+
+@pytest.fixture
+def service_on(cluster: Cluster, tmp_path: Path, threads: int) -> Iterator[Service]:
+    """identityctl (served in a thread, ``threads`` threads) on ``cluster``, with short
+    PostgreSQL timeouts so a held lock answers within about a second."""
+    port = free_port()
+    path = _short_timeouts_deployment(cluster, tmp_path, port)
     config = load_config(path)
     open_store(config)
     bootstrap.seed(config)
     with ExitStack() as serving:
         serving.enter_context(served_in_thread(make_server(config, host="127.0.0.1",
-                                                           port=port, threads=THREADS)))
+                                                           port=port, threads=threads)))
         running = Service(config=config, config_path=path,
                           base_url=f"http://localhost:{port}", http=requests.Session())
         serving.callback(running.http.close)
@@ -268,3 +290,157 @@ def test_held_lock_is_503_within_lock_timeout_and_health_answers(
     finally:
         admin.close()
     assert _call(service_on, *ROUTES[0]).status_code == 200
+
+
+@pytest.mark.parametrize("cluster", ["-c max_connections=6 -c superuser_reserved_connections=0"],
+                         indirect=True)
+@pytest.mark.parametrize("threads", [8])
+def test_too_few_max_connections_is_503_never_500(cluster: Cluster,
+                                                  service_on: Service) -> None:
+    # 8 service threads (each wants a connection of its own) on a server taking 6.
+    answers: list[requests.Response] = []
+
+    def client() -> None:
+        for _ in range(3):
+            for path, body in ROUTES:
+                answers.append(_call(service_on, path, body))
+
+    clients = [threading.Thread(target=client) for _ in range(16)]
+    for worker in clients:
+        worker.start()
+    for worker in clients:
+        worker.join()
+    assert len(answers) == 16 * 3 * len(ROUTES)
+    for answer in answers:
+        assert answer.status_code in (200, 503), (answer.status_code, answer.text)
+        if answer.status_code == 503:
+            _assert_db_503(answer, "database_unavailable")
+    assert {answer.status_code for answer in answers} == {200, 503}  # both really happened
+
+
+def test_serve_workers_survive_a_restart(cluster: Cluster, tmp_path: Path) -> None:
+    port = free_port()
+    path = _short_timeouts_deployment(cluster, tmp_path, port)
+    log_path = tmp_path / "serve.log"
+    with log_path.open("w") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "identityctl", "--config", str(path), "serve", "--host",
+             "127.0.0.1", "--port", str(port), "--workers", "2", "--threads", str(THREADS)],
+            stdout=log, stderr=log, text=True)
+    try:
+        wait_for_health(f"http://127.0.0.1:{port}/health", server)
+        service = Service(config=load_config(path), config_path=path,
+                          base_url=f"http://127.0.0.1:{port}", http=requests.Session())
+        assert set(_all_succeed(service, rounds=1)) == {200}
+        answers: list[requests.Response] = []
+        stop_load = threading.Event()
+
+        def load() -> None:
+            while not stop_load.is_set():
+                for route, body in ROUTES:
+                    try:
+                        answers.append(_call(service, route, body))
+                    except requests.RequestException as exc:
+                        raise AssertionError(f"{route}: no answer ({exc})") from exc
+
+        loaders = [threading.Thread(target=load) for _ in range(THREADS)]
+        for loader in loaders:
+            loader.start()
+        try:
+            time.sleep(0.5)
+            cluster.pg_ctl("-w", "-m", "fast", "restart")
+            back = time.monotonic()
+            time.sleep(0.5)
+        finally:
+            stop_load.set()
+            for loader in loaders:
+                loader.join()
+        assert answers
+        for answer in answers:
+            assert answer.status_code in (200, 503), (answer.status_code, answer.text)
+            if answer.status_code == 503:
+                _assert_db_503(answer)
+        # Every thread of both workers heals within 10 s; identityctl is not restarted.
+        while True:
+            statuses = _all_succeed(service, rounds=2)
+            if set(statuses) == {200}:
+                break
+            assert set(statuses) <= {200, 503}, statuses
+            assert time.monotonic() - back < 10, f"not healed 10 s after the restart: {statuses}"
+            time.sleep(0.5)
+        assert server.poll() is None
+    finally:
+        stop_processes(server)
+    log = log_path.read_text()
+    assert server.returncode == 0 and "Traceback" not in log, log
+
+
+# --- SQLite fails the same clear way --------------------------------------------------------
+
+#: Holds a write lock on the SQLite file argv[1] until its stdin closes.
+_SQLITE_LOCKER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+sys.stdin.read()
+conn.rollback()
+"""
+
+
+@pytest.fixture
+def sqlite_service(tmp_path: Path) -> Iterator[Service]:
+    running, stop_serving = start_service(tmp_path, threads=THREADS)
+    yield running
+    stop_serving()
+
+
+def test_sqlite_lock_held_by_another_process_is_503_database_busy(
+        sqlite_service: Service) -> None:
+    assert set(_all_succeed(sqlite_service, rounds=1)) == {200}
+    path = db.sqlite_path()
+    assert path and Path(path).is_file()
+    busy = sqlite_service.config.database.busy_timeout
+    locker = subprocess.Popen([sys.executable, "-c", _SQLITE_LOCKER, path],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert locker.stdout.readline().strip() == "locked"
+        started = time.monotonic()
+        answer = _call(sqlite_service, *ROUTES[0])
+        assert time.monotonic() - started < busy + 3
+        _assert_db_503(answer, "database_busy")
+        started = time.monotonic()
+        health = _call(sqlite_service, "/health", None)  # WAL: readers are not blocked
+        assert time.monotonic() - started < 3
+        assert health.status_code == 200, health.text
+    finally:
+        locker.stdin.close()
+        locker.wait(timeout=10)
+    assert set(_all_succeed(sqlite_service, rounds=1)) == {200}
+
+
+def test_sqlite_file_made_unwritable_while_serving_is_503_and_heals(
+        sqlite_service: Service) -> None:
+    # Root ignores file modes, so the files are made immutable (chattr +i), which root obeys.
+    # (Deleting them is no failure to SQLite: its open connections go on writing the
+    # unlinked files, so that is not reproducible as an error.)
+    if not shutil.which("chattr"):
+        pytest.skip("chattr is not installed")
+    assert set(_all_succeed(sqlite_service, rounds=1)) == {200}
+    path = Path(db.sqlite_path() or "")
+    names = [str(name) for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm"))
+             if name.exists()]
+    if subprocess.run(["chattr", "+i", *names], capture_output=True).returncode:
+        pytest.skip("chattr +i is not supported here (filesystem or privileges)")
+    try:
+        for _ in range(THREADS + 1):
+            started = time.monotonic()
+            answer = _call(sqlite_service, *ROUTES[0])
+            assert time.monotonic() - started < 8
+            _assert_db_503(answer, "database_unavailable", "database_read_only",
+                           "database_busy")
+        health = _call(sqlite_service, "/health", None)
+        assert health.status_code in (200, 503), health.text
+    finally:
+        subprocess.run(["chattr", "-i", *names], check=True)
+    assert set(_all_succeed(sqlite_service, rounds=1)) == {200}

@@ -141,6 +141,10 @@ _UNAVAILABLE_MESSAGES = (
     "could not translate host name", "connection to server",
 )
 
+#: What SQLite says when its file cannot be opened or written (removed, replaced, made
+#: immutable, a failing disk).
+_SQLITE_UNAVAILABLE_MESSAGES = ("unable to open database file", "disk i/o error")
+
 
 def busy_error(error: BaseException) -> ServiceUnavailable | None:
     """The 503 for a database error that means "unavailable", "locked / busy, retry" or
@@ -174,6 +178,15 @@ def busy_error(error: BaseException) -> ServiceUnavailable | None:
         return ServiceUnavailable("The database's disk is full; nothing was written. The "
                                   "operator must free space.", code="database_disk_full",
                                   headers={"Retry-After": "60"})
+    if not from_postgresql:  # SQLite: the file cannot be written or opened
+        if "readonly database" in text:  # "attempt to write a readonly database"
+            return ServiceUnavailable("The SQLite database cannot be written; nothing was "
+                                      "written. The operator must make it writable.",
+                                      code="database_read_only", headers={"Retry-After": "60"})
+        if any(message in text for message in _SQLITE_UNAVAILABLE_MESSAGES):
+            return ServiceUnavailable("The SQLite database file cannot be read or written; "
+                                      "retry shortly.", code="database_unavailable",
+                                      headers={"Retry-After": "5"})
     return None
 
 
