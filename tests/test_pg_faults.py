@@ -189,9 +189,10 @@ def _all_succeed(service: Service, *, rounds: int = 3) -> list[int]:
     return statuses
 
 
-def test_restart_answers_503_never_500_and_heals(cluster: Cluster,
-                                                service_on: Service) -> None:
-    assert set(_all_succeed(service_on, rounds=1)) == {200}
+def _restart_under_load(cluster: Cluster, service: Service
+                        ) -> tuple[list[requests.Response], float]:
+    """``pg_ctl restart -m fast`` while THREADS clients call ROUTES in a loop: every answer,
+    and when PostgreSQL was back. A call that gets no answer at all fails the test."""
     answers: list[requests.Response] = []
     stop = threading.Event()
 
@@ -199,7 +200,7 @@ def test_restart_answers_503_never_500_and_heals(cluster: Cluster,
         while not stop.is_set():
             for path, body in ROUTES:
                 try:
-                    answers.append(_call(service_on, path, body))
+                    answers.append(_call(service, path, body))
                 except requests.RequestException as exc:  # the service must always answer
                     raise AssertionError(f"{path}: no answer ({exc})") from exc
 
@@ -215,6 +216,13 @@ def test_restart_answers_503_never_500_and_heals(cluster: Cluster,
         stop.set()
         for loader in loaders:
             loader.join()
+    return answers, back
+
+
+def test_restart_answers_503_never_500_and_heals(cluster: Cluster,
+                                                service_on: Service) -> None:
+    assert set(_all_succeed(service_on, rounds=1)) == {200}
+    answers, back = _restart_under_load(cluster, service_on)
     for answer in answers:
         assert answer.status_code in (200, 503), (answer.status_code, answer.text)
         if answer.status_code == 503:
@@ -332,29 +340,7 @@ def test_serve_workers_survive_a_restart(cluster: Cluster, tmp_path: Path) -> No
         service = Service(config=load_config(path), config_path=path,
                           base_url=f"http://127.0.0.1:{port}", http=requests.Session())
         assert set(_all_succeed(service, rounds=1)) == {200}
-        answers: list[requests.Response] = []
-        stop_load = threading.Event()
-
-        def load() -> None:
-            while not stop_load.is_set():
-                for route, body in ROUTES:
-                    try:
-                        answers.append(_call(service, route, body))
-                    except requests.RequestException as exc:
-                        raise AssertionError(f"{route}: no answer ({exc})") from exc
-
-        loaders = [threading.Thread(target=load) for _ in range(THREADS)]
-        for loader in loaders:
-            loader.start()
-        try:
-            time.sleep(0.5)
-            cluster.pg_ctl("-w", "-m", "fast", "restart")
-            back = time.monotonic()
-            time.sleep(0.5)
-        finally:
-            stop_load.set()
-            for loader in loaders:
-                loader.join()
+        answers, back = _restart_under_load(cluster, service)
         assert answers
         for answer in answers:
             assert answer.status_code in (200, 503), (answer.status_code, answer.text)
