@@ -11,18 +11,17 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import click
 import pytest
-import requests
 import typer
 from typer.testing import CliRunner
 
 from identityctl.cli.main import app as cli_app
 from tests.conftest import Service, free_port
+from tests.support.processes import wait_for_health
 
 #: Command groups whose every command manages records and so must offer --json.
 RECORD_GROUPS = ("user", "ou", "user-type", "app", "flow", "theme")
@@ -103,19 +102,6 @@ def test_serve_answers_health_and_stops_cleanly_on_sigterm(tmp_path: Path) -> No
     assert server.returncode == 0, err
     assert f"listening on http://127.0.0.1:{port}" in out
     assert "Traceback" not in err
-
-
-def wait_for_health(url: str, server: subprocess.Popen[str]) -> requests.Response:
-    """Poll until the server answers (it starts in its own process), or fail if it died."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            pytest.fail(f"serve exited early: {server.communicate()[1]}")
-        try:
-            return requests.get(url, timeout=5)
-        except requests.ConnectionError:
-            time.sleep(0.1)
-    pytest.fail("serve did not answer /health")
 
 
 # --- configuration errors -------------------------------------------------------------------

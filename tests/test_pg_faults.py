@@ -32,8 +32,8 @@ from identityctl.services import bootstrap
 from identityctl.store import db
 from tests.conftest import Service, free_port, make_deployment, start_service
 from tests.support.processes import stop as stop_processes
+from tests.support.processes import wait_for_health
 from tests.support.threads import served_in_thread
-from tests.test_cli_process import wait_for_health
 
 psycopg2 = pytest.importorskip("psycopg2", reason="the postgres extra (psycopg2) is needed")
 

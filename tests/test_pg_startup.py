@@ -14,14 +14,9 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
-import requests
 
 from identityctl.config import load_config
 from identityctl.services import bootstrap
@@ -29,7 +24,8 @@ from identityctl.services import directory as directory_service
 from identityctl.store import db
 from identityctl.store.models import Flow, OrganizationUnit, SigningKey, Theme, UserType
 from tests.conftest import PG_URL_ENV, free_port, make_deployment
-from tests.support.processes import stop
+from tests.support.postgres import empty_database
+from tests.support.processes import stop, wait_for_health
 
 INSTANCES = 3
 ROUNDS = 5
@@ -49,25 +45,6 @@ app(prog_name="identityctl")
 """
 
 
-@contextmanager
-def empty_database(server_url: str) -> Iterator[str]:
-    """A new, empty PostgreSQL database on the test server; dropped afterwards."""
-    psycopg2 = pytest.importorskip("psycopg2")
-    name = f"identityctl_startup_{uuid.uuid4().hex[:12]}"
-    admin = psycopg2.connect(server_url)
-    admin.autocommit = True
-    try:
-        with admin.cursor() as cursor:
-            cursor.execute(f'CREATE DATABASE "{name}"')
-        try:
-            yield urlunsplit(urlsplit(server_url)._replace(path=f"/{name}"))
-        finally:
-            with admin.cursor() as cursor:
-                cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        admin.close()
-
-
 def assert_seeded_once(database_url: str) -> None:
     """One active signing key (and no other), one of each default record."""
     db.connect(database_url)
@@ -83,19 +60,6 @@ def assert_seeded_once(database_url: str) -> None:
         assert stored == expected
     finally:
         db.close()
-
-
-def wait_for_health(url: str, process: subprocess.Popen[str], log: Path) -> requests.Response:
-    """Poll until the instance answers, or fail with its log if it exited."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"serve exited early ({process.returncode}):\n{log.read_text()}")
-        try:
-            return requests.get(url, timeout=5)
-        except requests.ConnectionError:
-            time.sleep(0.05)
-    pytest.fail(f"serve did not answer {url}:\n{log.read_text()}")
 
 
 def race_serve(database_url: str, directory: Path) -> None:

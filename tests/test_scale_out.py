@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import requests
@@ -30,8 +29,9 @@ from identityctl.services.catalog import oauth_config
 from tests.conftest import PG_URL_ENV, Service, free_port
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.flows import FlowClient
-from tests.support.processes import stop
-from tests.test_cli_process import identityctl, wait_for_health
+from tests.support.postgres import empty_database
+from tests.support.processes import stop, wait_for_health
+from tests.test_cli_process import identityctl
 from tests.test_oauth_helpers import OAuthDriver, RegisteredClient, query_of
 from tests.test_passkey_helpers import PasskeyClient
 
@@ -47,18 +47,8 @@ def database_url() -> Iterator[str]:
     server_url = os.environ.get(PG_URL_ENV, "")
     if not server_url:
         pytest.skip(f"no PostgreSQL server: set {PG_URL_ENV} (.ci/run starts one)")
-    psycopg2 = pytest.importorskip("psycopg2")
-    name = f"identityctl_scale_{uuid.uuid4().hex[:12]}"
-    admin = psycopg2.connect(server_url)
-    admin.autocommit = True
-    try:
-        with admin.cursor() as cursor:
-            cursor.execute(f'CREATE DATABASE "{name}"')
-        yield urlunsplit(urlsplit(server_url)._replace(path=f"/{name}"))
-        with admin.cursor() as cursor:
-            cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        admin.close()
+    with empty_database(server_url, prefix="identityctl_scale") as url:
+        yield url
 
 
 @dataclass
