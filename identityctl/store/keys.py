@@ -6,11 +6,12 @@ from __future__ import annotations
 import base64
 import secrets
 import threading
+import weakref
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from identityctl.store.db import transaction
+from identityctl.store.db import database, transaction
 from identityctl.store.models import ServiceSecret, SigningKey, now
 
 
@@ -60,7 +61,9 @@ def retire_previous_keys(older_than: float) -> int:
                 .where(SigningKey.kid.in_(done_signing)).execute())
 
 
-_secrets: dict[str, bytes] = {}
+#: Per open database (a process that opens another store, as the CLI and the tests do,
+#: never reuses the first one's secrets): name -> secret.
+_secrets: weakref.WeakKeyDictionary[Any, dict[str, bytes]] = weakref.WeakKeyDictionary()
 _secrets_lock = threading.Lock()
 SECRET_BYTES = 32
 
@@ -69,7 +72,7 @@ def service_secret(name: str) -> bytes:
     """The deployment's secret called ``name``: made at first use by whichever instance gets
     there first, the same for every instance after (the first insert wins), never changed.
     PERF: kept in process once read (it never changes)."""
-    known = _secrets.get(name)
+    known = _secrets.get(database.obj, {}).get(name)
     if known is not None:
         return known
     with _secrets_lock:
@@ -78,5 +81,6 @@ def service_secret(name: str) -> bytes:
                 secrets.token_bytes(SECRET_BYTES)).decode(), created_at=now()) \
                 .on_conflict_ignore().execute()
         row = ServiceSecret.get_by_id(name)
-        _secrets[name] = value = base64.b64decode(row.value)
+        value = base64.b64decode(row.value)
+        _secrets.setdefault(database.obj, {})[name] = value
     return value
