@@ -56,6 +56,14 @@ class DatabaseConfig:
     lock_timeout: float = 5.0
     #: PostgreSQL: seconds opening a connection may take (503 database_unavailable).
     connect_timeout: float = 5.0
+    #: PostgreSQL: most connections one process opens (requests and MCP tool calls check one
+    #: out and return it; /health has its own).
+    pool_size: int = 10
+    #: PostgreSQL: seconds an unused connection stays open before it is closed.
+    pool_idle_timeout: float = 300.0
+    #: PostgreSQL: seconds a request waits for a free connection before it answers 503
+    #: database_busy.
+    pool_timeout: float = 5.0
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 # One command to install everything the tests need and run the whole suite:
 #   ./scripts/test.sh [pytest args]
 # - a venv with identityctl and its test and build extras (pex: the one-file smoke test)
-# - Debian chromium for the hosted-UI browser tests, PostgreSQL for the store tests
+# - Debian chromium for the hosted-UI browser tests, PostgreSQL (and PgBouncer) for the store
+#   tests
 #   (installed with apt-get when missing and we are root; otherwise those tests skip
 #   and say why)
 # - a throwaway PostgreSQL cluster on a private port, stopped when the run ends
@@ -23,6 +24,7 @@ apt_install() {
 }
 command -v chromium >/dev/null || apt_install chromium
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_install postgresql
+[ -x /usr/sbin/pgbouncer ] || apt_install pgbouncer  # the PgBouncer start-up test
 
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
 if [ -n "$pg_bin" ] && [ -x "$pg_bin/initdb" ]; then

@@ -31,6 +31,7 @@ from identityctl.server.runtime import make_server, open_store
 from identityctl.services import bootstrap
 from identityctl.store import db
 from tests.conftest import Service, free_port, make_deployment, start_service
+from tests.support.mcp_clients import admin_token
 from tests.support.processes import stop as stop_processes
 from tests.support.processes import wait_for_health
 from tests.support.threads import served_in_thread
@@ -258,6 +259,7 @@ def test_terminated_backends_heal_on_the_next_request(cluster: Cluster,
 def test_database_down_is_503_database_unavailable(cluster: Cluster,
                                                    service_on: Service) -> None:
     assert set(_all_succeed(service_on, rounds=1)) == {200}
+    token = admin_token(service_on)  # signed while the keys can still be read
     cluster.stop()
     try:
         flow = {"applicationId": "x", "flowType": "AUTHENTICATION"}
@@ -267,6 +269,12 @@ def test_database_down_is_503_database_unavailable(cluster: Cluster,
                 answer = _call(service_on, path, body)
                 assert time.monotonic() - started < 10
                 _assert_db_503(answer, "database_unavailable")
+        # /mcp checks the token's revocation in the store before any tool runs.
+        tools_list = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        answer = requests.post(service_on.url("/mcp"), json=tools_list, timeout=15, headers={
+            "Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"})
+        _assert_db_503(answer, "database_unavailable")
+        assert "WWW-Authenticate" not in answer.headers  # not a token problem
         health = _call(service_on, "/health", None)
         _assert_db_503(health, "database_unavailable")
     finally:

@@ -17,15 +17,18 @@ import time
 from pathlib import Path
 
 import pytest
+import requests
 
 from identityctl.config import load_config
+from identityctl.server.runtime import make_server, open_store
 from identityctl.services import bootstrap
 from identityctl.services import directory as directory_service
 from identityctl.store import db
 from identityctl.store.models import Flow, OrganizationUnit, SigningKey, Theme, UserType
 from tests.conftest import PG_URL_ENV, free_port, make_deployment
-from tests.support.postgres import empty_database
+from tests.support.postgres import empty_database, pgbouncer
 from tests.support.processes import stop, wait_for_health
+from tests.support.threads import served_in_thread
 
 INSTANCES = 3
 ROUNDS = 5
@@ -128,7 +131,7 @@ def test_seed_in_threads_at_once_creates_each_default_once(store_url: str,
         except BaseException as error:  # reported by the assertion below
             errors.append(error)
         finally:
-            db.close()  # this thread's connection
+            db.release_connection()  # back to the pool for the next thread
 
     workers = [threading.Thread(target=seed) for _ in range(threads)]
     for worker in workers:
@@ -145,3 +148,43 @@ def test_seed_in_threads_at_once_creates_each_default_once(store_url: str,
     assert bootstrap.seed(config) == []
     assert_seeded_once(store_url)
     db.connect(store_url)  # the store_url fixture closes it
+
+
+@pytest.mark.postgres
+def test_behind_pgbouncer_in_transaction_mode_instances_start_at_once_and_serve(
+        tmp_path: Path) -> None:
+    """docs/deployment.md's PgBouncer set-up: transaction pooling, the timeouts' startup
+    option ignored. The start-up lock is transaction-level, so it holds although one session's
+    statements may reach different server connections; then every request succeeds."""
+    server_url = os.environ.get(PG_URL_ENV, "")
+    if not server_url:
+        pytest.skip(f"no PostgreSQL server: set {PG_URL_ENV} (.ci/run starts one)")
+    with empty_database(server_url) as database_url, \
+            pgbouncer(database_url, port=free_port()) as bounced_url:
+        for round_number in range(2):
+            directory = tmp_path / f"round-{round_number}"
+            directory.mkdir()
+            race_serve(bounced_url, directory)
+        assert_seeded_once(database_url)
+        port = free_port()
+        config = load_config(make_deployment(tmp_path, port=port, database_url=bounced_url))
+        open_store(config)
+        db.close()
+        statuses: list[int] = []
+
+        def client() -> None:
+            for _ in range(5):
+                for path, body in (("/auth/passkey/start", {"relyingPartyId": "localhost"}),
+                                   ("/oauth2/jwks", None)):
+                    statuses.append(requests.request(
+                        "POST" if body else "GET", f"http://127.0.0.1:{port}{path}",
+                        json=body, headers={"Connection": "close"}, timeout=30).status_code)
+
+        with served_in_thread(make_server(config, host="127.0.0.1", port=port, threads=8)):
+            clients = [threading.Thread(target=client) for _ in range(12)]
+            for thread in clients:
+                thread.start()
+            for thread in clients:
+                thread.join(timeout=60)
+        db.close()
+    assert statuses == [200] * (12 * 5 * 2)

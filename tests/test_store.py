@@ -338,7 +338,7 @@ def test_a_single_use_code_is_consumed_by_exactly_one_of_many_racers(store_url: 
                         .where((AuthorizationCode.code_hash == "h")
                                & AuthorizationCode.consumed_at.is_null()).execute())
         finally:
-            db.close()  # this thread's connection
+            db.release_connection()  # back to the pool for the next thread
 
     threads = [threading.Thread(target=consume) for _ in range(racers)]
     for thread in threads:

@@ -265,7 +265,7 @@ def test_creates_racing_for_one_key_leave_one_user(store_url: str) -> None:
         except Conflict as conflict:
             results[spelling] = conflict.code
         finally:
-            db.close()  # this thread's connection
+            db.release_connection()  # back to the pool for the next thread
 
     threads = [threading.Thread(target=create, args=(spelling,)) for spelling in spellings]
     for thread in threads:

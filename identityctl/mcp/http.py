@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import falcon
 
-from identityctl.errors import IdentityError, PayloadTooLarge, Unauthorized
+from identityctl.errors import IdentityError, PayloadTooLarge, ServiceUnavailable, Unauthorized
 from identityctl.mcp.bridge import ACCESS_TOKEN_ENVIRON_KEY, McpWsgiBridge
 from identityctl.mcp.memo import AnswerMemo
 from identityctl.security.tokens import require_scope
@@ -34,7 +34,7 @@ from identityctl.server.heap import settle_heap
 from identityctl.server.middleware import ClientAddress
 from identityctl.server.requests import bearer_token
 from identityctl.services.context import ServiceContext
-from identityctl.store import audit
+from identityctl.store import audit, db
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -94,8 +94,12 @@ class McpDispatcher:
                 raise Unauthorized("Send an access token with scope "
                                    f"'{self._scope}' in an Authorization: Bearer header.",
                                    code="missing_token")
-            claims = self._context.tokens.verify_access_token(token, audience=self._audience)
+            with db.failures_as_503():
+                claims = self._context.tokens.verify_access_token(token,
+                                                                  audience=self._audience)
             require_scope(claims, self._scope)
+        except ServiceUnavailable as unavailable:
+            return _error_response(start_response, unavailable)
         except IdentityError as refusal:
             log.info("refused an MCP request from %s: %s", request.remote_addr,
                      refusal.description)

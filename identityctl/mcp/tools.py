@@ -50,7 +50,7 @@ from identityctl.mcp.schemas import (
 from identityctl.services import catalog as catalog_service
 from identityctl.services import directory as directory_service
 from identityctl.services.context import ServiceContext
-from identityctl.store import catalog
+from identityctl.store import catalog, db
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -306,14 +306,19 @@ def svc_list_user_types() -> UserTypeList:
 
 
 def _reporting_failures(function: F, operation: str) -> F:
-    """Turn our domain errors into tool errors the client sees (`isError` with the reason)."""
+    """Turn our domain errors into tool errors the client sees (`isError` with the reason),
+    a database failure included ("The database does not answer; retry shortly."); the SDK
+    runs each call on a worker thread, which gives its connection back when the call ends."""
 
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
-            return function(*args, **kwargs)
+            with db.failures_as_503():
+                return function(*args, **kwargs)
         except IdentityError as exc:
             raise ToolError(f"failed to {operation}: {exc.description or exc.message}") from exc
+        finally:
+            db.release_connection()
 
     return call  # type: ignore[return-value]
 

@@ -25,16 +25,37 @@ def open_store(config: Config) -> list[str]:
     database = config.database
     db.connect(config.database_url, busy_timeout=database.busy_timeout,
                statement_timeout=database.statement_timeout,
-               lock_timeout=database.lock_timeout, connect_timeout=database.connect_timeout)
+               lock_timeout=database.lock_timeout, connect_timeout=database.connect_timeout,
+               pool_size=database.pool_size, pool_idle_timeout=database.pool_idle_timeout,
+               pool_timeout=database.pool_timeout)
     return migrations.upgrade()
 
 
 def served_app(config: Config) -> Callable[..., Any]:
-    """The WSGI app: Falcon, behind the /mcp dispatcher when the MCP server is enabled."""
-    app = create_app(config)
-    if not config.mcp.enabled:
-        return app
-    return McpDispatcher(app, ServiceContext.for_config(config))
+    """The WSGI app: Falcon, behind the /mcp dispatcher when the MCP server is enabled, each
+    request giving its database connection back when it ends."""
+    app: Any = create_app(config)
+    if config.mcp.enabled:
+        app = McpDispatcher(app, ServiceContext.for_config(config))
+    return ConnectionReturning(app)
+
+
+class ConnectionReturning:
+    """WSGI: after each request, the thread's PostgreSQL connection goes back to the pool.
+
+    Falcon and the /mcp bearer check have done all their database work when the app returns
+    (bodies are built by then; MCP tools run on the SDK's threads and return their own).
+    """
+
+    def __init__(self, app: Callable[..., Any]) -> None:
+        self._app = app
+        self.close = getattr(app, "close", lambda: None)
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        try:
+            return self._app(environ, start_response)
+        finally:
+            db.release_connection()
 
 
 def make_server(config: Config, *, host: str, port: int, threads: int,

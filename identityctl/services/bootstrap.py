@@ -16,7 +16,7 @@ from identityctl.flow.definition import validate_flow
 from identityctl.security.keys import generate_signing_key
 from identityctl.services import catalog as catalog_service
 from identityctl.services import directory as directory_service
-from identityctl.store import catalog, directory, keys
+from identityctl.store import catalog, db, directory, keys
 from identityctl.store.startup import startup_lock
 
 DEFAULT_THEME = {
@@ -138,7 +138,8 @@ def _create_if_absent(find: Callable[[], object], create: Callable[[], object], 
     if find() is not None:
         return False
     try:
-        create()
+        with db.savepoint():
+            create()
     except Conflict as error:
         if error.code != exists_code:
             raise

@@ -13,7 +13,7 @@ import os
 import shutil
 import stat
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -22,6 +22,7 @@ from urllib.parse import unquote, urlsplit
 import peewee
 
 from identityctl.errors import ServiceUnavailable
+from identityctl.store.pool import PooledPostgresqlDatabase
 
 database = peewee.DatabaseProxy()
 #: Below this much free space next to a SQLite file the service refuses to start.
@@ -29,13 +30,16 @@ MIN_FREE_BYTES = 16 * 2**20
 
 
 def connect(url: str, *, busy_timeout: float = 5.0, statement_timeout: float = 10.0,
-            lock_timeout: float = 5.0, connect_timeout: float = 5.0) -> peewee.Database:
+            lock_timeout: float = 5.0, connect_timeout: float = 5.0, pool_size: int = 10,
+            pool_idle_timeout: float = 300.0, pool_timeout: float = 5.0) -> peewee.Database:
     """Bind the models to the database at ``url`` and return it.
 
     On PostgreSQL every connection gets ``statement_timeout`` and ``lock_timeout`` (seconds;
     0 leaves the server's setting) as startup options, and opening one gives up after
     ``connect_timeout`` seconds: a held lock or a stuck server is then a 503 database_busy /
-    database_unavailable within seconds instead of a request that hangs.
+    database_unavailable within seconds instead of a request that hangs. Connections come
+    from a pool of at most ``pool_size`` (store/pool.py); one idle for ``pool_idle_timeout``
+    seconds is closed, and waiting over ``pool_timeout`` seconds for one is a 503.
     """
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///"):]
@@ -60,8 +64,9 @@ def connect(url: str, *, busy_timeout: float = 5.0, statement_timeout: float = 1
         parts = urlsplit(url)
         options = _timeout_options(statement_timeout=statement_timeout,
                                    lock_timeout=lock_timeout)
-        db = peewee.PostgresqlDatabase(
+        db = PooledPostgresqlDatabase(
             unquote(parts.path.lstrip("/")),
+            pool_size=pool_size, idle_timeout=pool_idle_timeout, wait_timeout=pool_timeout,
             user=unquote(parts.username or "") or None,
             password=unquote(parts.password or "") or None,
             host=parts.hostname or None,
@@ -202,8 +207,11 @@ def discard_dead_connection() -> bool:
     conn = state.conn
     if conn is None or not getattr(conn, "closed", 0):  # sqlite3 has no ``closed``
         return False
-    with contextlib.suppress(Exception):  # it is dead already; closing is a courtesy
-        conn.close()
+    if isinstance(db, PooledPostgresqlDatabase):
+        db.discard(conn)
+    else:
+        with contextlib.suppress(Exception):  # it is dead already; closing is a courtesy
+            conn.close()
     # Not state.reset(): a transaction() being left still pops itself off the stack;
     # the next connect() resets the rest.
     state.conn = None
@@ -265,6 +273,14 @@ class transaction:  # used as a function: ``with transaction():``
         except BaseException:
             _rollback(db)
             raise
+
+
+@contextlib.contextmanager
+def savepoint() -> Iterator[None]:
+    """A part of the current transaction that an error undoes alone: the transaction goes on
+    (PostgreSQL would otherwise refuse every later statement of an aborted transaction)."""
+    with database.atomic():
+        yield
 
 
 def _rollback(db: peewee.Database) -> None:
@@ -368,7 +384,33 @@ def _health_connection(db: peewee.PostgresqlDatabase, timeout: float) -> Any:
     return conn
 
 
+@contextlib.contextmanager
+def failures_as_503() -> Iterator[None]:
+    """Inside, a database failure that :func:`busy_error` maps is raised as its 503 (for
+    adapters without Falcon's error mapping: the /mcp bearer check and the MCP tools)."""
+    try:
+        yield
+    except Exception as exc:
+        busy = busy_error(exc)
+        if busy is None:
+            raise
+        raise busy from exc
+
+
+def release_connection() -> None:
+    """Give this thread's PostgreSQL connection back to the pool, at the end of a request or
+    of an MCP tool call. SQLite keeps its connection per thread (opening one is a file open
+    and four pragmas; there is no server whose connections could run out)."""
+    db = database.obj
+    # PERF: SQLite pays one isinstance per request.
+    if isinstance(db, PooledPostgresqlDatabase) and not db.is_closed() \
+            and not db.in_transaction():
+        db.close()
+
+
 def close() -> None:
+    """Close every connection of this process (shutdown, and before forking workers, which
+    must not inherit and share one)."""
     if _health_lock.acquire(timeout=HEALTH_TIMEOUT):
         try:
             while _health_conn:
@@ -376,8 +418,11 @@ def close() -> None:
                     _health_conn.pop().close()
         finally:
             _health_lock.release()
-    if not database.is_closed():
-        database.close()
+    db = database.obj
+    if isinstance(db, PooledPostgresqlDatabase):
+        db.close_all()
+    elif db is not None and not db.is_closed():
+        db.close()
 
 
 class CompiledQuery:

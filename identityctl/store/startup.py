@@ -12,18 +12,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
-
-import peewee
+from contextlib import contextmanager
 
 from identityctl.errors import ServiceUnavailable
 from identityctl.store import db
 
-#: The PostgreSQL advisory-lock key of start-up. ``migrations.upgrade`` takes the same key
-#: (as a transaction-level lock), so migrating and seeding are serialized by one lock, also
-#: against `identityctl db upgrade` run on its own. A session that holds the lock may take it
-#: again (PostgreSQL advisory locks are re-entrant per session), so migrating while holding
-#: it does not deadlock.
+#: The PostgreSQL advisory-lock key of start-up. ``migrations.upgrade`` and seeding take it,
+#: each in its own transaction, so they are serialized by one lock, also against
+#: `identityctl db upgrade` run on its own.
 STARTUP_LOCK_KEY = 74657
 #: How long an instance waits for the others' start-up before it gives up (seconds).
 WAIT_SECONDS = 120.0
@@ -31,35 +27,31 @@ WAIT_SECONDS = 120.0
 
 @contextmanager
 def startup_lock() -> Iterator[None]:
-    """Hold the database-wide start-up lock for the ``with`` block (waits for it).
+    """Run the ``with`` block in one transaction that holds the database-wide start-up lock
+    (waits for it).
 
-    PostgreSQL: a session-level advisory lock (``pg_try_advisory_lock``) on this thread's
-    connection, released with ``pg_advisory_unlock`` at the end, or by the server if the
-    connection is gone. The block's writes keep their own transactions (a unique violation in
-    one of them does not abort the rest), and everything another instance could be doing at
-    start-up waits for the lock; no table is locked, so serving instances are not held up.
+    PostgreSQL: a transaction-level advisory lock (``pg_try_advisory_xact_lock``), released
+    by the server when the transaction ends, however it ends (also when the connection is
+    gone). Transaction-level, not session-level, so it holds behind PgBouncer in transaction
+    pooling mode too, where one session's statements may reach different server
+    connections. Everything another instance could be doing at start-up waits for the lock;
+    no table is locked, so serving instances are not held up. A write in the block that may
+    meet a writer not taking the lock (an admin creating the same record) runs in a
+    :func:`~identityctl.store.db.savepoint`, so its unique-violation does not abort the rest.
 
-    SQLite: the block runs in one ``BEGIN IMMEDIATE`` transaction. That takes the database
-    file's write lock up front, which every SQLite writer (every process, every thread) must
-    have, so reading "is it there?" and creating it is one step no other writer can come
-    between: the same guarantee as the advisory lock, given by the file lock. A writer that
-    waits longer than ``database.busy_timeout`` gets 503 ``database_busy``; start-up writes a
-    handful of rows, far below that. (A no-op would not do: the reads of a seeding step run
-    outside its write transaction, so two processes could both find no signing key.) Writes
-    inside the block join that transaction; an error leaving the block rolls it all back.
+    SQLite: the transaction is ``BEGIN IMMEDIATE``. That takes the database file's write lock
+    up front, which every SQLite writer (every process, every thread) must have, so reading
+    "is it there?" and creating it is one step no other writer can come between: the same
+    guarantee as the advisory lock, given by the file lock. A writer that waits longer than
+    ``database.busy_timeout`` gets 503 ``database_busy``; start-up writes a handful of rows,
+    far below that.
+
+    Writes inside the block join the transaction; an error leaving the block rolls it all
+    back.
     """
-    if db.is_sqlite():
-        with db.transaction():
-            yield
-        return
-    _wait_for_lock("SELECT pg_try_advisory_lock(%s)")
-    try:
+    with db.transaction():
+        lock_in_transaction()
         yield
-    finally:
-        # Failing, the connection is gone, and with it the session that held the lock: the
-        # server has released it. Do not hide the error that ended the block, if any.
-        with suppress(peewee.InterfaceError, peewee.OperationalError):
-            db.database.execute_sql("SELECT pg_advisory_unlock(%s)", (STARTUP_LOCK_KEY,))
 
 
 def lock_in_transaction() -> None:
@@ -67,11 +59,11 @@ def lock_in_transaction() -> None:
     for ``migrations.upgrade``, whose DDL runs in one transaction. Nothing on SQLite, where
     that transaction is already ``BEGIN IMMEDIATE``."""
     if not db.is_sqlite():
-        _wait_for_lock("SELECT pg_try_advisory_xact_lock(%s)")
+        _wait_for_lock()
 
 
-def _wait_for_lock(try_sql: str) -> None:
-    """Poll ``try_sql`` until it gets the lock.
+def _wait_for_lock() -> None:
+    """Poll ``pg_try_advisory_xact_lock`` until it gets the lock.
 
     Polling rather than a blocking ``pg_advisory_lock``: a blocked statement would end at the
     connection's ``lock_timeout``/``statement_timeout`` (seconds, set for serving), while
@@ -80,7 +72,8 @@ def _wait_for_lock(try_sql: str) -> None:
     """
     deadline = time.monotonic() + WAIT_SECONDS
     pause = 0.02
-    while not db.database.execute_sql(try_sql, (STARTUP_LOCK_KEY,)).fetchone()[0]:
+    while not db.database.execute_sql("SELECT pg_try_advisory_xact_lock(%s)",
+                                      (STARTUP_LOCK_KEY,)).fetchone()[0]:
         if time.monotonic() > deadline:
             raise ServiceUnavailable(
                 f"Another instance held the database's start-up lock (PostgreSQL advisory "
