@@ -31,9 +31,10 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from identityctl.config import Config, load_config
-from identityctl.security.tokens import ACCESS_TOKEN_TYP, TokenService
+from identityctl.security.tokens import ACCESS_TOKEN_TYP
 from identityctl.server.runtime import open_store
 from identityctl.services import directory
+from identityctl.services.tokens import TokenService
 from tests.support.authenticator import SoftAuthenticator
 
 USERS_PER_THREAD = 100

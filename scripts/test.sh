@@ -42,4 +42,5 @@ if [ -n "$pg_bin" ] && [ -x "$pg_bin/initdb" ]; then
 fi
 
 .venv/bin/ruff check .
+.venv/bin/lint-imports --no-cache >/dev/null || .venv/bin/lint-imports --no-cache  # the layering (pyproject), printed only when broken
 .venv/bin/python -m pytest "$@"

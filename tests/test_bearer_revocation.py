@@ -18,8 +18,8 @@ import pytest
 import requests
 
 import identityctl
-from identityctl.mcp.http import McpDispatcher
 from identityctl.server.app import create_app
+from identityctl.server.mcp_endpoint import McpDispatcher
 from identityctl.services import directory
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator

@@ -56,7 +56,8 @@ FIRST_USE = textwrap.dedent(f"""
     from pathlib import Path
 
     import identityctl.cli.main  # the CLI (e.g. `identityctl user list`) must not load it
-    from identityctl.security.tokens import ACCESS_TOKEN_TYP, TokenService
+    from identityctl.security.tokens import ACCESS_TOKEN_TYP
+    from identityctl.services.tokens import TokenService
     from tests.conftest import start_service
 
     def loaded():

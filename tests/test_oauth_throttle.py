@@ -17,10 +17,10 @@ import pytest
 import requests
 from requests.adapters import HTTPAdapter
 
-from identityctl.security.tokens import TokenService
 from identityctl.services import bootstrap, throttle
 from identityctl.services.context import ServiceContext
 from identityctl.services.oauth import CLIENT_AUTH_ACTION
+from identityctl.services.tokens import TokenService
 from identityctl.store import audit
 from tests.conftest import Service, start_service
 from tests.test_oauth_helpers import (

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from identityctl.security.tokens import TokenService
+from identityctl.services.tokens import TokenService
 from identityctl.store import audit
 from identityctl.store import passkeys as passkey_store
 from tests.conftest import Service

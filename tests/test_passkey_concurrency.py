@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import requests
 
-from identityctl.security.tokens import TokenService
+from identityctl.services.tokens import TokenService
 from identityctl.store import passkeys as passkey_store
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from identityctl.security.tokens import ACCESS_TOKEN_TYP, ASSERTION_TYP, TokenService
+from identityctl.security.tokens import ACCESS_TOKEN_TYP, ASSERTION_TYP
 from identityctl.services import directory
+from identityctl.services.tokens import TokenService
 from identityctl.store import passkeys as passkey_store
 from identityctl.store.directory import UserRecord
 from tests.conftest import Service

@@ -17,8 +17,9 @@ from typing import Any
 import requests
 
 from identityctl.config import load_config
-from identityctl.security.tokens import ACCESS_TOKEN_TYP, TokenService
+from identityctl.security.tokens import ACCESS_TOKEN_TYP
 from identityctl.services import directory
+from identityctl.services.tokens import TokenService
 from identityctl.store.directory import UserRecord
 from tests.conftest import Service, free_port
 from tests.support.authenticator import SoftAuthenticator

@@ -18,9 +18,9 @@ import pytest
 
 from identityctl.config import Config, SecurityConfig
 from identityctl.errors import TooManyRequests
-from identityctl.security.tokens import TokenService
 from identityctl.services import throttle
 from identityctl.services.context import ServiceContext
+from identityctl.services.tokens import TokenService
 from identityctl.store import audit
 from identityctl.store.models import Throttle
 

@@ -236,7 +236,8 @@ def token(
 
         export IDENTITYCTL_TOKEN=$(identityctl token --scope system)
     """
-    from identityctl.security.tokens import ACCESS_TOKEN_TYP, TokenService
+    from identityctl.security.tokens import ACCESS_TOKEN_TYP
+    from identityctl.services.tokens import TokenService
 
     if ttl <= 0:
         raise BadRequest("--ttl must be positive.", code="invalid_ttl")

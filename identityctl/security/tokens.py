@@ -3,11 +3,12 @@
 Each kind carries its own ``typ`` header, so one can never be replayed as another
 (an assertion is not an access token). Verification pins the algorithm to the key's own
 (``alg: none``, HS256 keyed with the public key and algorithm swaps are refused) and checks
-issuer, audience and expiry. Keys come from the store and are cached briefly, so a rotation
-on one instance reaches the others within ``KEY_CACHE_SECONDS``.
+issuer, audience and expiry. Keys come from a source given to :class:`SignedTokens` (the
+store's, in services/tokens.py) and are cached briefly, so a rotation on one instance reaches
+the others within ``KEY_CACHE_SECONDS``.
 
 There is no general "verify any token" method: each kind has its own, and the one for access
-tokens (:meth:`TokenService.verify_access_token`) also checks revocation, of the token and of
+tokens (:meth:`SignedTokens.verify_access_token`) also checks revocation, of the token and of
 the grant it belongs to. Every place that accepts a bearer token calls it, so a revoked token
 is refused everywhere (tests/test_bearer_revocation.py enumerates those places).
 """
@@ -17,21 +18,29 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import jwt
 from cryptography.hazmat.primitives import serialization
 
 from identityctl.errors import Forbidden, Unauthorized
-from identityctl.store import keys as key_store
-from identityctl.store import oauth as oauth_store
 
 ASSERTION_TYP = "assertion+jwt"
 ACCESS_TOKEN_TYP = "at+jwt"
 ID_TOKEN_TYP = "JWT"
 KEY_CACHE_SECONDS = 30.0
 LEEWAY_SECONDS = 5
+
+
+class PublishedKey(Protocol):
+    """A signing key as the key source gives it (the store's SigningKey record)."""
+
+    kid: str
+    algorithm: str
+    private_pem: str
+    public_jwk: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,11 +55,19 @@ class _Keys:
     loaded_at: float
 
 
-class TokenService:
-    """Signs and verifies the service's JWTs with the keys in the store."""
+class SignedTokens:
+    """Signs and verifies the service's JWTs.
 
-    def __init__(self, issuer: str) -> None:
+    ``published_keys`` gives the keys, the active one first; ``is_revoked(jti, grant_id)``
+    says whether an access token or its grant was revoked. Both read the store, which this
+    module does not know (services/tokens.py wires them).
+    """
+
+    def __init__(self, issuer: str, *, published_keys: Callable[[], Sequence[PublishedKey]],
+                 is_revoked: Callable[[str, str | None], bool]) -> None:
         self.issuer = issuer
+        self._published_keys = published_keys
+        self._is_revoked = is_revoked
         self._keys: _Keys | None = None
         self._lock = threading.Lock()
 
@@ -58,7 +75,7 @@ class TokenService:
         keys = self._keys
         if refresh or keys is None or time.monotonic() - keys.loaded_at > KEY_CACHE_SECONDS:
             with self._lock:
-                records = key_store.published_keys()
+                records = self._published_keys()
                 if not records:
                     raise RuntimeError("no signing key in the store; run `identityctl init`")
                 active = records[0]
@@ -92,7 +109,7 @@ class TokenService:
         grant named by its ``sid`` (logout, code replay, refresh-token reuse end a grant).
         Anything else is 401 invalid_token."""
         claims = self._verify(token, typ=ACCESS_TOKEN_TYP, audience=audience)
-        if oauth_store.is_revoked(str(claims.get("jti", "")), claims.get("sid")):
+        if self._is_revoked(str(claims.get("jti", "")), claims.get("sid")):
             raise _invalid("the token was revoked")
         return claims
 

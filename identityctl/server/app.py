@@ -18,8 +18,9 @@ from identityctl.server.resources.passkey import add_passkey_routes
 from identityctl.services.context import ServiceContext
 
 
-def create_app(config: Config) -> falcon.App:
-    """The WSGI app for ``config``; the store must already be connected (store.db.connect)."""
+def create_app(config: Config, context: ServiceContext | None = None) -> falcon.App:
+    """The WSGI app for ``config``; the store must already be connected (store.db.connect).
+    ``context``: the process's one ServiceContext (one key cache), made here if not given."""
     app = falcon.App(middleware=[
         middleware.ClientAddress(config.server.trusted_proxies),
         middleware.BodyRules(config.server.max_body_bytes),
@@ -32,7 +33,7 @@ def create_app(config: Config) -> falcon.App:
     app.resp_options.media_handlers[falcon.MEDIA_JSON] = falcon.media.JSONHandler(
         dumps=json.JSONEncoder(ensure_ascii=False).encode)
     errors.install(app)
-    add_routes(app, ServiceContext.for_config(config))
+    add_routes(app, context or ServiceContext.for_config(config))
     return app
 
 

@@ -12,9 +12,9 @@ import waitress
 from waitress.server import BaseWSGIServer, MultiSocketServer
 
 from identityctl.config import Config
-from identityctl.mcp.http import McpDispatcher
 from identityctl.server.app import create_app
 from identityctl.server.heap import settle_heap
+from identityctl.server.mcp_endpoint import McpDispatcher
 from identityctl.server.waitress_errors import use_json_errors
 from identityctl.services.context import ServiceContext
 from identityctl.store import db, migrations
@@ -34,9 +34,10 @@ def open_store(config: Config) -> list[str]:
 def served_app(config: Config) -> Callable[..., Any]:
     """The WSGI app: Falcon, behind the /mcp dispatcher when the MCP server is enabled, each
     request giving its database connection back when it ends."""
-    app: Any = create_app(config)
+    context = ServiceContext.for_config(config)  # one per process: one cache of the keys
+    app: Any = create_app(config, context)
     if config.mcp.enabled:
-        app = McpDispatcher(app, ServiceContext.for_config(config))
+        app = McpDispatcher(app, context)
     return ConnectionReturning(app)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from identityctl.config import Config
-from identityctl.security.tokens import TokenService
+from identityctl.services.tokens import TokenService
 
 
 @dataclass(frozen=True, slots=True)

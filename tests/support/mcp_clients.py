@@ -19,7 +19,8 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 
-from identityctl.security.tokens import ACCESS_TOKEN_TYP, TokenService
+from identityctl.security.tokens import ACCESS_TOKEN_TYP
+from identityctl.services.tokens import TokenService
 from tests.conftest import Service
 
 T = TypeVar("T")

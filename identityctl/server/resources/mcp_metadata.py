@@ -14,7 +14,7 @@ from typing import Any
 import falcon
 
 from identityctl.config import Config
-from identityctl.mcp.http import MCP_PATH, METADATA_PATH
+from identityctl.server.mcp_endpoint import MCP_PATH, METADATA_PATH
 
 
 def protected_resource_metadata(config: Config) -> dict[str, Any]:

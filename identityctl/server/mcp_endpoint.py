@@ -11,6 +11,9 @@ not revoked (TokenService.verify_access_token), and carry the required scope
 Authenticated requests pass through `AnswerMemo` (mcp/memo.py), which replays the SDK's own
 earlier answer to an identical `tools/list`.
 
+It is part of the HTTP adapter (server/) and drives the MCP package (bridge, memo, tools),
+which itself knows nothing of HTTP requests or error answers.
+
 Importing this module is cheap: the SDK is imported when the first authenticated request
 reaches the bridge, so a server whose /mcp is never used does not pay for it.
 """
