@@ -19,7 +19,7 @@ from requests.adapters import HTTPAdapter
 
 from identityctl.services import bootstrap, throttle
 from identityctl.services.context import ServiceContext
-from identityctl.services.oauth import CLIENT_AUTH_ACTION
+from identityctl.services.oauth.clients import CLIENT_AUTH_ACTION
 from identityctl.services.tokens import TokenService
 from identityctl.store import audit
 from tests.conftest import Service, start_service

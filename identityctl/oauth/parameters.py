@@ -23,7 +23,11 @@ class Parameters:
         return self.values.get(name)
 
 
-def read_parameters(raw: Mapping[str, str | list[str]]) -> Parameters:
+#: Request parameters as the HTTP layer read them (a repeated name gives a list).
+RawParameters = Mapping[str, str | list[str]]
+
+
+def read_parameters(raw: RawParameters) -> Parameters:
     """Parameters of a query string or form, refusing repeated ones (RFC 6749 §3.1, §3.2).
 
     A parameter sent without a value counts as omitted (RFC 6749 §3.1).

@@ -16,7 +16,8 @@ from identityctl.config import Config
 from identityctl.errors import NotFound
 from identityctl.oauth.discovery import CALLBACK_PATH
 from identityctl.oauth.errors import UntrustedRedirect
-from identityctl.services import catalog, oauth
+from identityctl.services import catalog
+from identityctl.services.oauth import authorization
 from identityctl.store import catalog as catalog_store
 from identityctl.theme import stylesheet as theme
 from identityctl.ui import pages
@@ -75,7 +76,7 @@ def flow_page(config: Config, *, mode: str, application_id: str, auth_id: str,
               execution_id: str = "") -> str:
     """The sign-in (or sign-up) page of an authorization request."""
     application = gate_application(application_id)
-    first_step = oauth.pending_first_step(auth_id=auth_id, application_id=application.id,
+    first_step = authorization.pending_first_step(auth_id=auth_id, application_id=application.id,
                                           execution_id=execution_id)
     request = {"authId": auth_id, "applicationId": application.id}
     signing_up = mode == SIGN_UP

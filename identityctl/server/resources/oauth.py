@@ -1,4 +1,4 @@
-"""The OAuth 2.0 / OpenID Connect endpoints (thin adapters over ``services.oauth``).
+"""The OAuth 2.0 / OpenID Connect endpoints (thin adapters over ``services/oauth/``).
 
 Token, revocation and introspection requests are form-encoded (RFC 6749 §3.2); their
 errors carry RFC 6749's ``error`` / ``error_description`` next to our ``code`` (see
@@ -16,8 +16,15 @@ from identityctl.oauth.errors import InvalidRequest
 from identityctl.server.openapi import error_response, json_body, json_response
 from identityctl.server.requests import bearer_token, json_object, string_field
 from identityctl.server.resources.gate import write_page
-from identityctl.services import oauth
 from identityctl.services.context import ServiceContext
+from identityctl.services.oauth import (
+    authorization,
+    logout,
+    resource_access,
+    revocation,
+    token_endpoint,
+)
+from identityctl.services.oauth import discovery as provider
 from identityctl.ui import gate
 
 FORM = "application/x-www-form-urlencoded"
@@ -70,7 +77,7 @@ class AuthorizeResource(_OAuthResource):
     def _authorize(self, req: falcon.Request, resp: falcon.Response,
                    parameters: dict[str, Any]) -> None:
         resp.status = falcon.HTTP_302
-        resp.location = oauth.authorize(self.context, parameters,
+        resp.location = authorization.authorize(self.context, parameters,
                                         client_address=req.context.client_address)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -87,7 +94,7 @@ class CallbackResource(_OAuthResource):
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = json_object(req)
-        resp.media = {"redirect_uri": oauth.complete_authorization(
+        resp.media = {"redirect_uri": authorization.complete_authorization(
             self.context, auth_id=string_field(body, "authId"),
             assertion=string_field(body, "assertion"),
             client_address=req.context.client_address)}
@@ -97,7 +104,7 @@ class CallbackResource(_OAuthResource):
 class TokenResource(_OAuthResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         _no_store(resp)
-        resp.media = oauth.token(self.context, _form(req), **_client(req))
+        resp.media = token_endpoint.token(self.context, _form(req), **_client(req))
 
     def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
         _preflight(resp, "POST")
@@ -107,7 +114,7 @@ class TokenResource(_OAuthResource):
 class UserinfoResource(_OAuthResource):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         _no_store(resp)
-        resp.media = oauth.userinfo(self.context, bearer_token(req))
+        resp.media = resource_access.userinfo(self.context, bearer_token(req))
 
     on_post = on_get
 
@@ -118,7 +125,7 @@ class UserinfoResource(_OAuthResource):
 @falcon.before(_cross_origin)
 class RevokeResource(_OAuthResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        oauth.revoke(self.context, _form(req), **_client(req))
+        revocation.revoke(self.context, _form(req), **_client(req))
         resp.status = falcon.HTTP_200
 
     def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -128,7 +135,7 @@ class RevokeResource(_OAuthResource):
 class IntrospectResource(_OAuthResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         _no_store(resp)
-        resp.media = oauth.introspect(self.context, _form(req), **_client(req))
+        resp.media = resource_access.introspect(self.context, _form(req), **_client(req))
 
 
 @falcon.before(_cross_origin)
@@ -136,21 +143,21 @@ class JwksResource(_OAuthResource):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         # Short caching: a rotated key must reach verifiers well within a token's lifetime.
         resp.set_header("Cache-Control", "public, max-age=300")
-        resp.media = oauth.jwks()
+        resp.media = provider.jwks()
 
 
 @falcon.before(_cross_origin)
 class MetadataResource(_OAuthResource):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.set_header("Cache-Control", "public, max-age=300")
-        resp.media = oauth.metadata(self.context)
+        resp.media = provider.metadata(self.context)
 
 
 class LogoutResource(_OAuthResource):
     """RP-initiated logout: back to the client's registered URI, or a signed-out page."""
 
     def _logout(self, resp: falcon.Response, parameters: dict[str, Any]) -> None:
-        location = oauth.logout(self.context, parameters)
+        location = logout.logout(self.context, parameters)
         if location is None:
             write_page(resp, gate.signed_out_page(self.context.config))
         else:

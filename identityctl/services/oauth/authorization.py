@@ -1,0 +1,160 @@
+"""``/oauth2/authorize`` and the hand-off from the hosted sign-in (RFC 6749 §4.1.1-4.1.2,
+OIDC Core §3.1.2): validate and store the request, run the application's sign-in flow, then
+answer the client's redirect URI with a one-time code."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+from urllib.parse import urlencode
+
+from identityctl.errors import BadRequest, IdentityError, Unauthorized
+from identityctl.oauth.authorization import (
+    error_response_url,
+    success_response_url,
+    trusted_redirect_uri,
+    validate_request,
+)
+from identityctl.oauth.client import Client
+from identityctl.oauth.errors import AccessDenied, OAuthError, ServerError, UntrustedRedirect
+from identityctl.oauth.parameters import RawParameters, read_parameters
+from identityctl.security.secrets import new_token, token_hash
+from identityctl.services import flow_execution
+from identityctl.services.catalog import oauth_config
+from identityctl.services.context import ServiceContext
+from identityctl.services.oauth.clients import client_of
+from identityctl.store import audit, directory
+from identityctl.store import catalog as catalog_store
+from identityctl.store import oauth as oauth_store
+from identityctl.store.directory import UserRecord
+from identityctl.store.oauth import IssuedToken
+
+
+def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = "") -> str:
+    """Where to send the browser for ``GET /oauth2/authorize``.
+
+    The hosted UI (with the stored request's opaque id) when the request is valid; the
+    client's redirect URI with an error once the redirect URI is trusted; an
+    :class:`UntrustedRedirect` (shown as a page) before that.
+    """
+    try:
+        parameters = read_parameters(raw)
+    except OAuthError as error:
+        raise UntrustedRedirect(error.description, code=error.code) from error
+    client_id = parameters.get("client_id")
+    if client_id is None:
+        raise UntrustedRedirect("client_id is required.", code="client_id_missing")
+    application = catalog_store.find_application_by_client_id(client_id)
+    if application is None:
+        raise UntrustedRedirect(f"No application has client id {client_id!r}.",
+                                code="unknown_client")
+    client = client_of(application)
+    redirect_uri = trusted_redirect_uri(client, parameters.get("redirect_uri"))
+    state = parameters.get("state")
+    try:
+        request = validate_request(client, parameters, redirect_uri=redirect_uri)
+        request_id = new_token(24)
+        oauth_store.create_authorization_request(
+            request_id=request_id, application_id=client.application_id,
+            redirect_uri=redirect_uri, scope=" ".join(request.scope), state=state,
+            nonce=request.nonce, code_challenge=request.code_challenge,
+            code_challenge_method=request.code_challenge_method,
+            extra={"resources": list(request.resources)},
+            expires_at=time.time() + ctx.config.flow.execution_ttl)
+        first_step = _start_sign_in(ctx, client, request_id, client_address)
+    except OAuthError as error:
+        audit.record("oauth.authorize", "failure", actor=client.client_id,
+                     client_address=client_address, details={"error": error.code})
+        return error_response_url(redirect_uri, error, state=state, issuer=ctx.config.issuer)
+    execution_id = str(first_step["executionId"])
+    oauth_store.update_authorization_request_extra(request_id, {
+        "resources": list(request.resources), "executionId": execution_id,
+        "firstStep": first_step})
+    return f"{ctx.config.gate_url}/signin?" + urlencode(
+        {"authId": request_id, "applicationId": client.application_id,
+         "executionId": execution_id})
+
+
+def _start_sign_in(ctx: ServiceContext, client: Client, request_id: str,
+                   client_address: str) -> dict[str, Any]:
+    """Start the application's AUTHENTICATION flow for the request; its first step."""
+    try:
+        return flow_execution.start_execution(
+            ctx, application_id=client.application_id, flow_type="AUTHENTICATION",
+            auth_request_id=request_id, client_address=client_address)
+    except IdentityError as error:
+        raise ServerError(f"The application's sign-in flow could not start: "
+                          f"{error.description or error.message}",
+                          code="sign_in_unavailable") from error
+
+
+def pending_first_step(*, auth_id: str, application_id: str,
+                       execution_id: str) -> dict[str, Any] | None:
+    """For the hosted UI: the flow step authorize started, while the request is pending.
+
+    None when the page is not for that execution (the UI then starts a fresh one).
+    """
+    pending = oauth_store.find_authorization_request(auth_id)
+    if pending is None or pending.application_id != application_id:
+        raise UntrustedRedirect("This sign-in link has expired or was already used. Return to "
+                                "the application and sign in again.",
+                                code="authorization_request_invalid")
+    if not execution_id or pending.extra.get("executionId") != execution_id:
+        return None
+    return pending.extra.get("firstStep")
+
+
+def complete_authorization(ctx: ServiceContext, *, auth_id: str, assertion: str,
+                           client_address: str = "") -> str:
+    """The hand-off from the hosted UI: a sign-in assertion for a pending request.
+
+    Returns the client's redirect URI with a one-time code (or ``access_denied``). The
+    request and the assertion are both single-use.
+    """
+    claims = ctx.tokens.verify_assertion(assertion)
+    pending = oauth_store.find_authorization_request(auth_id)
+    if pending is None:
+        raise BadRequest("The sign-in request is unknown, expired or already completed; "
+                         "start again from the application.", code="authorization_request_invalid")
+    if not oauth_store.use_once(IssuedToken(jti=str(claims["jti"]),
+                                            expires_at=float(claims["exp"]))):
+        raise Unauthorized("This sign-in assertion was already used.", code="assertion_reused")
+    request = oauth_store.consume_authorization_request(auth_id)
+    if request is None:
+        raise BadRequest("The sign-in request was completed by another tab.",
+                         code="authorization_request_invalid")
+    application = catalog_store.get_application(request.application_id)
+    user = directory.find_user_by_id(str(claims["sub"]))
+    issuer = ctx.config.issuer
+    refusal = _user_refusal(user, application)
+    if refusal is not None:
+        audit.record("oauth.authorize", "denied", actor=oauth_config(application)["clientId"],
+                     user_id=user.id if user else None, client_address=client_address,
+                     details={"reason": refusal})
+        return error_response_url(request.redirect_uri, AccessDenied(refusal),
+                                  state=request.state, issuer=issuer)
+    code = new_token()
+    oauth_store.create_code(
+        code_hash=token_hash(code), application_id=request.application_id, user_id=user.id,
+        redirect_uri=request.redirect_uri, scope=request.scope, nonce=request.nonce,
+        code_challenge=request.code_challenge,
+        code_challenge_method=request.code_challenge_method,
+        auth_time=float(claims.get("auth_time") or claims["iat"]),
+        amr=list(claims.get("amr") or []), extra={"resources": request.extra.get("resources", [])},
+        expires_at=time.time() + ctx.config.oauth.code_ttl)
+    audit.record("oauth.authorize", "success", actor=oauth_config(application)["clientId"],
+                 user_id=user.id, client_address=client_address)
+    return success_response_url(request.redirect_uri, code=code, state=request.state,
+                                issuer=issuer)
+
+
+def _user_refusal(user: UserRecord | None, application: dict[str, Any]) -> str | None:
+    """Why this user may not get tokens for this application, or None."""
+    if user is None:
+        return "The user no longer exists."
+    if user.status != "active" or (user.locked_until or 0) > time.time():
+        return "The account is disabled or locked."
+    allowed = application.get("allowedUserTypes") or []
+    if allowed and user.user_type not in allowed and user.user_type_id not in allowed:
+        return f"Users of type {user.user_type!r} may not use this application."
+    return None

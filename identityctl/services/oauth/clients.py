@@ -1,0 +1,96 @@
+"""Who is calling: the OAuth client of a request, and its authentication (RFC 6749 §2.3)."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from identityctl.oauth import client_auth
+from identityctl.oauth.client import Client
+from identityctl.oauth.parameters import Parameters
+from identityctl.security import passwords
+from identityctl.services import throttle
+from identityctl.services.catalog import oauth_config
+from identityctl.services.context import ServiceContext
+from identityctl.store import audit
+from identityctl.store import catalog as catalog_store
+
+
+def client_of(application: dict[str, Any]) -> Client:
+    """The OAuth client of an application."""
+    return Client.from_config(application["id"], oauth_config(application))
+
+class _VerifiedSecrets:
+    """Recently verified client secrets, so client_credentials does not pay argon2 each time.
+
+    Client secrets are 256-bit random values, for which a SHA-256 is as strong as argon2; the
+    stored hash is part of the key, so a rotated secret misses at once. Only successes are
+    kept, and only a bounded number of them.
+    """
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self._entries: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._capacity = capacity
+        self._lock = threading.Lock()
+
+    def matches(self, stored_hash: str | None, secret: str) -> bool:
+        key = (stored_hash or "", hashlib.sha256(secret.encode()).hexdigest())
+        with self._lock:
+            if stored_hash and key in self._entries:
+                self._entries.move_to_end(key)
+                return True
+        if not passwords.verify_password(stored_hash, secret):
+            return False
+        with self._lock:
+            self._entries[key] = None
+            if len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
+        return True
+
+
+_verified_secrets = _VerifiedSecrets()
+
+
+#: Throttle action (and audit actor) for failed client authentication.
+CLIENT_AUTH_ACTION = "oauth.client_auth"
+
+
+def client_throttle_account(client_id: str) -> str:
+    """The throttle account of a client id: namespaced, so a username that equals a client id
+    (client ids are public) cannot lock the client out, nor the reverse."""
+    return "oauth-client:" + client_id
+
+
+def authenticate_client(ctx: ServiceContext, parameters: Parameters, authorization: str | None,
+                         *, client_address: str = "") -> Client:
+    """The client of a token, revocation or introspection request, authenticated.
+
+    Failed authentication (unknown client, wrong secret) counts against the client id and the
+    client address (``services.throttle``); a blocked one is refused with 429 before any
+    secret is checked.
+    """
+    presented = client_auth.presented_client(authorization=authorization, parameters=parameters)
+    account = client_throttle_account(presented.client_id)
+    allowed = throttle.ensure_allowed(ctx, action=CLIENT_AUTH_ACTION, account=account,
+                                      client_address=client_address)
+    found = catalog_store.find_oauth_client(presented.client_id)
+    failed = "Unknown client, or wrong client credentials."
+    if found is None:
+        if presented.client_secret is not None:
+            passwords.verify_password(None, presented.client_secret)  # same cost as a miss
+        throttle.record_failure(ctx, action=CLIENT_AUTH_ACTION, account=account,
+                                client_address=client_address)
+        raise presented.refuse(failed, code="client_authentication_failed")
+    client = Client.from_config(found.application_id, found.config)
+    client_auth.check_method(presented, registered_method=client.auth_method)
+    if presented.client_secret is not None:
+        if not _verified_secrets.matches(found.secret_hash, presented.client_secret):
+            throttle.record_failure(ctx, action=CLIENT_AUTH_ACTION, account=account,
+                                    client_address=client_address)
+            audit.record(CLIENT_AUTH_ACTION, "failure", actor=client.client_id,
+                         client_address=client_address)
+            raise presented.refuse(failed, code="client_authentication_failed")
+        throttle.record_success(allowed)
+    return client

@@ -1,0 +1,250 @@
+"""``POST /oauth2/token`` (RFC 6749 §3.2, §5): authenticate the client, run its grant, issue.
+
+Each grant reads what it needs, applies its rules (``identityctl.oauth.grants``: one module
+per RFC grant, pure), then writes what it issues and audits. A replayed code or refresh token
+ends what was issued with it before the refusal goes out (RFC 9700 §4.4.1, §4.14.2).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from identityctl.oauth.claims import (
+    OPENID,
+    SignIn,
+    access_token_claims,
+    id_token_claims,
+    user_claims,
+)
+from identityctl.oauth.client import (
+    AUTHORIZATION_CODE,
+    CLIENT_CREDENTIALS,
+    REFRESH_TOKEN,
+    Client,
+)
+from identityctl.oauth.errors import InvalidGrant, OAuthError, UnsupportedGrantType
+from identityctl.oauth.grants.authorization_code import CodeReplayed, validate_code_redemption
+from identityctl.oauth.grants.client_credentials import validate_client_credentials
+from identityctl.oauth.grants.refresh_token import RefreshTokenReplayed, validate_refresh
+from identityctl.oauth.parameters import (
+    Parameters,
+    RawParameters,
+    parse_scope,
+    read_parameters,
+    require,
+)
+from identityctl.oauth.resource_indicators import token_audience
+from identityctl.security.secrets import new_token, token_hash
+from identityctl.security.tokens import ACCESS_TOKEN_TYP, ID_TOKEN_TYP
+from identityctl.services.context import ServiceContext
+from identityctl.services.oauth.clients import authenticate_client
+from identityctl.services.oauth.revocation import end_grant
+from identityctl.store import audit, directory
+from identityctl.store import oauth as oauth_store
+from identityctl.store.db import transaction
+from identityctl.store.directory import UserRecord
+from identityctl.store.models import new_id
+from identityctl.store.oauth import IssuedToken, NewRefreshToken
+
+
+def token(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
+          client_address: str = "") -> dict[str, Any]:
+    """``POST /oauth2/token``: the token response of RFC 6749 §5.1 (OIDC: with id_token)."""
+    parameters = read_parameters(raw)
+    grant_type = require(parameters, "grant_type")
+    grant = _GRANTS.get(grant_type)
+    if grant is None:
+        raise UnsupportedGrantType(f"grant_type {grant_type!r} is not supported (supported: "
+                                   f"{', '.join(_GRANTS)}).", code="grant_type_unsupported")
+    client = authenticate_client(ctx, parameters, authorization,
+                                 client_address=client_address)
+    try:
+        client.require_grant(grant_type)
+        return grant(ctx, client, parameters, client_address)
+    except OAuthError as refusal:
+        audit.record("oauth.token", "failure", actor=client.client_id,
+                     client_address=client_address,
+                     details={"grantType": grant_type, "error": refusal.code})
+        raise
+
+
+# --- the grants -----------------------------------------------------------------------------
+
+
+def _exchange_code(ctx: ServiceContext, client: Client, parameters: Parameters,
+                   client_address: str) -> dict[str, Any]:
+    code_hash = token_hash(require(parameters, "code"))
+    try:
+        code = validate_code_redemption(
+            oauth_store.find_code(code_hash), client=client,
+            redirect_uri=parameters.get("redirect_uri"),
+            code_verifier=parameters.get("code_verifier"), now=time.time())
+    except CodeReplayed:
+        _refuse_code_replay(ctx, code_hash, client, client_address)
+    user = _active_user(code.user_id)
+    scope = parse_scope(code.scope)
+    resources = code.extra.get("resources", [])
+    sign_in = SignIn(subject=user.id, auth_time=int(code.auth_time), amr=tuple(code.amr))
+    session_id = new_id()
+    issued = _issue(ctx, client, subject=user.id, scope=scope, sign_in=sign_in, user=user,
+                    audience=token_audience(parameters.resources, authorized=resources,
+                                            issuer=ctx.config.issuer),
+                    nonce=code.nonce, session_id=session_id, with_refresh_token=True)
+    refresh = _new_refresh_token(ctx, client, issued, family=session_id, user=user,
+                                 scope=scope, sign_in=sign_in, resources=resources)
+    with transaction():  # the audit event commits with the redemption, in one write
+        redeemed = oauth_store.redeem_code(code_hash, issued=issued.tokens,
+                                           refresh_token=refresh, session_id=session_id)
+        if redeemed:
+            audit.record("oauth.token", "success", actor=client.client_id, user_id=user.id,
+                         client_address=client_address, details={"grant": AUTHORIZATION_CODE})
+    if not redeemed:  # a parallel exchange of the same code won
+        _refuse_code_replay(ctx, code_hash, client, client_address)
+    return issued.response
+
+
+def _refuse_code_replay(ctx: ServiceContext, code_hash: str, client: Client,
+                        client_address: str) -> NoReturn:
+    """Revoke what the code issued, audit, refuse (RFC 9700 §4.4.1)."""
+    stored = oauth_store.find_code(code_hash)
+    if stored is not None:
+        oauth_store.revoke_tokens(stored.issued)
+        if stored.refresh_family:
+            end_grant(ctx, stored.refresh_family, client)
+    audit.record("oauth.code_reuse", "denied", actor=client.client_id,
+                 user_id=stored.user_id if stored else None, client_address=client_address)
+    raise CodeReplayed
+
+
+def _refresh(ctx: ServiceContext, client: Client, parameters: Parameters,
+             client_address: str) -> dict[str, Any]:
+    presented_hash = token_hash(require(parameters, "refresh_token"))
+    stored = oauth_store.find_refresh_token(presented_hash)
+    try:
+        scope = validate_refresh(stored, client=client,
+                                 requested_scope=parse_scope(parameters.get("scope")),
+                                 now=time.time())
+    except RefreshTokenReplayed:
+        assert stored is not None  # a replay is of a token that exists
+        _refuse_refresh_replay(ctx, stored.family, stored.user_id, client, client_address)
+    assert stored is not None  # validate_refresh refuses an unknown token
+    user = _active_user(stored.user_id)
+    resources = stored.extra.get("resources", [])
+    sign_in = SignIn(subject=user.id, auth_time=int(stored.auth_time or 0),
+                     amr=tuple(stored.amr))
+    issued = _issue(ctx, client, subject=user.id, scope=scope, sign_in=sign_in, user=user,
+                    audience=token_audience(parameters.resources, authorized=resources,
+                                            issuer=ctx.config.issuer),
+                    session_id=stored.family, with_refresh_token=True)
+    # The successor keeps the scope of the grant: narrowing applies to this access token only.
+    successor = _new_refresh_token(ctx, client, issued, family=stored.family, user=user,
+                                   scope=parse_scope(stored.scope), sign_in=sign_in,
+                                   resources=resources)
+    if successor is None or not oauth_store.rotate_refresh_token(presented_hash, successor):
+        _refuse_refresh_replay(ctx, stored.family, stored.user_id, client, client_address)
+    audit.record("oauth.token", "success", actor=client.client_id, user_id=user.id,
+                 client_address=client_address, details={"grant": REFRESH_TOKEN})
+    return issued.response
+
+
+def _refuse_refresh_replay(ctx: ServiceContext, family: str, user_id: str | None,
+                           client: Client, client_address: str) -> NoReturn:
+    """End the whole grant, audit, refuse (RFC 9700 §4.14.2)."""
+    end_grant(ctx, family, client)
+    audit.record("oauth.refresh_reuse", "denied", actor=client.client_id, user_id=user_id,
+                 client_address=client_address, details={"family": family})
+    raise RefreshTokenReplayed
+
+
+def _client_credentials(ctx: ServiceContext, client: Client, parameters: Parameters,
+                        client_address: str) -> dict[str, Any]:
+    scope = validate_client_credentials(client,
+                                        requested_scope=parse_scope(parameters.get("scope")))
+    issued = _issue(ctx, client, subject=client.client_id, scope=scope,
+                    audience=token_audience(parameters.resources, authorized=[],
+                                            issuer=ctx.config.issuer))
+    audit.record("oauth.token", "success", actor=client.client_id,
+                 client_address=client_address, details={"grant": CLIENT_CREDENTIALS})
+    return issued.response
+
+
+_GRANTS: dict[str, Callable[[ServiceContext, Client, Parameters, str], dict[str, Any]]] = {
+    AUTHORIZATION_CODE: _exchange_code,
+    REFRESH_TOKEN: _refresh,
+    CLIENT_CREDENTIALS: _client_credentials,
+}
+
+
+# --- issuing --------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class IssuedResponse:
+    """What one token response hands out."""
+
+    response: dict[str, Any]
+    #: The JWTs issued (a replayed code revokes them).
+    tokens: list[IssuedToken]
+    access_token: IssuedToken
+    refresh_token: str | None
+
+
+def _issue(ctx: ServiceContext, client: Client, *, subject: str, scope: tuple[str, ...],
+           audience: list[str], sign_in: SignIn | None = None, user: UserRecord | None = None,
+           nonce: str | None = None, session_id: str | None = None,
+           with_refresh_token: bool = False) -> IssuedResponse:
+    oauth, tokens, now = ctx.config.oauth, ctx.tokens, time.time()
+    access_ttl = client.ttl("accessTokenTtl", oauth.access_token_ttl)
+    access = IssuedToken(jti=new_id(), expires_at=now + access_ttl)
+    response: dict[str, Any] = {
+        "access_token": tokens.sign(
+            access_token_claims(subject=subject, client_id=client.client_id, scope=scope,
+                                audience=audience, jti=access.jti, sign_in=sign_in,
+                                grant_id=session_id),
+            typ=ACCESS_TOKEN_TYP, ttl=access_ttl),
+        "token_type": "Bearer", "expires_in": access_ttl, "scope": " ".join(scope)}
+    issued = [access]
+    if OPENID in scope and sign_in is not None and user is not None and session_id:
+        id_ttl = client.ttl("idTokenTtl", oauth.id_token_ttl)
+        id_token = IssuedToken(jti=new_id(), expires_at=now + id_ttl)
+        response["id_token"] = tokens.sign(
+            id_token_claims(sign_in=sign_in, client_id=client.client_id, nonce=nonce,
+                            session_id=session_id, jti=id_token.jti,
+                            user_claims=released_claims(user, scope)),
+            typ=ID_TOKEN_TYP, ttl=id_ttl)
+        issued.append(id_token)
+    refresh_token = None
+    if with_refresh_token and REFRESH_TOKEN in client.grant_types:
+        refresh_token = response["refresh_token"] = new_token()
+    return IssuedResponse(response=response, tokens=issued, access_token=access,
+                          refresh_token=refresh_token)
+
+
+def released_claims(user: UserRecord, scope: tuple[str, ...]) -> dict[str, Any]:
+    """The user's claims that ``scope`` releases (ID token and userinfo alike)."""
+    return user_claims(subject=user.id, username=user.username, attributes=user.attributes,
+                       updated_at=user.updated_at, scope=scope)
+
+
+def _new_refresh_token(ctx: ServiceContext, client: Client, issued: IssuedResponse, *,
+                       family: str, user: UserRecord, scope: tuple[str, ...], sign_in: SignIn,
+                       resources: list[str]) -> NewRefreshToken | None:
+    if issued.refresh_token is None:
+        return None
+    ttl = client.ttl("refreshTokenTtl", ctx.config.oauth.refresh_token_ttl)
+    return NewRefreshToken(
+        token_hash=token_hash(issued.refresh_token), family=family,
+        application_id=client.application_id, user_id=user.id, scope=" ".join(scope),
+        auth_time=sign_in.auth_time, amr=list(sign_in.amr), extra={"resources": resources},
+        access_token=issued.access_token, expires_at=time.time() + ttl)
+
+
+def _active_user(user_id: str | None) -> UserRecord:
+    user = directory.find_user_by_id(user_id) if user_id else None
+    if user is None or user.status != "active" or (user.locked_until or 0) > time.time():
+        raise InvalidGrant("The user of this grant no longer exists or is disabled or locked.",
+                           code="user_inactive")
+    return user
