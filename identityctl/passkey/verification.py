@@ -140,8 +140,12 @@ def _check_client_data(client_data_json: bytes, *, expected_type: str,
                                 "this session issued; use the options of the same start call.")
     origin = client_data["origin"]
     if origin not in expected.allowed_origins:
-        parts = urlsplit(origin)
-        if parts.scheme == "http" and parts.hostname not in LOCAL_HOSTS:
+        try:
+            parts = urlsplit(origin)
+            hostname = parts.hostname
+        except ValueError:  # not even a URL ("https://[::1"): simply not an allowed origin
+            parts, hostname = urlsplit(""), None
+        if parts.scheme == "http" and hostname not in LOCAL_HOSTS:
             raise VerificationError("plain_http_origin", f"Origin {origin!r} uses plain http; "
                                     "WebAuthn needs https outside localhost.", origin=origin)
         raise VerificationError("origin_mismatch", f"Unexpected origin {origin!r}, expected one "
