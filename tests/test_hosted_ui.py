@@ -184,7 +184,7 @@ def test_sign_up_sign_out_and_sign_in_with_passkey_and_password(user_browser: Br
 
 
 def directory_passkeys(user_id: str) -> list[Any]:
-    from identityctl.services import passkeys
+    from identityctl.services.passkeys import admin as passkeys
     return passkeys.list_credentials(user_id)
 
 

@@ -28,10 +28,10 @@ def passkey_list(user: str = UserArgument, as_json: bool = JsonOption) -> None:
 
         identityctl passkey list alice
     """
-    from identityctl.services import passkeys
+    from identityctl.services.passkeys import admin
 
     Session.connected()
-    records = [record.to_api() for record in passkeys.list_credentials(user)]
+    records = [record.to_api() for record in admin.list_credentials(user)]
     rows = [{**record, "created": when(record["createdAt"]),
              "lastUsed": when(record["lastUsedAt"]),
              "synced": "yes" if record["backupEligible"] else "no"} for record in records]
@@ -46,10 +46,10 @@ def passkey_rename(user: str = UserArgument, credential_id: str = CredentialArgu
                    name: str = typer.Argument(..., help="New name (at most 64 characters)."),
                    as_json: bool = JsonOption) -> None:
     """Give one of USER's passkeys a new NAME."""
-    from identityctl.services import passkeys
+    from identityctl.services.passkeys import admin
 
     Session.connected()
-    record = passkeys.rename_credential(user, credential_id, name, actor=ACTOR)
+    record = admin.rename_credential(user, credential_id, name, actor=ACTOR)
     done(f"renamed passkey {credential_id} to {record.name!r}", as_json=as_json,
          data=record.to_api())
 
@@ -58,9 +58,9 @@ def passkey_rename(user: str = UserArgument, credential_id: str = CredentialArgu
 def passkey_delete(user: str = UserArgument, credential_id: str = CredentialArgument,
                    yes: bool = YesOption, as_json: bool = JsonOption) -> None:
     """Remove one of USER's passkeys; it can no longer sign in (asks first unless --yes)."""
-    from identityctl.services import passkeys
+    from identityctl.services.passkeys import admin
 
     Session.connected()
     confirm_and_delete(f"passkey {credential_id} of {user}", credential_id,
-                       functools.partial(passkeys.delete_credential, user), yes=yes,
+                       functools.partial(admin.delete_credential, user), yes=yes,
                        as_json=as_json, shown={"user": user})

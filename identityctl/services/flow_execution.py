@@ -32,8 +32,9 @@ from identityctl.flow.engine import COMPLETE, ERROR, SUCCESS, FlowGraph, TaskOut
 from identityctl.security import passwords
 from identityctl.services import catalog as catalog_service
 from identityctl.services import directory as directory_service
-from identityctl.services import passkeys, signin, throttle
+from identityctl.services import signin, throttle
 from identityctl.services.context import ServiceContext
+from identityctl.services.passkeys import ceremonies, sessions
 from identityctl.store import audit, catalog, directory
 from identityctl.store import flows as store
 
@@ -116,17 +117,17 @@ def _passkey_challenge(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
     username = step.context.get("username")
     if step.user_id:
         try:
-            started = passkeys.start_authentication(
+            started = ceremonies.start_authentication(
                 step.ctx, user_id=step.user_id, rp_id=rp_id,
                 client_address=step.client_address, scope=scope)
         except NotFound as error:  # signed in another way, no passkey yet
             return TaskOutcome("failure", error.code)
     elif username:
-        started = passkeys.start_named_authentication(
+        started = ceremonies.start_named_authentication(
             step.ctx, username=username, rp_id=rp_id, client_address=step.client_address,
             scope=scope)
     else:
-        started = passkeys.start_authentication(
+        started = ceremonies.start_authentication(
             step.ctx, user_id=None, rp_id=rp_id, client_address=step.client_address,
             scope=scope)
     step.context["passkeySession"] = started.session_token
@@ -142,7 +143,7 @@ def _credential(step: _Step, response_fields: tuple[str, ...]) -> dict[str, Any]
 
 
 def _passkey_verify(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
-    signed_in = passkeys.finish_authentication(
+    signed_in = ceremonies.finish_authentication(
         step.ctx, credential=_credential(step, ("clientDataJSON", "authenticatorData",
                                                 "signature", "userHandle")),
         session_token=step.context.get("passkeySession", ""),
@@ -158,7 +159,7 @@ def _passkey_verify(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
 def _passkey_register_start(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
     if not step.user_id:
         return TaskOutcome("failure", "user_not_identified")
-    started = passkeys.start_registration(
+    started = ceremonies.start_registration(
         step.ctx, user_id=step.user_id, rp_id=properties.get("relyingPartyId"),
         scope="flow:" + step.execution_id,
         rp_name=properties.get("relyingPartyName"),
@@ -170,14 +171,14 @@ def _passkey_register_start(step: _Step, properties: dict[str, Any]) -> TaskOutc
 
 
 def _passkey_register_finish(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
-    registered = passkeys.finish_registration(
+    registered = ceremonies.finish_registration(
         step.ctx, credential=_credential(step, ("clientDataJSON", "attestationObject")),
         session_token=step.context.get("passkeySession", ""),
         credential_name=step.inputs.get("credentialName"), client_address=step.client_address)
     del step.context["passkeySession"]
     step.additional.update({"passkeyCredentialID": registered.credential_id,
                             "passkeyCredentialName": registered.name,
-                            "credentialCreatedAt": passkeys.rfc3339(registered.created_at)})
+                            "credentialCreatedAt": ceremonies.rfc3339(registered.created_at)})
     return SUCCESS
 
 
@@ -344,7 +345,7 @@ def start_execution(ctx: ServiceContext, *, application_id: str, flow_type: str,
     application = catalog_service.require_application(application_id)
     flow = _flow_for(application, flow_type)
     now = time.time()
-    if secrets.randbelow(passkeys.PURGE_ONE_IN) == 0:  # housekeeping, now and then
+    if secrets.randbelow(sessions.PURGE_ONE_IN) == 0:  # housekeeping, now and then
         store.purge_executions(expired_before=now - EXPIRED_GRACE)
     execution = store.create_execution(
         flow_id=flow["id"], application_id=application["id"], flow_type=flow_type,

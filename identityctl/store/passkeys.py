@@ -3,7 +3,7 @@
 A ceremony session lives in the store, not in a process, so a ceremony started on one
 instance finishes on another. Single use is decided by one conditional DELETE whose row
 count picks the winner; credential writes that go with it run in the caller's transaction
-(see services/passkeys.py), so a lost race or a failed check leaves nothing behind.
+(see services/passkeys/ceremonies.py), so a lost race or a failed check leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def create_session(*, token_hash: str, ceremony: str, user_id: str | None, scope
                    rp_id: str, challenge: str, state: dict[str, Any], now: float,
                    expires_at: float) -> None:
     """Store a new session; it supersedes the open sessions of the same user, ``ceremony``
-    and ``scope`` (who started it: see services.passkeys), and no others."""
+    and ``scope`` (who started it: see services.passkeys.sessions), and no others."""
     with transaction():
         # Also without a user (usernameless, or a decoy for a name nobody has): the same
         # statement, on nobody, so a start by username takes as long whether the name

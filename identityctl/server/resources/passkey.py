@@ -1,8 +1,8 @@
 """The passkey atomic API: /register/passkey/{start,finish} and /auth/passkey/{start,finish}.
 
-Thin adapters over identityctl.services.passkeys (docs/passkey-api.md describes the wire
-format and every error code). Enrolment needs a bearer token: see
-``services.passkeys.authorize_enrolment``.
+Thin adapters over identityctl.services.passkeys.ceremonies (docs/passkey-api.md describes
+the wire format and every error code). Enrolment needs a bearer token: see
+``services.passkeys.enrolment.authorize_enrolment``.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from identityctl.server.requests import (
     object_field,
     string_field,
 )
-from identityctl.services import passkeys, signin
+from identityctl.services import signin
 from identityctl.services.context import ServiceContext
+from identityctl.services.passkeys import ceremonies, enrolment
 
 CREDENTIAL = "publicKeyCredential"
 
@@ -36,9 +37,9 @@ class RegisterStartResource(_PasskeyResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = json_object(req)
         user_id = string_field(body, "userId")
-        passkeys.authorize_enrolment(self.context, bearer_token=bearer_token(req),
-                                     user_id=user_id)
-        started = passkeys.start_registration(
+        enrolment.authorize_enrolment(self.context, bearer_token=bearer_token(req),
+                                      user_id=user_id)
+        started = ceremonies.start_registration(
             self.context, user_id=user_id,
             rp_id=string_field(body, "relyingPartyId", required=False),
             rp_name=string_field(body, "relyingPartyName", required=False),
@@ -54,9 +55,9 @@ class RegisterFinishResource(_PasskeyResource):
         body = json_object(req)
         credential = object_field(body, CREDENTIAL)
         session_token = string_field(body, "sessionToken")
-        passkeys.authorize_registration_finish(self.context, bearer_token=bearer_token(req),
-                                               session_token=session_token)
-        registered = passkeys.finish_registration(
+        enrolment.authorize_registration_finish(self.context, bearer_token=bearer_token(req),
+                                                session_token=session_token)
+        registered = ceremonies.finish_registration(
             self.context, credential=credential, session_token=session_token,
             credential_name=body.get("credentialName"),
             client_address=req.context.client_address)
@@ -67,7 +68,7 @@ class RegisterFinishResource(_PasskeyResource):
 class AuthStartResource(_PasskeyResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = json_object(req)
-        started = passkeys.start_authentication(
+        started = ceremonies.start_authentication(
             self.context, user_id=string_field(body, "userId", required=False, blank_ok=True),
             rp_id=string_field(body, "relyingPartyId", required=False),
             client_address=req.context.client_address)
@@ -79,7 +80,7 @@ class AuthFinishResource(_PasskeyResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = json_object(req)
         skip_assertion = bool_field(body, "skipAssertion")
-        signed_in = passkeys.finish_authentication(
+        signed_in = ceremonies.finish_authentication(
             self.context, credential=object_field(body, CREDENTIAL),
             session_token=string_field(body, "sessionToken"),
             client_address=req.context.client_address)

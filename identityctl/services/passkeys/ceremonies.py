@@ -1,9 +1,9 @@
 """Passkey registration and sign-in: the rules around the WebAuthn ceremonies.
 
-Shared by the atomic REST API, the flow engine and the CLI. A ceremony's state (challenge,
-user, policy) lives in the store under the hash of an opaque session token, so any instance
-can finish what another started. A finish either commits everything it changes together
-with consuming the token, or changes nothing and leaves one audit event.
+Shared by the atomic REST API and the flow engine. A ceremony's state lives in the store
+(``sessions``), so any instance can finish what another started. A finish either commits
+everything it changes together with consuming the session token, or changes nothing and
+leaves one audit event (``attempts``).
 """
 
 from __future__ import annotations
@@ -14,16 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from identityctl.errors import (
-    BadRequest,
-    Conflict,
-    Forbidden,
-    IdentityError,
-    InvalidField,
-    MissingField,
-    NotFound,
-    Unauthorized,
-)
+from identityctl.errors import Conflict, InvalidField, MissingField, NotFound
 from identityctl.passkey import codec
 from identityctl.passkey.decoys import decoy_credentials
 from identityctl.passkey.options import (
@@ -42,12 +33,18 @@ from identityctl.passkey.verification import (
     verify_authentication,
     verify_registration,
 )
-from identityctl.security.secrets import new_token, token_hash
-from identityctl.security.tokens import ACCESS_TOKEN_TYP, require_scope, token_type
 from identityctl.security.usernames import username_key
 from identityctl.services import throttle
 from identityctl.services.context import ServiceContext
-from identityctl.services.directory import ensure_usable, is_usable, require_user
+from identityctl.services.directory import ensure_usable, is_usable
+from identityctl.services.passkeys.attempts import AuditedAttempt, ThrottledAttempt
+from identityctl.services.passkeys.sessions import (
+    ceremony_scope,
+    consume_session,
+    new_session,
+    open_session,
+    used_concurrently,
+)
 from identityctl.store import audit, directory
 from identityctl.store import keys as key_store
 from identityctl.store import passkeys as store
@@ -56,19 +53,10 @@ from identityctl.store.directory import UserRecord
 
 CHALLENGE_BYTES = 32
 MAX_CREDENTIAL_NAME = 64
-#: Expired sessions are kept this long so a late finish hears "expired", not "unknown".
-EXPIRED_SESSION_GRACE = 3600
-#: Expired sessions are deleted by about one start in this many (lookups check expiry).
-PURGE_ONE_IN = 64
-ADMIN_SCOPE = "system"
 #: The name of the deployment's secret that decoy credentials are derived from.
 DECOY_SECRET = "decoy-credentials"
 REGISTER_EVENT = "passkey.register"
 AUTHENTICATE_EVENT = "passkey.authenticate"
-#: Failures that are refusals of a genuine-looking request rather than bad input.
-_DENIED_CODES = frozenset({"possible_clone", "account_unavailable", "backup_eligibility_changed"})
-#: Refusals by the brute-force throttle (429).
-_THROTTLED_CODES = frozenset({"too_many_attempts"})
 
 
 @dataclass(slots=True)
@@ -102,70 +90,6 @@ def rfc3339(moment: float) -> str:
     return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-# --- errors shared by several steps -------------------------------------------------------
-
-def _session_error(code: str, description: str) -> BadRequest:
-    return BadRequest(description, code=code, message="The session token cannot be used.")
-
-
-class _AuditedAttempt:
-    """Records one failure audit event when the block raises a caller-facing error."""
-
-    def __init__(self, event: str, client_address: str) -> None:
-        self.event, self.client_address = event, client_address
-        self.user_id: str | None = None
-
-    def __enter__(self) -> _AuditedAttempt:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 traceback: object) -> None:
-        if isinstance(error, IdentityError) and error.status < 500:
-            outcome = ("throttled" if error.code in _THROTTLED_CODES
-                       else "denied" if error.code in _DENIED_CODES else "failure")
-            audit.record(self.event, outcome,
-                         actor=self.user_id or "", user_id=self.user_id,
-                         client_address=self.client_address,
-                         details={"code": error.code, **getattr(error, "details", {})})
-
-
-class _Throttled:
-    """Brute-force throttling of a ceremony finish (services.throttle).
-
-    :meth:`check` refuses with 429 while the client address is refused for the account (the
-    session user's username) or at all. A :class:`VerificationError` leaving the block counts
-    as a failure against the address and, once :meth:`at_stake` said the presented
-    credential is the account's own, against the account at this address: a credential of
-    somebody else guesses nothing about this account. :meth:`succeeded` clears the count.
-    """
-
-    def __init__(self, ctx: ServiceContext, action: str, client_address: str) -> None:
-        self.ctx, self.action, self.client_address = ctx, action, client_address
-        self.account: str | None = None
-        self.counted_account: str | None = None
-        self.allowed = throttle.NOTHING_COUNTED
-
-    def check(self, account: str | None) -> None:
-        self.account = account
-        self.allowed = throttle.ensure_allowed(self.ctx, action=self.action, account=account,
-                                               client_address=self.client_address)
-
-    def at_stake(self) -> None:
-        self.counted_account = self.account
-
-    def succeeded(self) -> None:
-        throttle.record_success(self.allowed)
-
-    def __enter__(self) -> _Throttled:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 traceback: object) -> None:
-        if isinstance(error, VerificationError):
-            throttle.record_failure(self.ctx, action=self.action, account=self.counted_account,
-                                    client_address=self.client_address)
-
-
 # --- shared steps ---------------------------------------------------------------------------
 
 def _require_rp_id(ctx: ServiceContext, rp_id: str | None) -> str:
@@ -176,60 +100,6 @@ def _require_rp_id(ctx: ServiceContext, rp_id: str | None) -> str:
                            f"{ctx.config.passkey.rp_id!r}, got {rp_id!r}",
                            code="relying_party_mismatch")
     return rp_id
-
-
-def ceremony_scope(*, client_address: str) -> str:
-    """The scope of a ceremony started through the atomic API: its client address.
-
-    A start supersedes only the open sessions of the same user, ceremony and scope, so the
-    most recent start of one caller wins over that caller's older ones, and a start by
-    somebody else (another address; another flow execution, whose scope is its id) cancels
-    nothing (docs/security.md, "Ceremonies").
-    """
-    return "address:" + client_address
-
-
-def _start(ctx: ServiceContext, *, ceremony: str, user_id: str | None, scope: str,
-           client_address: str, challenge: bytes, options: dict[str, Any],
-           state: dict[str, Any]) -> CeremonyStart:
-    """Store the ceremony (superseding the same scope's older one), count the start against
-    its address, and hand out its token."""
-    token = new_token()
-    now = time.time()
-    if secrets.randbelow(PURGE_ONE_IN) == 0:  # housekeeping, not on every request's path
-        store.purge_sessions(expired_before=now - EXPIRED_SESSION_GRACE)
-    with transaction():
-        throttle.count_start(ctx, client_address=client_address)
-        store.create_session(token_hash=token_hash(token), ceremony=ceremony, user_id=user_id,
-                             scope=scope, rp_id=ctx.config.passkey.rp_id,
-                             challenge=codec.encode(challenge), state=state, now=now,
-                             expires_at=now + ctx.config.passkey.session_token_ttl)
-    return CeremonyStart(options=options, session_token=token)
-
-
-def _open_session(session_token: Any, *, ceremony: str, now: float) -> store.CeremonySessionRecord:
-    """The session behind ``session_token``, if it may still finish ``ceremony``."""
-    if session_token is None or (isinstance(session_token, str) and not session_token.strip()):
-        raise MissingField("sessionToken")
-    if not isinstance(session_token, str):
-        raise InvalidField("sessionToken", "must be a string")
-    session = store.find_session(token_hash(session_token))
-    if session is None or session.ceremony != ceremony:
-        raise _session_error("unknown_session_token", f"The session token is unknown or "
-                             f"already used; call the {ceremony} start endpoint again.")
-    if session.superseded:
-        raise _session_error("stale_session_token", "A newer start of this ceremony by the "
-                             "same caller replaced this session; finish with the newest "
-                             "session token.")
-    if session.expires_at <= now:
-        raise _session_error("expired_session_token", "The session token expired; start the "
-                             "ceremony again and finish it within passkey.session_token_ttl.")
-    return session
-
-
-def _used_concurrently() -> BadRequest:
-    return _session_error("unknown_session_token", "The session token was used by a "
-                          "concurrent request; start the ceremony again.")
 
 
 def _throttle_account(session: store.CeremonySessionRecord) -> str | None:
@@ -247,18 +117,13 @@ def _throttle_account(session: store.CeremonySessionRecord) -> str | None:
     return account
 
 
-def _consume(session: store.CeremonySessionRecord, now: float) -> None:
-    """Inside the finishing transaction: win the token or roll everything back."""
-    if not store.consume_session(session.token_hash, ceremony=session.ceremony, now=now):
-        raise _used_concurrently()
-
-
 def _known_credentials(user_id: str) -> list[KnownCredential]:
     return [KnownCredential(codec.decode(credential_id, field="credentialId"), transports)
             for credential_id, transports in store.credential_descriptors(user_id)]
 
 
-def _credential_name(name: Any, now: float) -> str:
+def valid_credential_name(name: Any, now: float) -> str:
+    """``name`` without surrounding blanks, or a dated default when there is none."""
     if name is None or (isinstance(name, str) and not name.strip()):
         return f"Passkey {rfc3339(now)[:10]}"
     if not isinstance(name, str) or len(name.strip()) > MAX_CREDENTIAL_NAME:
@@ -310,10 +175,10 @@ def start_registration(ctx: ServiceContext, *, user_id: str, rp_id: str,
     state = {"userVerification": policy.user_verification,
              "authenticatorAttachment": policy.authenticator_attachment,
              "attestation": policy.attestation, "algorithms": list(policy.algorithms)}
-    return _start(ctx, ceremony=store.REGISTRATION, user_id=user.id,
-                  scope=scope or ceremony_scope(client_address=client_address),
-                  client_address=client_address, challenge=challenge, options=options,
-                  state=state)
+    return CeremonyStart(options=options, session_token=new_session(
+        ctx, ceremony=store.REGISTRATION, user_id=user.id,
+        scope=scope or ceremony_scope(client_address=client_address),
+        client_address=client_address, challenge=challenge, state=state))
 
 
 def finish_registration(ctx: ServiceContext, *, credential: dict, session_token: str,
@@ -321,11 +186,11 @@ def finish_registration(ctx: ServiceContext, *, credential: dict, session_token:
                         client_address: str = "") -> RegisteredCredential:
     """Verify the authenticator's attestation and store the credential (WebAuthn §7.1)."""
     now = time.time()
-    with _AuditedAttempt(REGISTER_EVENT, client_address) as attempt, \
-            _Throttled(ctx, REGISTER_EVENT, client_address) as throttled:
-        name = _credential_name(credential_name, now)
+    with AuditedAttempt(REGISTER_EVENT, client_address) as attempt, \
+            ThrottledAttempt(ctx, REGISTER_EVENT, client_address) as throttled:
+        name = valid_credential_name(credential_name, now)
         response = codec.read_credential(credential, ceremony=store.REGISTRATION)
-        session = _open_session(session_token, ceremony=store.REGISTRATION, now=now)
+        session = open_session(session_token, ceremony=store.REGISTRATION, now=now)
         attempt.user_id = session.user_id
         user = directory.get_user(session.user_id)
         ensure_usable(user, now)
@@ -343,7 +208,7 @@ def finish_registration(ctx: ServiceContext, *, credential: dict, session_token:
             raise Conflict("This credential is already registered; use another authenticator.",
                            code="credential_already_registered")
         with transaction():
-            _consume(session, now)
+            consume_session(session, now)
             record = store.insert_credential(
                 credential_id=credential_id, user_id=user.id, public_key=verified.public_key,
                 algorithm=verified.algorithm, sign_count=verified.sign_count,
@@ -420,20 +285,20 @@ def _start_authentication(ctx: ServiceContext, *, user: UserRecord | None,
              "allowCredentials": [codec.encode(c.credential_id) for c in allowed]}
     if account is not None:
         state["account"] = account  # the finish's throttle account, without a read
-    return _start(ctx, ceremony=store.AUTHENTICATION, user_id=user.id if user else None,
-                  scope=scope or ceremony_scope(client_address=client_address),
-                  client_address=client_address, challenge=challenge, options=options,
-                  state=state)
+    return CeremonyStart(options=options, session_token=new_session(
+        ctx, ceremony=store.AUTHENTICATION, user_id=user.id if user else None,
+        scope=scope or ceremony_scope(client_address=client_address),
+        client_address=client_address, challenge=challenge, state=state))
 
 
 def finish_authentication(ctx: ServiceContext, *, credential: dict, session_token: str,
                           client_address: str = "") -> AuthenticatedUser:
     """Verify the assertion (WebAuthn §7.2) and say who signed in."""
     now = time.time()
-    with _AuditedAttempt(AUTHENTICATE_EVENT, client_address) as attempt, \
-            _Throttled(ctx, AUTHENTICATE_EVENT, client_address) as throttled:
+    with AuditedAttempt(AUTHENTICATE_EVENT, client_address) as attempt, \
+            ThrottledAttempt(ctx, AUTHENTICATE_EVENT, client_address) as throttled:
         response = codec.read_credential(credential, ceremony=store.AUTHENTICATION)
-        session = _open_session(session_token, ceremony=store.AUTHENTICATION, now=now)
+        session = open_session(session_token, ceremony=store.AUTHENTICATION, now=now)
         attempt.user_id = session.user_id
         throttled.check(_throttle_account(session))
         found = store.find_credential_with_owner(codec.encode(response.credential_id))
@@ -462,12 +327,12 @@ def finish_authentication(ctx: ServiceContext, *, credential: dict, session_toke
             # A concurrent finish of this very token already stored the counter: a replay
             # of one assertion, not a cloned authenticator.
             if error.code == "possible_clone" and store.find_session(session.token_hash) is None:
-                raise _used_concurrently() from None
+                raise used_concurrently() from None
             raise
         # Checked only once the key proved itself: nobody learns an account's state cheaply.
         ensure_usable(owner, now)
         with transaction():
-            _consume(session, now)
+            consume_session(session, now)
             if not store.record_use(stored.credential_id, sign_count=verified.sign_count,
                                     backup_eligible=verified.backup_eligible,
                                     backup_state=verified.backup_state, now=now):
@@ -484,82 +349,3 @@ def finish_authentication(ctx: ServiceContext, *, credential: dict, session_toke
     amr = ["passkey"] if verified.backup_eligible else ["passkey", "hwk"]
     return AuthenticatedUser(user=owner, credential_id=stored.credential_id, amr=amr,
                              user_verified=verified.user_verified)
-
-
-# --- who may enrol a passkey ------------------------------------------------------------------
-
-def _enrolment_subject(ctx: ServiceContext, bearer_token: str | None) -> str | None:
-    """The user a bearer token lets enrol passkeys for, or None for an admin (any user).
-
-    A sign-in assertion counts only while it is younger than passkey.enrolment_window; an
-    access token needs the admin scope. Anything else is 401 (or 403 for a valid token
-    without the scope).
-    """
-    if not bearer_token:
-        raise Unauthorized("Registering a passkey needs 'Authorization: Bearer <token>': the "
-                           "assertion of a recent sign-in of that user, or an admin token "
-                           "(identityctl token --scope system).", code="authentication_required",
-                           headers={"WWW-Authenticate": 'Bearer realm="identityctl"'})
-    if token_type(bearer_token) == ACCESS_TOKEN_TYP:
-        claims = ctx.tokens.verify_access_token(bearer_token, audience=ctx.config.issuer)
-        require_scope(claims, ADMIN_SCOPE)
-        return None
-    # Anything else must be an assertion; its check names what is wrong with it.
-    claims = ctx.tokens.verify_assertion(bearer_token)
-    signed_in_at = claims.get("auth_time", claims["iat"])
-    if time.time() - signed_in_at > ctx.config.passkey.enrolment_window:
-        raise Unauthorized("The sign-in is too old to enrol a passkey; sign in again.",
-                           code="sign_in_too_old",
-                           headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
-    return str(claims["sub"])
-
-
-def _refuse_other_user() -> Forbidden:
-    return Forbidden("The token proves a sign-in of another user; a passkey can only be "
-                     "enrolled by its own user or an admin.", code="token_for_another_user")
-
-
-def authorize_enrolment(ctx: ServiceContext, *, bearer_token: str | None, user_id: str) -> None:
-    """401 without a usable token, 403 when it belongs to another user than ``user_id``."""
-    subject = _enrolment_subject(ctx, bearer_token)
-    if subject is not None and subject != user_id:
-        raise _refuse_other_user()
-
-
-def authorize_registration_finish(ctx: ServiceContext, *, bearer_token: str | None,
-                                  session_token: Any) -> None:
-    """:func:`authorize_enrolment` for the user whose registration ``session_token`` started.
-
-    An unknown token is left to :func:`finish_registration` to report.
-    """
-    subject = _enrolment_subject(ctx, bearer_token)
-    if subject is None or not isinstance(session_token, str) or not session_token:
-        return
-    session = store.find_session(token_hash(session_token))
-    if session is not None and session.ceremony == store.REGISTRATION \
-            and session.user_id != subject:
-        raise _refuse_other_user()
-
-
-# --- administration (CLI) -------------------------------------------------------------------
-
-def list_credentials(id_or_username: str) -> list[store.PasskeyRecord]:
-    return store.list_credentials(require_user(id_or_username).id)
-
-
-def rename_credential(id_or_username: str, credential_id: str, name: str, *,
-                      actor: str = "admin") -> store.PasskeyRecord:
-    user = require_user(id_or_username)
-    if not isinstance(name, str) or not name.strip():
-        raise MissingField("name", "The new name must not be blank.")
-    record = store.rename_credential(user.id, credential_id, _credential_name(name, 0.0))
-    audit.record("passkey.rename", "success", actor=actor, user_id=user.id,
-                 details={"credentialId": credential_id})
-    return record
-
-
-def delete_credential(id_or_username: str, credential_id: str, *, actor: str = "admin") -> None:
-    user = require_user(id_or_username)
-    store.delete_credential(user.id, credential_id)
-    audit.record("passkey.delete", "success", actor=actor, user_id=user.id,
-                 details={"credentialId": credential_id})
