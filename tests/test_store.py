@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -365,20 +366,71 @@ def test_a_previous_key_retires_only_once_it_stopped_signing_long_enough_ago(
     assert [key.kid for key in keys.published_keys()] == ["k3", "k2"]
 
 
-def test_a_compiled_query_binds_new_values_and_refuses_a_builder_that_reorders(
-        store_url: str) -> None:
+@pytest.fixture
+def own_statements() -> Iterator[None]:
+    """Statements a test makes are not the store's: forget them afterwards (every connect
+    compiles every statement made)."""
+    from identityctl.store.db import CompiledQuery
+
+    made = len(CompiledQuery.every)
+    yield
+    del CompiledQuery.every[made:]
+
+
+def test_a_compiled_query_binds_values_by_name_whatever_order_peewee_emits_them(
+        store_url: str, own_statements: None) -> None:
     from identityctl.store.db import CompiledQuery
     from identityctl.store.models import User
 
     carol = make_user("carol")
     by_name = CompiledQuery(lambda username: User.select(User.id).where(
         User.username == username))
-    assert by_name.scalar("carol") == carol.id
-    assert by_name.scalar("nobody") is None  # the same SQL text, another value
+    assert by_name.scalar(username="carol") == carol.id
+    assert by_name.scalar(username="nobody") is None  # the same SQL text, another value
+    # The builder names its parameters in one order, peewee emits them in the other.
     swapped = CompiledQuery(lambda first, second: User.select(User.id).where(
         (User.username == second) & (User.id == first)))
-    with pytest.raises(AssertionError, match="in order"):
-        swapped.scalar("a", "b")
+    assert swapped.scalar(first=carol.id, second="carol") == carol.id
+    assert swapped.scalar(first="someone else", second="carol") is None
+    with pytest.raises(TypeError, match="by name"):
+        swapped.scalar(carol.id, "carol")
+
+
+def test_a_statement_constant_is_a_parameter_with_a_default(store_url: str,
+                                                            own_statements: None) -> None:
+    from identityctl.store.db import CompiledQuery
+    from identityctl.store.models import User
+
+    carol = make_user("carol")
+    active = CompiledQuery(lambda username, status="active": User.select(User.id).where(
+        (User.username == username) & (User.status == status)))
+    assert active.scalar(username="carol") == carol.id
+    assert active.scalar(username="carol", status="disabled") is None
+
+
+def test_a_builder_that_cannot_be_bound_by_name_is_refused_when_compiled(
+        store_url: str, own_statements: None) -> None:
+    from identityctl.store.db import CompiledQuery, StatementError
+    from identityctl.store.models import User
+
+    hidden_constant = CompiledQuery(lambda username: User.select(User.id).where(
+        (User.username == username) & (User.status == "active")))
+    with pytest.raises(StatementError, match=r"'active'.*not a parameter"):
+        hidden_constant.compile()
+    unused = CompiledQuery(lambda username, status: User.select(User.id).where(
+        User.username == username))
+    with pytest.raises(StatementError, match="status"):
+        unused.compile()
+
+
+def test_every_statement_of_the_store_compiles_on_this_database(store_url: str) -> None:
+    from identityctl.store import db
+
+    db.compile_statements()  # what connect() did: it would have raised
+    kind = type(db.database.obj)
+    assert len(db.CompiledQuery.every) >= 20
+    for statement in db.CompiledQuery.every:
+        assert any(key[0] is kind for key in statement._compiled), statement._build
 
 
 def test_new_ids_are_random_version_4_uuids_in_their_usual_text_form() -> None:

@@ -7,16 +7,14 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
-import peewee
-
 from identityctl.store.db import CompiledQuery
 from identityctl.store.models import AuditEvent, now
 
+#: ``details`` is JSON text already (AuditEvent.details.db_value).
 _INSERT = CompiledQuery(lambda at, event, outcome, actor, user_id, client_address, details:
                         AuditEvent.insert(at=at, event=event, outcome=outcome, actor=actor,
                                           user_id=user_id, client_address=client_address,
-                                          # already JSON text: bound as it is
-                                          details=peewee.Value(details, unpack=False)))
+                                          details=details))
 
 
 _request_address: ContextVar[str] = ContextVar("identityctl_request_address", default="")
@@ -36,9 +34,9 @@ def request_address(address: str) -> Iterator[None]:
 def record(event: str, outcome: str, *, actor: str = "", user_id: str | None = None,
            client_address: str = "", details: dict[str, Any] | None = None) -> None:
     """Append one event (in the caller's transaction when there is one)."""
-    _INSERT.execute(now(), event, outcome, actor, user_id,
-                    client_address or _request_address.get(),
-                    AuditEvent.details.db_value(details or {}))
+    _INSERT.execute(at=now(), event=event, outcome=outcome, actor=actor, user_id=user_id,
+                    client_address=client_address or _request_address.get(),
+                    details=AuditEvent.details.db_value(details or {}))
 
 
 def events(*, since: float | None = None, user_id: str | None = None, event: str | None = None,

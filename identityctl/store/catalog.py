@@ -69,7 +69,7 @@ _FLOW_BY_ID = CompiledQuery(lambda flow_id: Flow.select().where(Flow.id == flow_
 
 
 def get_flow(flow_id: str) -> dict[str, Any]:
-    row = _FLOW_BY_ID.first(Flow, flow_id)  # every flow step reads its flow
+    row = _FLOW_BY_ID.first(Flow, flow_id=flow_id)  # every flow step reads its flow
     if row is None:
         raise NotFound(f"No flow with id '{flow_id}'.", code="flow_not_found")
     return _flow_api(row)
@@ -134,26 +134,26 @@ def list_applications() -> list[dict[str, Any]]:
 _BY_ID = CompiledQuery(lambda app_id: Application.select().where(Application.id == app_id))
 _BY_CLIENT_ID = CompiledQuery(lambda client_id: Application.select().where(
     Application.client_id == client_id))
-_BY_CLIENT_ID_OR_ID = CompiledQuery(lambda client_id, app_id: Application.select().where(
-    (Application.client_id == client_id) | (Application.id == app_id)))
+_BY_CLIENT_ID_OR_ID = CompiledQuery(lambda id_or_client_id: Application.select().where(
+    (Application.client_id == id_or_client_id) | (Application.id == id_or_client_id)))
 
 
 def get_application(app_id: str) -> dict[str, Any]:
-    row = _BY_ID.first(Application, app_id)
+    row = _BY_ID.first(Application, app_id=app_id)
     if row is None:
         raise NotFound(f"No application with id '{app_id}'.", code="application_not_found")
     return _application_api(row)
 
 
 def find_application_by_client_id(client_id: str) -> dict[str, Any] | None:
-    row = _BY_CLIENT_ID.first(Application, client_id)
+    row = _BY_CLIENT_ID.first(Application, client_id=client_id)
     return _application_api(row) if row else None
 
 
 def find_application(id_or_client_id: str) -> dict[str, Any] | None:
     """The application with this client id, else the one with this id (one read: flows
     start with it)."""
-    rows = _BY_CLIENT_ID_OR_ID.all(Application, id_or_client_id, id_or_client_id)
+    rows = _BY_CLIENT_ID_OR_ID.all(Application, id_or_client_id=id_or_client_id)
     row = next((row for row in rows if row.client_id == id_or_client_id),
                rows[0] if rows else None)
     return _application_api(row) if row else None
@@ -176,7 +176,7 @@ _CLIENT = CompiledQuery(lambda client_id: Application.select(
 
 
 def find_oauth_client(client_id: str) -> ClientRecord | None:
-    row = _CLIENT.first(Application, client_id)
+    row = _CLIENT.first(Application, client_id=client_id)
     return ClientRecord(application_id=row.id,
                         config={"clientId": row.client_id, **(row.oauth or {})},
                         secret_hash=row.client_secret_hash) if row else None

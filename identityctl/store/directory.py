@@ -103,26 +103,27 @@ def find_user(id_or_username: str) -> UserRecord | None:
     The id wins: a username may spell another user's id (usernames are chosen at sign-up),
     and one read must not return either of the two by chance.
     """
-    rows = _BY_ID_OR_USERNAME.all(User, id_or_username, username_key(id_or_username))
+    rows = _BY_ID_OR_USERNAME.all(User, user_id=id_or_username,
+                                  key=username_key(id_or_username))
     row = next((row for row in rows if row.id == id_or_username), rows[0] if rows else None)
     return _user_record(row) if row else None
 
 
 def find_user_by_id(user_id: str) -> UserRecord | None:
     """The user with this id (what tokens, codes and sessions name)."""
-    row = _BY_ID.first(User, user_id)
+    row = _BY_ID.first(User, user_id=user_id)
     return _user_record(row) if row else None
 
 
 def find_user_by_username(username: str) -> UserRecord | None:
     """The user with this username (what a person types at sign-in), compared by
     :func:`username_key`: ``ALICE`` finds alice."""
-    row = _BY_USERNAME.first(User, username_key(username))
+    row = _BY_USERNAME.first(User, key=username_key(username))
     return _user_record(row) if row else None
 
 
 def get_user(user_id: str) -> UserRecord:
-    row = _BY_ID.first(User, user_id)
+    row = _BY_ID.first(User, user_id=user_id)
     if row is None:
         raise NotFound(f"No user with id '{user_id}'.", code="user_not_found")
     return _user_record(row)

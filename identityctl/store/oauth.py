@@ -100,26 +100,26 @@ class NewRefreshToken(_RefreshTokenGrant):
     def create(self) -> None:
         extra = {**self.extra, "accessToken": self.access_token.to_json()}
         _INSERT_REFRESH_TOKEN.execute(
-            self.token_hash, self.family, self.application_id, self.user_id, self.scope,
-            self.auth_time, RefreshToken.amr.db_value(self.amr),
-            RefreshToken.extra.db_value(extra), False, now(), self.expires_at)
+            token_hash=self.token_hash, family=self.family, application_id=self.application_id,
+            user_id=self.user_id, scope=self.scope, auth_time=self.auth_time,
+            amr=RefreshToken.amr.db_value(self.amr), extra=RefreshToken.extra.db_value(extra),
+            created_at=now(), expires_at=self.expires_at)
 
 
 #: The code exchange's statements (a hot path), built once per kind of database.
 _CODE = CompiledQuery(lambda code_hash: AuthorizationCode.select().where(
     AuthorizationCode.code_hash == code_hash))
+#: JSON columns (issued_jtis, amr, extra) are bound as JSON text (the field's db_value).
 _REDEEM_CODE = CompiledQuery(
     lambda consumed_at, issued_jtis, refresh_family, code_hash: AuthorizationCode.update(
-        consumed_at=consumed_at, issued_jtis=peewee.Value(issued_jtis, unpack=False),
-        refresh_family=refresh_family).where(
+        consumed_at=consumed_at, issued_jtis=issued_jtis, refresh_family=refresh_family).where(
         (AuthorizationCode.code_hash == code_hash) & AuthorizationCode.consumed_at.is_null()))
 _INSERT_REFRESH_TOKEN = CompiledQuery(
-    lambda token_hash, family, application_id, user_id, scope, auth_time, amr, extra, revoked,
-    created_at, expires_at: RefreshToken.insert(
+    lambda token_hash, family, application_id, user_id, scope, auth_time, amr, extra,
+    created_at, expires_at, revoked=False: RefreshToken.insert(
         token_hash=token_hash, family=family, application=application_id, user=user_id,
-        scope=scope, auth_time=auth_time, amr=peewee.Value(amr, unpack=False),
-        extra=peewee.Value(extra, unpack=False), revoked=revoked, created_at=created_at,
-        expires_at=expires_at))
+        scope=scope, auth_time=auth_time, amr=amr, extra=extra, revoked=revoked,
+        created_at=created_at, expires_at=expires_at))
 
 
 # --- authorization requests -----------------------------------------------------------------
@@ -197,7 +197,7 @@ def create_code(*, code_hash: str, application_id: str, user_id: str, redirect_u
 
 
 def find_code(code_hash: str) -> StoredCode | None:
-    row = _CODE.first(AuthorizationCode, code_hash)
+    row = _CODE.first(AuthorizationCode, code_hash=code_hash)
     return _code_record(row) if row else None
 
 
@@ -210,8 +210,9 @@ def redeem_code(code_hash: str, *, issued: list[IssuedToken],
     """
     with transaction():
         won = _REDEEM_CODE.execute(
-            now(), AuthorizationCode.issued_jtis.db_value([token.to_json() for token in issued]),
-            session_id, code_hash)
+            consumed_at=now(), issued_jtis=AuthorizationCode.issued_jtis.db_value(
+                [token.to_json() for token in issued]),
+            refresh_family=session_id, code_hash=code_hash)
         if won and refresh_token is not None:
             refresh_token.create()
     return bool(won)
@@ -294,11 +295,11 @@ def _grant_key(grant_id: str) -> str:
 
 
 #: PERF: the one read every bearer-token use makes: the token's id and its grant's, by the
-#: primary key. Params: the jti, the grant key.
+#: primary key.
 _REVOKED = CompiledQuery(lambda jti, grant_key: RevokedToken.select(RevokedToken.jti).where(
     RevokedToken.jti.in_([jti, grant_key])))
 
 
 def is_revoked(jti: str, grant_id: str | None = None) -> bool:
     """Whether the token ``jti``, or the grant ``grant_id`` it belongs to, was revoked."""
-    return bool(_REVOKED.rows(jti, _grant_key(grant_id) if grant_id else ""))
+    return bool(_REVOKED.rows(jti=jti, grant_key=_grant_key(grant_id) if grant_id else ""))

@@ -107,15 +107,16 @@ def create_session(*, token_hash: str, ceremony: str, user_id: str | None, scope
         # Also without a user (usernameless, or a decoy for a name nobody has): the same
         # statement, on nobody, so a start by username takes as long whether the name
         # exists or not (WebAuthn L3 §14.6.2).
-        _SUPERSEDE.execute(True, user_id or NOBODY, ceremony, scope, False)
-        _INSERT_SESSION.execute(token_hash, ceremony, user_id, rp_id, challenge,
-                                CeremonySession.state.db_value(state), scope, False, now,
-                                expires_at)
+        _SUPERSEDE.execute(user_id=user_id or NOBODY, ceremony=ceremony, scope=scope)
+        _INSERT_SESSION.execute(token_hash=token_hash, ceremony=ceremony, user_id=user_id,
+                                rp_id=rp_id, challenge=challenge,
+                                state=CeremonySession.state.db_value(state), scope=scope,
+                                created_at=now, expires_at=expires_at)
 
 
-#: Params: True, the user, the ceremony, the scope, False (``superseded = ?``: the form the
-#: index (user, ceremony, scope, superseded) serves; ``NOT superseded`` would scan rows).
-_SUPERSEDE = CompiledQuery(lambda superseded, user_id, ceremony, scope, still_open:
+#: ``superseded = ?`` (still_open) is the form the index (user, ceremony, scope,
+#: superseded) serves; ``NOT superseded`` would scan rows.
+_SUPERSEDE = CompiledQuery(lambda user_id, ceremony, scope, superseded=True, still_open=False:
                            CeremonySession.update(superseded=superseded).where(
     (CeremonySession.user == user_id) & (CeremonySession.ceremony == ceremony)
     & (CeremonySession.scope == scope) & (CeremonySession.superseded == still_open)))
@@ -136,10 +137,10 @@ _USER_DESCRIPTORS = _users_credentials(PasskeyCredential.credential_id,
 def _record_use(counter_moves: Callable[[Any], peewee.Expression]) -> CompiledQuery:
     """The conditional counter update of a sign-in (see :func:`record_use`)."""
     return CompiledQuery(
-        lambda sign_count, backup_state, now, credential_id, presented, backup_eligible:
+        lambda sign_count, backup_state, now, credential_id, backup_eligible:
         PasskeyCredential.update(sign_count=sign_count, backup_state=backup_state,
                                  last_used_at=now).where(
-            (PasskeyCredential.credential_id == credential_id) & counter_moves(presented)
+            (PasskeyCredential.credential_id == credential_id) & counter_moves(sign_count)
             & (PasskeyCredential.backup_eligible == backup_eligible)))
 
 
@@ -147,12 +148,13 @@ _RECORD_USE = _record_use(lambda presented: PasskeyCredential.sign_count < prese
 #: Authenticators without a counter (always 0): the stored counter must still be 0 too.
 _RECORD_USE_WITHOUT_COUNTER = _record_use(
     lambda presented: PasskeyCredential.sign_count == presented)
+#: ``state`` is JSON text (CeremonySession.state.db_value).
 _INSERT_SESSION = CompiledQuery(
-    lambda token_hash, ceremony, user_id, rp_id, challenge, state, scope, superseded,
-    created_at, expires_at: CeremonySession.insert(
+    lambda token_hash, ceremony, user_id, rp_id, challenge, state, scope, created_at,
+    expires_at, superseded=False: CeremonySession.insert(
         token_hash=token_hash, ceremony=ceremony, user=user_id, rp_id=rp_id, scope=scope,
-        challenge=challenge, state=peewee.Value(state, unpack=False), superseded=superseded,
-        created_at=created_at, expires_at=expires_at))
+        challenge=challenge, state=state, superseded=superseded, created_at=created_at,
+        expires_at=expires_at))
 #: A session is consumed once: only while current and unexpired.
 _CONSUME = CompiledQuery(lambda token_hash, ceremony, now: CeremonySession.delete().where(
     (CeremonySession.token_hash == token_hash) & (CeremonySession.ceremony == ceremony)
@@ -169,14 +171,14 @@ _CREDENTIAL_WITH_OWNER = CompiledQuery(lambda credential_id: PasskeyCredential.s
 
 
 def find_session(token_hash: str) -> CeremonySessionRecord | None:
-    row = _SESSION.first(CeremonySession, token_hash)
+    row = _SESSION.first(CeremonySession, token_hash=token_hash)
     return _session_record(row) if row else None
 
 
 def consume_session(token_hash: str, *, ceremony: str, now: float) -> bool:
     """Delete the session if it is still current and unexpired; True for the one caller
     that did. Run it in the transaction that stores the ceremony's outcome."""
-    return _CONSUME.execute(token_hash, ceremony, now) == 1
+    return _CONSUME.execute(token_hash=token_hash, ceremony=ceremony, now=now) == 1
 
 
 def purge_sessions(*, expired_before: float) -> int:
@@ -187,13 +189,13 @@ def purge_sessions(*, expired_before: float) -> int:
 # --- credentials --------------------------------------------------------------------------
 
 def find_credential(credential_id: str) -> PasskeyRecord | None:
-    row = _CREDENTIAL.first(PasskeyCredential, credential_id)
+    row = _CREDENTIAL.first(PasskeyCredential, credential_id=credential_id)
     return _passkey_record(row) if row else None
 
 
 def find_credential_with_owner(credential_id: str) -> tuple[SignInCredential, UserRecord] | None:
     """The credential and its owner in one read (every passkey sign-in needs both)."""
-    row = _CREDENTIAL_WITH_OWNER.first(PasskeyCredential, credential_id)
+    row = _CREDENTIAL_WITH_OWNER.first(PasskeyCredential, credential_id=credential_id)
     if row is None:
         return None
     return SignInCredential(credential_id=row.credential_id, user_id=row.user_id,
@@ -202,14 +204,15 @@ def find_credential_with_owner(credential_id: str) -> tuple[SignInCredential, Us
 
 
 def list_credentials(user_id: str) -> list[PasskeyRecord]:
-    return [_passkey_record(row) for row in _USER_CREDENTIALS.all(PasskeyCredential, user_id)]
+    return [_passkey_record(row)
+            for row in _USER_CREDENTIALS.all(PasskeyCredential, user_id=user_id)]
 
 
 def credential_descriptors(user_id: str) -> list[tuple[str, tuple[str, ...]]]:
     """Id and transports of each of the user's credentials, oldest first: what ceremony
     options list (every start reads them)."""
     return [(row.credential_id, tuple(row.transports or ()))
-            for row in _USER_DESCRIPTORS.all(PasskeyCredential, user_id)]
+            for row in _USER_DESCRIPTORS.all(PasskeyCredential, user_id=user_id)]
 
 
 def insert_credential(*, credential_id: str, user_id: str, public_key: bytes, algorithm: int,
@@ -236,8 +239,8 @@ def record_use(credential_id: str, *, sign_count: int, backup_eligible: bool,
     this assertion's counter no longer moves forward.
     """
     statement = _RECORD_USE if sign_count else _RECORD_USE_WITHOUT_COUNTER
-    return statement.execute(sign_count, backup_state, now, credential_id, sign_count,
-                             backup_eligible) == 1
+    return statement.execute(sign_count=sign_count, backup_state=backup_state, now=now,
+                             credential_id=credential_id, backup_eligible=backup_eligible) == 1
 
 
 def _user_credential(user_id: str, credential_id: str) -> PasskeyCredential:

@@ -24,22 +24,21 @@ class Counter:
     blocked_until: float | None
 
 
-#: PERF: one read per throttled request, whatever the number of keys. Params: the keys.
+#: PERF: one read per throttled request, whatever the number of keys.
 _COUNTERS = CompiledQuery(lambda *keys: Throttle.select(
     Throttle.key, Throttle.failures, Throttle.window_start, Throttle.blocked_until)
     .where(Throttle.key.in_(list(keys))))
 
-#: PERF: count one event (a ceremony start: a hot path) in one statement. Params: the key,
-#: now (the new row's window), the cutoff (a window that began before it is over), the
-#: cutoff again, now (the new window).
-_ONE = peewee.SQL("1")  # a literal, not a parameter: the statement's parameters stay its inputs
-_COUNT = CompiledQuery(lambda key, now, over, over_again, now_again: Throttle.insert(
+#: PERF: count one event (a ceremony start: a hot path) in one statement: a new row, or
+#: the existing one counted on (a new window when its window began at ``over`` or before).
+_ONE = peewee.SQL("1")  # a literal: the statement's parameters stay its inputs
+_COUNT = CompiledQuery(lambda key, now, over: Throttle.insert(
     key=key, window_start=now, failures=_ONE).on_conflict(
     conflict_target=[Throttle.key], update={
         Throttle.failures: peewee.Case(None, [(Throttle.window_start <= over, _ONE)],
                                        Throttle.failures + _ONE),
-        Throttle.window_start: peewee.Case(None, [(Throttle.window_start <= over_again,
-                                                   now_again)], Throttle.window_start)}))
+        Throttle.window_start: peewee.Case(None, [(Throttle.window_start <= over, now)],
+                                           Throttle.window_start)}))
 
 
 def counters(keys: list[str]) -> dict[str, Counter]:
@@ -51,7 +50,7 @@ def counters(keys: list[str]) -> dict[str, Counter]:
 def count(key: str, *, now: float, window: float) -> None:
     """Count one event for ``key`` (a new window when the last one is over). Concurrent
     counts from several instances are not lost: the upsert adds in the database."""
-    _COUNT.execute(key, now, now - window, now - window, now)
+    _COUNT.execute(key=key, now=now, over=now - window)
 
 
 def count_failure(key: str, *, now: float, window: float, limit: int,
