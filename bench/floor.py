@@ -103,7 +103,7 @@ INSERT OR IGNORE INTO user_types VALUES ('person', 'person');
 CREATE TABLE IF NOT EXISTS users (id TEXT PRIMARY KEY, username TEXT NOT NULL UNIQUE,
     user_handle TEXT NOT NULL UNIQUE, attributes TEXT NOT NULL,
     user_type_id TEXT NOT NULL REFERENCES user_types (id), ou_id TEXT NOT NULL,
-    password_hash TEXT, status TEXT NOT NULL, locked_until REAL, created_at REAL NOT NULL,
+    password_hash TEXT, status TEXT NOT NULL, created_at REAL NOT NULL,
     updated_at REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS users_type ON users (user_type_id);
 CREATE INDEX IF NOT EXISTS users_ou ON users (ou_id);
@@ -174,7 +174,7 @@ SPA_OAUTH = {"redirectUris": ["https://bench.example/callback"],
              "scopes": ["openid", "profile", "email"], "token": {}}
 #: A user and their type's name, the columns identityctl reads with every user.
 USER_COLUMNS = ("u.id, u.username, u.user_handle, u.attributes, u.user_type_id, u.ou_id, "
-                "u.password_hash, u.status, u.locked_until, u.created_at, u.updated_at, t.name")
+                "u.password_hash, u.status, u.created_at, u.updated_at, t.name")
 #: A user read by id or by username, with their type's name.
 USER_BY = {column: f"SELECT {USER_COLUMNS} FROM users u JOIN user_types t "
                    f"ON t.id = u.user_type_id WHERE u.{column} = ?"
@@ -262,7 +262,7 @@ def _add_user(conn: sqlite3.Connection, user_id: str, *, password_hash: str | No
     """A user row as identityctl writes it (set-up only)."""
     now = time.time()
     conn.execute(f"INSERT OR {'REPLACE' if replace else 'IGNORE'} INTO users VALUES "
-                 "(?, ?, ?, '{}', 'person', 'root', ?, 'active', NULL, ?, ?)",
+                 "(?, ?, ?, '{}', 'person', 'root', ?, 'active', ?, ?)",
                  (user_id, user_id, bytes_to_base64url(secrets.token_bytes(32)), password_hash,
                   now, now))
 

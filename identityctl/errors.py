@@ -114,12 +114,6 @@ class UnsupportedMediaType(IdentityError):
     message = "The request body must be application/json."
 
 
-class Unprocessable(IdentityError):
-    status = 422
-    code = "unprocessable"
-    message = "The request is well-formed but cannot be processed."
-
-
 class TooManyRequests(IdentityError):
     status = 429
     code = "too_many_requests"

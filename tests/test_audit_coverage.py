@@ -233,6 +233,18 @@ def test_a_wrong_client_secret_is_a_failure_event(rp: OAuthDriver) -> None:
     assert event["actor"] == m2m.client_id and event["clientAddress"] == LOCAL
 
 
+def test_an_unknown_client_id_is_a_failure_event_as_a_wrong_secret_is(rp: OAuthDriver) -> None:
+    # One rule for every credential attempt (services/attempts.py): audited alike.
+    t0 = since_now()
+    refused = rp.service.http.post(rp.service.url("/oauth2/token"), timeout=30,
+                                   data={"grant_type": "client_credentials"},
+                                   headers={"Authorization": basic_auth("nobody", "no")})
+    assert refused.status_code == 401
+    event = the_event("oauth.client_auth", t0, outcome="failure")
+    assert event["actor"] == "nobody" and event["clientAddress"] == LOCAL
+    assert event["details"]["code"] == "client_authentication_failed"
+
+
 def test_a_refused_token_request_is_a_failure_event(rp: OAuthDriver) -> None:
     client = register_client()
     authorization = rp.authorization(client)

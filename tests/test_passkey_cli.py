@@ -46,3 +46,13 @@ def test_cli_errors_name_what_is_wrong(service: Service, cli: Callable[..., Any]
     assert json.loads(unknown.output)["error"]["code"] == "user_not_found"
     blank = cli("passkey", "rename", user.username, "AAAA", "  ", "--json")
     assert json.loads(blank.output)["error"]["code"] == "missing_field"
+
+
+def test_a_credential_id_that_starts_with_a_dash_is_an_argument_not_an_option(
+        service: Service, cli: Callable[..., Any]) -> None:
+    user = PasskeyClient(service).new_user()
+    # Base64URL ids start with "-" one time in 64: "no such passkey", not "no such option".
+    renamed = cli("passkey", "rename", user.username, "-3AbC", "Work laptop", "--json")
+    assert json.loads(renamed.output)["error"]["code"] == "credential_not_found", renamed.output
+    deleted = cli("passkey", "delete", user.username, "-3AbC", "--yes", "--json")
+    assert json.loads(deleted.output)["error"]["code"] == "credential_not_found", deleted.output

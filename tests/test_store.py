@@ -87,6 +87,15 @@ def test_a_version_1_store_gains_the_open_sessions_index(store_url: str) -> None
     assert ["user_id", "ceremony", "superseded"] not in _session_indexes()  # replaced by 3
 
 
+def test_a_version_4_store_loses_the_never_used_locked_until(store_url: str) -> None:
+    db.database.execute_sql('ALTER TABLE "user" ADD COLUMN "locked_until" DOUBLE PRECISION')
+    SchemaVersion.delete().where(SchemaVersion.version > 4).execute()
+    assert migrations.upgrade() == [f"{number}: {description}" for number, description, _
+                                    in migrations.MIGRATIONS if number > 4]
+    assert "locked_until" not in {column.name for column in db.database.get_columns("user")}
+    assert make_user("after").status == "active"
+
+
 # --- records --------------------------------------------------------------------------------
 
 

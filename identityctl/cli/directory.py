@@ -77,7 +77,7 @@ def read_new_password(from_stdin: bool) -> str:
 def _show_user(user: UserRecord, *, title: str, as_json: bool) -> None:
     show_record(user.to_api() if as_json else {
         "username": user.username, "id": user.id, "type": user.user_type, "ou": user.ou_id,
-        "status": user.status, "locked until": when(user.locked_until),
+        "status": user.status,
         "password": "set" if user.password_hash else "none (passkeys only)",
         "attributes": user.attributes, "created": when(user.created_at),
         "updated": when(user.updated_at)}, title=title, as_json=as_json)

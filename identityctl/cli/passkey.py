@@ -20,6 +20,9 @@ passkey_app = typer.Typer(help="A user's passkeys (WebAuthn credentials): list, 
 UserArgument = typer.Argument(..., help="User id or username.")
 CredentialArgument = typer.Argument(..., metavar="CRED_ID",
                                     help="Credential id (Base64URL, as `passkey list` shows).")
+#: A Base64URL credential id may start with "-" (one in 64): taken as the argument it is,
+#: not refused as an unknown option.
+_ID_MAY_START_WITH_DASH = {"ignore_unknown_options": True}
 
 
 @command(passkey_app, "list")
@@ -41,7 +44,7 @@ def passkey_list(user: str = UserArgument, as_json: bool = JsonOption) -> None:
                title="Passkeys", as_json=as_json, json_data=records)
 
 
-@command(passkey_app, "rename")
+@command(passkey_app, "rename", context_settings=_ID_MAY_START_WITH_DASH)
 def passkey_rename(user: str = UserArgument, credential_id: str = CredentialArgument,
                    name: str = typer.Argument(..., help="New name (at most 64 characters)."),
                    as_json: bool = JsonOption) -> None:
@@ -54,7 +57,7 @@ def passkey_rename(user: str = UserArgument, credential_id: str = CredentialArgu
          data=record.to_api())
 
 
-@command(passkey_app, "delete")
+@command(passkey_app, "delete", context_settings=_ID_MAY_START_WITH_DASH)
 def passkey_delete(user: str = UserArgument, credential_id: str = CredentialArgument,
                    yes: bool = YesOption, as_json: bool = JsonOption) -> None:
     """Remove one of USER's passkeys; it can no longer sign in (asks first unless --yes)."""

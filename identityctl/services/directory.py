@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from enum import StrEnum
 from typing import Any
 
 from identityctl.errors import Conflict, Forbidden, InvalidField, NotFound
@@ -145,10 +146,10 @@ def set_password(id_or_username: str, password: str, *, actor: str = "admin") ->
 
 
 def set_status(id_or_username: str, status: str, *, actor: str = "admin") -> UserRecord:
-    if status not in ("active", "disabled", "locked"):
+    if status not in tuple(Standing):
         raise InvalidField("status", "must be active, disabled or locked")
     user = require_user(id_or_username)
-    updated = directory.update_user(user.id, status=status, locked_until=None)
+    updated = directory.update_user(user.id, status=status)
     audit.record("user.status", "success", actor=actor, user_id=user.id,
                  details={"status": status})
     return updated
@@ -157,10 +158,10 @@ def set_status(id_or_username: str, status: str, *, actor: str = "admin") -> Use
 def unlock_user(id_or_username: str, *, actor: str = "admin") -> UserRecord:
     """Lift a lockout (after too many failures); a disabled account stays disabled."""
     user = require_user(id_or_username)
-    if user.status == "disabled":
+    if user.status == Standing.DISABLED:
         raise Conflict("The account is disabled, not locked; enable it instead.",
                        code="account_disabled")
-    updated = directory.update_user(user.id, status="active", locked_until=None)
+    updated = directory.update_user(user.id, status=Standing.ACTIVE)
     throttle.unlock_account(user.username)
     audit.record("user.unlock", "success", actor=actor, user_id=user.id)
     return updated
@@ -270,13 +271,21 @@ def check_handle(handle: str, field: str = "handle") -> None:
         raise InvalidField(field, "use 1-64 lowercase letters, digits, '-' or '_'")
 
 
-def is_usable(user: UserRecord, now: float) -> bool:
-    """Whether the user may sign in and enrol: neither disabled nor (still) locked."""
-    return not (user.status == "disabled" or (user.status == "locked" and (
-        user.locked_until is None or user.locked_until > now)))
+class Standing(StrEnum):
+    """An account's standing: its ``status``, set by an administrator."""
+
+    ACTIVE = "active"
+    DISABLED = "disabled"
+    LOCKED = "locked"
 
 
-def ensure_usable(user: UserRecord, now: float) -> None:
+def is_usable(user: UserRecord | None) -> bool:
+    """The one rule of whether an account may act: sign in, enrol a passkey, get tokens,
+    refresh them, have them answer at userinfo and introspection. Only an active one."""
+    return user is not None and user.status == Standing.ACTIVE
+
+
+def ensure_usable(user: UserRecord) -> None:
     """A disabled or locked user is refused on every sign-in and enrolment path."""
-    if not is_usable(user, now):
+    if not is_usable(user):
         raise Forbidden("The account is disabled or locked.", code="account_unavailable")

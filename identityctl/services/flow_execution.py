@@ -32,7 +32,8 @@ from identityctl.flow.engine import COMPLETE, ERROR, SUCCESS, FlowGraph, TaskOut
 from identityctl.security import passwords
 from identityctl.services import catalog as catalog_service
 from identityctl.services import directory as directory_service
-from identityctl.services import signin, throttle
+from identityctl.services import signin
+from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.context import ServiceContext
 from identityctl.services.passkeys import ceremonies, sessions
 from identityctl.store import audit, catalog, directory
@@ -48,7 +49,7 @@ _CREDENTIAL_INPUTS = frozenset({"username", "password", "credentialId", "clientD
 
 
 @dataclass
-class _Step:
+class StepRequest:
     """What one request to an execution works with; ``context`` is saved afterwards."""
 
     ctx: ServiceContext
@@ -76,24 +77,25 @@ class _Step:
 
 # --- executors ------------------------------------------------------------------------------
 
-def _password(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
+def _password(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     """BasicAuthExecutor: username + password; unknown users cost the same argon2 check."""
     username = step.text("username") or step.context.get("username", "")
     password = step.inputs.get("password")
-    allowed = throttle.ensure_allowed(step.ctx, action=PASSWORD_ACTION, account=username,
-                                      client_address=step.client_address, password=True)
-    user = directory.find_user_by_username(username) if username else None
-    ok = passwords.verify_password(user.password_hash if user else None,
-                                   password if isinstance(password, str) else "")
-    if not ok:
-        throttle.record_failure(step.ctx, action=PASSWORD_ACTION, account=username,
-                                client_address=step.client_address, password=True)
-        audit.record(PASSWORD_ACTION, "failure", actor=username,
-                     user_id=user.id if user else None, client_address=step.client_address,
-                     details={"code": "invalid_credentials"})
-        return TaskOutcome("incomplete", "invalid_credentials")
-    directory_service.ensure_usable(user, time.time())
-    throttle.record_success(allowed)
+    with CredentialAttempt(step.ctx, action=PASSWORD_ACTION, client_address=step.client_address,
+                           password=True) as attempt:
+        attempt.actor = username
+        attempt.check(username)
+        attempt.at_stake()  # a password is always the named account's
+        user = directory.find_user_by_username(username) if username else None
+        ok = passwords.verify_password(user.password_hash if user else None,
+                                       password if isinstance(password, str) else "")
+        if user is not None:
+            attempt.user_id = user.id
+        if not ok:
+            attempt.fail("invalid_credentials")
+            return TaskOutcome("incomplete", "invalid_credentials")
+    directory_service.ensure_usable(user)
+    attempt.succeeded()
     audit.record(PASSWORD_ACTION, "success", actor=user.id, user_id=user.id,
                  client_address=step.client_address)
     step.context["username"] = user.username
@@ -101,7 +103,7 @@ def _password(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
     return SUCCESS
 
 
-def _identify(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
+def _identify(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     """IdentifyingExecutor: remember who the user says they are; always succeeds, so the
     answer never tells whether the username exists. A blank username means 'let the
     passkey say' (usernameless)."""
@@ -109,7 +111,7 @@ def _identify(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
     return SUCCESS
 
 
-def _passkey_challenge(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
+def _passkey_challenge(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     """PasskeyChallengeExecutor: options for the signed-in user, for the username the
     person gave (decoys when it has no passkey: nothing tells whether it exists), or
     usernameless. Its scope is this execution: no other start cancels it."""
@@ -135,14 +137,14 @@ def _passkey_challenge(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
     return SUCCESS
 
 
-def _credential(step: _Step, response_fields: tuple[str, ...]) -> dict[str, Any]:
+def _credential(step: StepRequest, response_fields: tuple[str, ...]) -> dict[str, Any]:
     """The PublicKeyCredential JSON the passkey service reads, from the flat inputs."""
     credential_id = step.inputs.get("credentialId")
     return {"id": credential_id, "rawId": credential_id, "type": "public-key",
             "response": {name: step.inputs.get(name) for name in response_fields}}
 
 
-def _passkey_verify(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
+def _passkey_verify(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     signed_in = ceremonies.finish_authentication(
         step.ctx, credential=_credential(step, ("clientDataJSON", "authenticatorData",
                                                 "signature", "userHandle")),
@@ -156,7 +158,7 @@ def _passkey_verify(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
     return SUCCESS
 
 
-def _passkey_register_start(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
+def _passkey_register_start(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     if not step.user_id:
         return TaskOutcome("failure", "user_not_identified")
     started = ceremonies.start_registration(
@@ -170,7 +172,7 @@ def _passkey_register_start(step: _Step, properties: dict[str, Any]) -> TaskOutc
     return SUCCESS
 
 
-def _passkey_register_finish(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
+def _passkey_register_finish(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     registered = ceremonies.finish_registration(
         step.ctx, credential=_credential(step, ("clientDataJSON", "attestationObject")),
         session_token=step.context.get("passkeySession", ""),
@@ -182,14 +184,14 @@ def _passkey_register_finish(step: _Step, properties: dict[str, Any]) -> TaskOut
     return SUCCESS
 
 
-def _attributes_of(step: _Step, schema: dict[str, Any]) -> dict[str, Any]:
+def _attributes_of(step: StepRequest, schema: dict[str, Any]) -> dict[str, Any]:
     texts = {name: value for name, value in step.inputs.items()
              if name in schema and name not in _CREDENTIAL_INPUTS
              and isinstance(value, str) and value.strip()}
     return directory_service.coerce_attributes(schema, texts)
 
 
-def _collect_attributes(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
+def _collect_attributes(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     """AttributeCollector: keep the step's attribute inputs; a known user gets them saved."""
     if step.user_id:
         user = directory.get_user(step.user_id)
@@ -204,14 +206,14 @@ def _collect_attributes(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
     return SUCCESS
 
 
-def _self_registration_type(step: _Step, properties: dict[str, Any]) -> dict[str, Any]:
+def _self_registration_type(step: StepRequest, properties: dict[str, Any]) -> dict[str, Any]:
     allowed = step.application.get("allowedUserTypes") or []
     name = properties.get("userType") or (allowed[0] if allowed
                                           else directory_service.DEFAULT_USER_TYPE)
     return directory_service.require_user_type(name)
 
 
-def _provision(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
+def _provision(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     """ProvisioningExecutor: create the user from the collected inputs (self sign-up)."""
     kind = _self_registration_type(step, properties)
     if not kind["allowSelfRegistration"]:
@@ -228,19 +230,19 @@ def _provision(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
     return SUCCESS
 
 
-def _authorize(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
+def _authorize(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     """AuthorizationExecutor: the user may use this application."""
     if not step.user_id:
         return TaskOutcome("failure", "user_not_identified")
     user = directory.get_user(step.user_id)
-    directory_service.ensure_usable(user, time.time())
+    directory_service.ensure_usable(user)
     allowed = step.application.get("allowedUserTypes") or []
     if allowed and user.user_type not in allowed:
         return TaskOutcome("failure", "access_denied")
     return SUCCESS
 
 
-def _assert(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
+def _sign_in_assertion(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     """AuthAssertExecutor: the assertion that completes the flow (as the atomic API's)."""
     if not step.user_id:
         return TaskOutcome("failure", "user_not_identified")
@@ -253,31 +255,42 @@ def _assert(step: _Step, properties: dict[str, Any]) -> TaskOutcome:
     return SUCCESS
 
 
-Executor = Callable[[_Step, dict[str, Any]], TaskOutcome]
+#: The refusals a person can answer within the flow (another password, another name, a
+#: fresh try): an executor turns them into an ``incomplete`` outcome. Throttling (429), an
+#: unavailable database (503) and the like are the request's errors, not the flow's.
+CORRECTABLE_BY_THE_USER: tuple[type[IdentityError], ...] = (BadRequest, Forbidden, NotFound,
+                                                            Conflict)
+
+
+@dataclass(frozen=True, slots=True)
+class Executor:
+    """A flow executor: what it runs, and which refusals leave the flow able to go on."""
+
+    run: Callable[[StepRequest, dict[str, Any]], TaskOutcome]
+    recoverable: tuple[type[IdentityError], ...] = CORRECTABLE_BY_THE_USER
+
+
 _EXECUTORS: dict[tuple[str, str], Executor] = {
-    ("BasicAuthExecutor", ""): _password,
-    ("IdentifyingExecutor", ""): _identify,
-    ("PasskeyAuthExecutor", "challenge"): _passkey_challenge,
-    ("PasskeyAuthExecutor", "verify"): _passkey_verify,
-    ("PasskeyAuthExecutor", "register_start"): _passkey_register_start,
-    ("PasskeyAuthExecutor", "register_finish"): _passkey_register_finish,
-    ("AttributeCollector", ""): _collect_attributes,
-    ("ProvisioningExecutor", ""): _provision,
-    ("AuthorizationExecutor", ""): _authorize,
-    ("AuthAssertExecutor", ""): _assert,
+    ("BasicAuthExecutor", ""): Executor(_password),
+    ("IdentifyingExecutor", ""): Executor(_identify),
+    ("PasskeyAuthExecutor", "challenge"): Executor(_passkey_challenge),
+    ("PasskeyAuthExecutor", "verify"): Executor(_passkey_verify),
+    ("PasskeyAuthExecutor", "register_start"): Executor(_passkey_register_start),
+    ("PasskeyAuthExecutor", "register_finish"): Executor(_passkey_register_finish),
+    ("AttributeCollector", ""): Executor(_collect_attributes),
+    ("ProvisioningExecutor", ""): Executor(_provision),
+    ("AuthorizationExecutor", ""): Executor(_authorize),
+    ("AuthAssertExecutor", ""): Executor(_sign_in_assertion),
 }
-#: Errors a user can recover from inside the flow; anything else (429, 503) is an HTTP error.
-_RECOVERABLE_STATUSES = frozenset({400, 403, 404, 409})
 
 
-def _task_runner(step: _Step) -> Callable[[dict[str, Any]], TaskOutcome]:
+def _task_runner(step: StepRequest) -> Callable[[dict[str, Any]], TaskOutcome]:
     def run(node: dict[str, Any]) -> TaskOutcome:
         properties = (node.get("executor") or {}).get("properties") or {}
+        executor = _EXECUTORS[executor_of(node)]
         try:
-            return _EXECUTORS[executor_of(node)](step, properties)
-        except IdentityError as error:
-            if error.status not in _RECOVERABLE_STATUSES:
-                raise
+            return executor.run(step, properties)
+        except executor.recoverable as error:
             return TaskOutcome("incomplete", error.code)
     return run
 
@@ -296,7 +309,7 @@ def _flow_for(application: dict[str, Any], flow_type: str) -> dict[str, Any]:
     return catalog.get_flow(flow_id)
 
 
-def _respond(step: _Step, execution_id: str, graph: FlowGraph, status: str, node_id: str,
+def _respond(step: StepRequest, execution_id: str, graph: FlowGraph, status: str, node_id: str,
              failure_reason: str, *, verbose: bool) -> dict[str, Any]:
     response: dict[str, Any] = {"executionId": execution_id, "flowStatus": status}
     if status == ERROR:
@@ -315,7 +328,7 @@ def _respond(step: _Step, execution_id: str, graph: FlowGraph, status: str, node
     return response
 
 
-def _walk_and_save(step: _Step, execution: store.ExecutionRecord, graph: FlowGraph,
+def _walk_and_save(step: StepRequest, execution: store.ExecutionRecord, graph: FlowGraph,
                    from_node: str, *, claimed_version: int, verbose: bool) -> dict[str, Any]:
     halt = graph.walk(from_node, _task_runner(step))
     step.context["additionalData"] = step.additional
@@ -351,9 +364,8 @@ def start_execution(ctx: ServiceContext, *, application_id: str, flow_type: str,
         flow_id=flow["id"], application_id=application["id"], flow_type=flow_type,
         auth_request_id=auth_request_id, now=now, expires_at=now + ctx.config.flow.execution_ttl)
     graph = FlowGraph(flow["nodes"])
-    step = _Step(ctx=ctx, execution_id=execution.id, application=application, context={},
-                 inputs={},
-                 client_address=client_address)
+    step = StepRequest(ctx=ctx, execution_id=execution.id, application=application,
+                       context={}, inputs={}, client_address=client_address)
     return _walk_and_save(step, execution, graph, graph.start, claimed_version=0,
                           verbose=verbose)
 
@@ -387,14 +399,8 @@ def continue_execution(ctx: ServiceContext, *, execution_id: str, action: Any,
         raise _concurrent()
     context = {key: value for key, value in execution.context.items()
                if key != "additionalData"}
-    step = _Step(ctx=ctx, execution_id=execution.id,
-                 application=catalog.get_application(execution.application_id),
-                 context=context, inputs=inputs, client_address=client_address)
+    step = StepRequest(ctx=ctx, execution_id=execution.id,
+                       application=catalog.get_application(execution.application_id),
+                       context=context, inputs=inputs, client_address=client_address)
     return _walk_and_save(step, execution, graph, next_node,
                           claimed_version=execution.version + 1, verbose=verbose)
-
-
-def execution_auth_request(execution_id: str) -> str | None:
-    """The OAuth authorization request an execution serves (the seam for /oauth2)."""
-    execution = store.find_execution(execution_id)
-    return execution.auth_request_id if execution else None

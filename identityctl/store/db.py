@@ -234,12 +234,12 @@ def sqlite_path() -> str | None:
 class transaction:  # used as a function: ``with transaction():``
     """One atomic unit of writes; a locked SQLite database becomes a 503, not a hang.
 
-    Inside another transaction it is part of that one (no savepoint: two statements fewer
-    per nested write on a hot path), so an error in it must end the outer one too; nothing
-    here catches an error and carries on writing in the same transaction. It sits on
-    peewee's transaction stack, so peewee's own ``atomic()`` inside it is a savepoint; it
-    issues BEGIN and COMMIT itself, because every hot write goes through it and peewee's
-    atomic/transaction objects cost a dozen Python calls around the two statements.
+    Inside another transaction it is part of that one (no savepoint), so an error in it must
+    end the outer one too; nothing here catches an error and carries on writing in the same
+    transaction (a part that may fail alone is a :func:`savepoint`). It sits on peewee's
+    transaction stack, so peewee's own ``atomic()`` inside it is a savepoint. PERF: it issues
+    BEGIN and COMMIT itself instead of peewee's atomic/transaction objects, and nests without
+    a savepoint: every hot write goes through it (docs/performance.md).
     """
 
     __slots__ = ("_db",)
@@ -310,8 +310,8 @@ def _execute(db: peewee.Database, sql: str, params: Sequence[Any]) -> Any:
     """Run one statement on ``db``'s connection, its errors as peewee's exceptions.
 
     What ``Database.execute_sql`` does minus its debug logging and query hooks (neither is
-    used here), and with the error mapping only entered when there is an error: six Python
-    calls fewer per statement of a hot path.
+    used here), and with the error mapping only entered when there is an error. PERF: every
+    hot statement runs through here (docs/performance.md).
     """
     try:
         cursor = db.cursor()

@@ -25,7 +25,6 @@ class UserRecord:
     ou_id: str
     password_hash: str | None
     status: str
-    locked_until: float | None
     created_at: float
     updated_at: float
 
@@ -50,8 +49,7 @@ def _user_record(row: User | Row) -> UserRecord:
         id=row.id, username=row.username, user_handle=row.user_handle,
         attributes=row.attributes or {}, user_type_id=row.user_type_id,
         user_type=type_name, ou_id=row.ou_id, password_hash=row.password_hash,
-        status=row.status, locked_until=row.locked_until, created_at=row.created_at,
-        updated_at=row.updated_at,
+        status=row.status, created_at=row.created_at, updated_at=row.updated_at,
     )
 
 
@@ -91,8 +89,8 @@ def owner_record(row: Row) -> UserRecord:
         attributes=User.attributes.python_value(column[prefix + "attributes"]) or {},
         user_type_id=column[prefix + "user_type_id"], user_type=column[prefix + "type_name"],
         ou_id=column[prefix + "ou_id"], password_hash=column[prefix + "password_hash"],
-        status=column[prefix + "status"], locked_until=column[prefix + "locked_until"],
-        created_at=column[prefix + "created_at"], updated_at=column[prefix + "updated_at"],
+        status=column[prefix + "status"], created_at=column[prefix + "created_at"],
+        updated_at=column[prefix + "updated_at"],
     )
 
 
@@ -163,7 +161,7 @@ def create_user(*, username: str, user_handle: str, user_type_id: str, ou_id: st
 
 
 def update_user(user_id: str, **fields: Any) -> UserRecord:
-    """Change columns of one user (password_hash, status, locked_until, attributes,
+    """Change columns of one user (password_hash, status, attributes,
     username: its key follows)."""
     if "username" in fields:
         fields["username_key"] = username_key(fields["username"])
@@ -175,10 +173,6 @@ def update_user(user_id: str, **fields: Any) -> UserRecord:
 
 def delete_user(user_id: str) -> None:
     crud.delete(User, user_id, what="user", code="user_not_found")
-
-
-def count_users() -> int:
-    return User.select().count()
 
 
 # --- organization units ---------------------------------------------------------------

@@ -95,12 +95,21 @@ def _create_service_secrets() -> None:
         '"value" TEXT NOT NULL, "created_at" DOUBLE PRECISION NOT NULL)')
 
 
+def _drop_user_locked_until() -> None:
+    # Never set by any release (an account is locked by its status alone); a database made
+    # by migration 1 of this release never had it.
+    if "locked_until" in _columns("user"):
+        db.database.execute_sql('ALTER TABLE "user" DROP COLUMN "locked_until"')
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (1, "create the initial schema", _create_tables),
     (2, "index the open ceremony sessions of a user", _index_open_ceremony_sessions),
     (3, "unique usernames without regard to case and Unicode form (username_key); "
         "ceremony sessions gain a scope", _key_usernames_and_scope_ceremony_sessions),
     (4, "a table for the deployment's secrets (decoy credentials)", _create_service_secrets),
+    (5, "drop user.locked_until (never used: an account's status says it all)",
+     _drop_user_locked_until),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -92,9 +92,8 @@ class User(BaseModel):
     user_type = peewee.ForeignKeyField(UserType, on_delete="RESTRICT")
     ou = peewee.ForeignKeyField(OrganizationUnit, on_delete="RESTRICT")
     password_hash = peewee.TextField(null=True)
-    #: active | disabled | locked
+    #: active | disabled | locked (services.directory.Standing)
     status = peewee.CharField(default="active")
-    locked_until = peewee.DoubleField(null=True)
     created_at = peewee.DoubleField(default=now)
     updated_at = peewee.DoubleField(default=now)
 

@@ -22,6 +22,7 @@ from identityctl.security.secrets import new_token, token_hash
 from identityctl.services import flow_execution
 from identityctl.services.catalog import oauth_config
 from identityctl.services.context import ServiceContext
+from identityctl.services.directory import is_usable
 from identityctl.services.oauth.clients import client_of
 from identityctl.store import audit, directory
 from identityctl.store import catalog as catalog_store
@@ -152,7 +153,7 @@ def _user_refusal(user: UserRecord | None, application: dict[str, Any]) -> str |
     """Why this user may not get tokens for this application, or None."""
     if user is None:
         return "The user no longer exists."
-    if user.status != "active" or (user.locked_until or 0) > time.time():
+    if not is_usable(user):
         return "The account is disabled or locked."
     allowed = application.get("allowedUserTypes") or []
     if allowed and user.user_type not in allowed and user.user_type_id not in allowed:

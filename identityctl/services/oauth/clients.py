@@ -11,10 +11,9 @@ from identityctl.oauth import client_auth
 from identityctl.oauth.client import Client
 from identityctl.oauth.parameters import Parameters
 from identityctl.security import passwords
-from identityctl.services import throttle
+from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.catalog import oauth_config
 from identityctl.services.context import ServiceContext
-from identityctl.store import audit
 from identityctl.store import catalog as catalog_store
 
 
@@ -72,25 +71,23 @@ def authenticate_client(ctx: ServiceContext, parameters: Parameters, authorizati
     secret is checked.
     """
     presented = client_auth.presented_client(authorization=authorization, parameters=parameters)
-    account = client_throttle_account(presented.client_id)
-    allowed = throttle.ensure_allowed(ctx, action=CLIENT_AUTH_ACTION, account=account,
-                                      client_address=client_address)
-    found = catalog_store.find_oauth_client(presented.client_id)
     failed = "Unknown client, or wrong client credentials."
-    if found is None:
-        if presented.client_secret is not None:
-            passwords.verify_password(None, presented.client_secret)  # same cost as a miss
-        throttle.record_failure(ctx, action=CLIENT_AUTH_ACTION, account=account,
-                                client_address=client_address)
-        raise presented.refuse(failed, code="client_authentication_failed")
-    client = Client.from_config(found.application_id, found.config)
-    client_auth.check_method(presented, registered_method=client.auth_method)
-    if presented.client_secret is not None:
-        if not _verified_secrets.matches(found.secret_hash, presented.client_secret):
-            throttle.record_failure(ctx, action=CLIENT_AUTH_ACTION, account=account,
-                                    client_address=client_address)
-            audit.record(CLIENT_AUTH_ACTION, "failure", actor=client.client_id,
-                         client_address=client_address)
+    with CredentialAttempt(ctx, action=CLIENT_AUTH_ACTION,
+                           client_address=client_address) as attempt:
+        attempt.actor = presented.client_id
+        attempt.check(client_throttle_account(presented.client_id))
+        attempt.at_stake()  # the secret presented is the named client's
+        found = catalog_store.find_oauth_client(presented.client_id)
+        if found is None:
+            if presented.client_secret is not None:
+                passwords.verify_password(None, presented.client_secret)  # a miss's cost
+            attempt.fail("client_authentication_failed")
             raise presented.refuse(failed, code="client_authentication_failed")
-        throttle.record_success(allowed)
+        client = Client.from_config(found.application_id, found.config)
+        client_auth.check_method(presented, registered_method=client.auth_method)
+        if presented.client_secret is not None:
+            if not _verified_secrets.matches(found.secret_hash, presented.client_secret):
+                attempt.fail("client_authentication_failed")
+                raise presented.refuse(failed, code="client_authentication_failed")
+            attempt.succeeded()
     return client

@@ -12,6 +12,7 @@ from identityctl.oauth.errors import InsufficientScope, InvalidToken, Unauthoriz
 from identityctl.oauth.parameters import RawParameters, parse_scope, read_parameters, require
 from identityctl.security.secrets import token_hash
 from identityctl.services.context import ServiceContext
+from identityctl.services.directory import is_usable
 from identityctl.services.oauth.clients import authenticate_client
 from identityctl.services.oauth.token_endpoint import released_claims
 from identityctl.store import directory
@@ -35,7 +36,7 @@ def userinfo(ctx: ServiceContext, access_token: str | None) -> dict[str, Any]:
         raise InsufficientScope("userinfo needs a token with the openid scope.", headers={
             "WWW-Authenticate": f'{BEARER_REALM}, error="insufficient_scope", scope="openid"'})
     user = directory.find_user_by_id(str(claims["sub"]))
-    if user is None or user.status != "active":
+    if not is_usable(user):
         raise InvalidToken("The token's user no longer exists or is disabled.",
                            code="user_inactive", headers=challenge)
     return released_claims(user, scope)
@@ -72,4 +73,4 @@ def introspect(ctx: ServiceContext, raw: RawParameters, *, authorization: str | 
 
 def _inactive_user(user_id: str | None) -> bool:
     user = directory.find_user_by_id(user_id) if user_id else None
-    return user is None or user.status != "active"
+    return not is_usable(user)

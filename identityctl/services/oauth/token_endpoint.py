@@ -40,6 +40,7 @@ from identityctl.oauth.resource_indicators import token_audience
 from identityctl.security.secrets import new_token, token_hash
 from identityctl.security.tokens import ACCESS_TOKEN_TYP, ID_TOKEN_TYP
 from identityctl.services.context import ServiceContext
+from identityctl.services.directory import is_usable
 from identityctl.services.oauth.clients import authenticate_client
 from identityctl.services.oauth.revocation import end_grant
 from identityctl.store import audit, directory
@@ -244,7 +245,7 @@ def _new_refresh_token(ctx: ServiceContext, client: Client, issued: IssuedRespon
 
 def _active_user(user_id: str | None) -> UserRecord:
     user = directory.find_user_by_id(user_id) if user_id else None
-    if user is None or user.status != "active" or (user.locked_until or 0) > time.time():
+    if not is_usable(user):
         raise InvalidGrant("The user of this grant no longer exists or is disabled or locked.",
                            code="user_inactive")
     return user

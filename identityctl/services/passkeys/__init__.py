@@ -8,7 +8,6 @@ Shared by the atomic REST API, the flow engine and the CLI. Import the module yo
   share (relying party check, credential names, decoys).
 - ``sessions``: a ceremony's server-side state in the store under the hash of its session
   token (start, open, consume; ``ceremony_scope``, what a start supersedes).
-- ``attempts``: a finish as an attempt: one failure audit event and brute-force throttling.
 - ``enrolment``: who may enrol a passkey (the bearer token a registration needs).
 - ``admin``: list, rename and delete a user's credentials (the CLI's administration).
 """

@@ -35,9 +35,9 @@ from identityctl.passkey.verification import (
 )
 from identityctl.security.usernames import username_key
 from identityctl.services import throttle
+from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import ensure_usable, is_usable
-from identityctl.services.passkeys.attempts import AuditedAttempt, ThrottledAttempt
 from identityctl.services.passkeys.sessions import (
     ceremony_scope,
     consume_session,
@@ -161,7 +161,7 @@ def start_registration(ctx: ServiceContext, *, user_id: str, rp_id: str,
             attestation=config.attestation,
             algorithms=tuple(int(COSE_ALGORITHMS[name]) for name in config.algorithms)))
     user = directory.get_user(user_id)
-    ensure_usable(user, time.time())
+    ensure_usable(user)
     # A refused account or address gets no new challenge to guess against.
     throttle.ensure_allowed(ctx, action=REGISTER_EVENT, account=user.username,
                             client_address=client_address, start=True)
@@ -186,16 +186,16 @@ def finish_registration(ctx: ServiceContext, *, credential: dict, session_token:
                         client_address: str = "") -> RegisteredCredential:
     """Verify the authenticator's attestation and store the credential (WebAuthn §7.1)."""
     now = time.time()
-    with AuditedAttempt(REGISTER_EVENT, client_address) as attempt, \
-            ThrottledAttempt(ctx, REGISTER_EVENT, client_address) as throttled:
+    with CredentialAttempt(ctx, action=REGISTER_EVENT,
+                           client_address=client_address) as attempt:
         name = valid_credential_name(credential_name, now)
         response = codec.read_credential(credential, ceremony=store.REGISTRATION)
         session = open_session(session_token, ceremony=store.REGISTRATION, now=now)
         attempt.user_id = session.user_id
         user = directory.get_user(session.user_id)
-        ensure_usable(user, now)
-        throttled.check(user.username)
-        throttled.at_stake()  # the user's own registration, with the user's token
+        ensure_usable(user)
+        attempt.check(user.username)
+        attempt.at_stake()  # the user's own registration, with the user's token
         state = session.state
         verified = verify_registration(response, expected=RegistrationExpectations(
             challenge=codec.decode(session.challenge, field="challenge"), rp_id=session.rp_id,
@@ -220,7 +220,7 @@ def finish_registration(ctx: ServiceContext, *, credential: dict, session_token:
                          client_address=client_address,
                          details={"credentialId": credential_id, "aaguid": verified.aaguid,
                                   "attestationFormat": verified.attestation_format})
-        throttled.succeeded()
+        attempt.succeeded()
     return RegisteredCredential(credential_id=record.credential_id, name=record.name,
                                 created_at=record.created_at)
 
@@ -237,7 +237,7 @@ def start_authentication(ctx: ServiceContext, *, user_id: str | None, rp_id: str
         return _start_authentication(ctx, user=None, allowed=[], account=None,
                                      client_address=client_address, scope=scope)
     user = directory.get_user(user_id)
-    ensure_usable(user, time.time())
+    ensure_usable(user)
     allowed = _known_credentials(user.id)
     if not allowed:
         raise NotFound("The user has no passkey yet; register one first or sign in "
@@ -260,7 +260,7 @@ def start_named_authentication(ctx: ServiceContext, *, username: str, rp_id: str
     user = directory.find_user_by_username(username)
     # The credential read happens for a name nobody has too: the same work, the same time.
     allowed = _known_credentials(user.id if user is not None else store.NOBODY)
-    if user is None or not allowed or not is_usable(user, time.time()):
+    if user is None or not allowed or not is_usable(user):
         allowed = decoy_credentials(key_store.service_secret(DECOY_SECRET),
                                     username_key(username))
         user = None  # the session names nobody: no real credential can finish it
@@ -295,12 +295,12 @@ def finish_authentication(ctx: ServiceContext, *, credential: dict, session_toke
                           client_address: str = "") -> AuthenticatedUser:
     """Verify the assertion (WebAuthn §7.2) and say who signed in."""
     now = time.time()
-    with AuditedAttempt(AUTHENTICATE_EVENT, client_address) as attempt, \
-            ThrottledAttempt(ctx, AUTHENTICATE_EVENT, client_address) as throttled:
+    with CredentialAttempt(ctx, action=AUTHENTICATE_EVENT,
+                           client_address=client_address) as attempt:
         response = codec.read_credential(credential, ceremony=store.AUTHENTICATION)
         session = open_session(session_token, ceremony=store.AUTHENTICATION, now=now)
         attempt.user_id = session.user_id
-        throttled.check(_throttle_account(session))
+        attempt.check(_throttle_account(session))
         found = store.find_credential_with_owner(codec.encode(response.credential_id))
         if found is None:
             raise VerificationError("unknown_credential", "No passkey with this credential id "
@@ -309,8 +309,7 @@ def finish_authentication(ctx: ServiceContext, *, credential: dict, session_toke
         if session.user_id is not None and stored.user_id != session.user_id:
             raise VerificationError("credential_of_another_user", "The credential belongs to "
                                     "another user than the one this sign-in started for.")
-        throttled.at_stake()
-        attempt.user_id = stored.user_id
+        attempt.at_stake(stored.user_id)
         expectations = AuthenticationExpectations(
                 challenge=codec.decode(session.challenge, field="challenge"),
                 rp_id=session.rp_id, allowed_origins=ctx.config.passkey.allowed_origins,
@@ -330,7 +329,7 @@ def finish_authentication(ctx: ServiceContext, *, credential: dict, session_toke
                 raise used_concurrently() from None
             raise
         # Checked only once the key proved itself: nobody learns an account's state cheaply.
-        ensure_usable(owner, now)
+        ensure_usable(owner)
         with transaction():
             consume_session(session, now)
             if not store.record_use(stored.credential_id, sign_count=verified.sign_count,
@@ -345,7 +344,7 @@ def finish_authentication(ctx: ServiceContext, *, credential: dict, session_toke
                          details={"credentialId": stored.credential_id,
                                   "userVerified": verified.user_verified,
                                   "usernameless": session.user_id is None})
-        throttled.succeeded()
+        attempt.succeeded()
     amr = ["passkey"] if verified.backup_eligible else ["passkey", "hwk"]
     return AuthenticatedUser(user=owner, credential_id=stored.credential_id, amr=amr,
                              user_verified=verified.user_verified)
