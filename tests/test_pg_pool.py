@@ -26,7 +26,7 @@ from identityctl.services import bootstrap
 from identityctl.store import db, pool
 from tests.conftest import PG_URL_ENV, free_port, make_deployment
 from tests.support.postgres import empty_database
-from tests.support.threads import served_in_thread
+from tests.support.threads import run_at_once, served_in_thread
 
 psycopg2 = pytest.importorskip("psycopg2", reason="the postgres extra (psycopg2) is needed")
 pytestmark = pytest.mark.postgres
@@ -185,11 +185,7 @@ def test_served_with_a_pool_of_two_every_request_succeeds_on_two_connections(
         loading.set()
         watcher = threading.Thread(target=watch)
         watcher.start()
-        clients = [threading.Thread(target=client) for _ in range(24)]
-        for thread in clients:
-            thread.start()
-        for thread in clients:
-            thread.join(timeout=60)
+        run_at_once(client, 24)
         loading.clear()
         watcher.join(timeout=10)
         # The pool keeps what it opened (up to pool_idle_timeout): what is open now is what

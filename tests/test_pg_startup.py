@@ -28,7 +28,7 @@ from identityctl.store.models import Flow, OrganizationUnit, SigningKey, Theme, 
 from tests.conftest import PG_URL_ENV, free_port, make_deployment
 from tests.support.postgres import empty_database, pgbouncer
 from tests.support.processes import stop, wait_for_health
-from tests.support.threads import served_in_thread
+from tests.support.threads import run_at_once, served_in_thread
 
 INSTANCES = 3
 ROUNDS = 5
@@ -181,10 +181,6 @@ def test_behind_pgbouncer_in_transaction_mode_instances_start_at_once_and_serve(
                         json=body, headers={"Connection": "close"}, timeout=30).status_code)
 
         with served_in_thread(make_server(config, host="127.0.0.1", port=port, threads=8)):
-            clients = [threading.Thread(target=client) for _ in range(12)]
-            for thread in clients:
-                thread.start()
-            for thread in clients:
-                thread.join(timeout=60)
+            run_at_once(client, 12)
         db.close()
     assert statuses == [200] * (12 * 5 * 2)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from waitress.server import BaseWSGIServer
@@ -36,3 +36,12 @@ def served_in_thread(server: BaseWSGIServer) -> Iterator[None]:
         server.trigger.pull_trigger()
         thread.join(timeout=5)
         stop_server(server)
+
+
+def run_at_once(work: Callable[[], object], count: int, *, timeout: float = 60) -> None:
+    """Run ``work`` on ``count`` threads at once (clients of a server under test) and wait."""
+    threads = [threading.Thread(target=work) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=timeout)
