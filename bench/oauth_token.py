@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.passkey import Results, bench_arguments, print_line
 from identityctl.config import Config, load_config
 from identityctl.oauth.pkce import s256_challenge
-from identityctl.server.runtime import open_store
 from identityctl.services import catalog, directory, signin
+from identityctl.services.bootstrap import open_store
 from identityctl.services.context import ServiceContext
 
 REDIRECT_URI = "https://bench.example/callback"

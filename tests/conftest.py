@@ -16,8 +16,9 @@ from typer.testing import CliRunner
 
 from identityctl.cli.main import app as cli_app
 from identityctl.config import Config, load_config
-from identityctl.server.runtime import make_server, open_store
+from identityctl.server.runtime import make_server
 from identityctl.services import bootstrap
+from identityctl.services.bootstrap import open_store
 from identityctl.store import db
 from identityctl.store.models import ALL_MODELS
 from tests.support.threads import served_in_thread

@@ -389,7 +389,7 @@ def test_audit_purge_removes_only_events_past_the_retention(service: Service,
 
 
 def test_the_server_applies_the_retention_by_itself(tmp_path: Any) -> None:
-    from identityctl.server.runtime import open_store
+    from identityctl.services.bootstrap import open_store
     from identityctl.store import db
     from tests.conftest import start_service
     from tests.test_passkey_helpers import second_instance

@@ -32,8 +32,9 @@ from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 from identityctl.config import load_config
-from identityctl.server.runtime import make_server, open_store
+from identityctl.server.runtime import make_server
 from identityctl.services import bootstrap, directory
+from identityctl.services.bootstrap import open_store
 from identityctl.store import db
 from identityctl.store.models import CeremonySession, PasskeyCredential
 from tests.conftest import Service, free_port

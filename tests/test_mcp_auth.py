@@ -22,8 +22,9 @@ import requests
 from identityctl.config import McpConfig, load_config
 from identityctl.security.keys import generate_signing_key
 from identityctl.security.tokens import ACCESS_TOKEN_TYP, ASSERTION_TYP
-from identityctl.server.runtime import make_server, open_store
+from identityctl.server.runtime import make_server
 from identityctl.services import bootstrap
+from identityctl.services.bootstrap import open_store
 from identityctl.services.tokens import TokenService
 from identityctl.store import keys
 from tests.conftest import Service, free_port, make_deployment

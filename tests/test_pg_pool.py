@@ -21,8 +21,9 @@ import requests
 
 from identityctl.config import load_config
 from identityctl.errors import ServiceUnavailable
-from identityctl.server.runtime import make_server, open_store
+from identityctl.server.runtime import make_server
 from identityctl.services import bootstrap
+from identityctl.services.bootstrap import open_store
 from identityctl.store import db, pool
 from tests.conftest import PG_URL_ENV, free_port, make_deployment
 from tests.support.postgres import empty_database

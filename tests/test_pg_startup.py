@@ -20,9 +20,10 @@ import pytest
 import requests
 
 from identityctl.config import load_config
-from identityctl.server.runtime import make_server, open_store
+from identityctl.server.runtime import make_server
 from identityctl.services import bootstrap
 from identityctl.services import directory as directory_service
+from identityctl.services.bootstrap import open_store
 from identityctl.store import db
 from identityctl.store.models import Flow, OrganizationUnit, SigningKey, Theme, UserType
 from tests.conftest import PG_URL_ENV, free_port, make_deployment

@@ -78,8 +78,8 @@ def init(
 
         identityctl init --dir /srv/identity --base-url https://id.example.com
     """
-    from identityctl.server.runtime import open_store
     from identityctl.services import bootstrap
+    from identityctl.services.bootstrap import open_store
 
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / DEFAULT_CONFIG_NAME
@@ -116,17 +116,16 @@ def serve(
     Stops cleanly on Ctrl-C or SIGTERM. Applies pending database migrations first.
     With --workers N, N processes of --threads threads each accept on the same port.
     """
-    from identityctl.server.runtime import open_store
     from identityctl.server.runtime import serve as run_server
-    from identityctl.services.bootstrap import seed
-    from identityctl.store import audit
+    from identityctl.services import audit_log
+    from identityctl.services.bootstrap import open_store, seed
 
     config = Session.config()
     open_store(config)
     seed(config)
     # security.audit_retention_days applies at every start (cron `identityctl audit purge`
     # for servers that run for months).
-    audit.purge(config.security.audit_retention_days)
+    audit_log.purge(config.security.audit_retention_days)
 
     def ready(address: str) -> None:
         console.print(f"[green]identityctl {__version__}[/green] listening on {address} "
@@ -162,7 +161,7 @@ def config_check(as_json: bool = JsonOption) -> None:
 @command(db_app, "upgrade")
 def db_upgrade(as_json: bool = JsonOption) -> None:
     """Apply pending schema migrations (safe to run on every deploy)."""
-    from identityctl.server.runtime import open_store
+    from identityctl.services.bootstrap import open_store
 
     applied = open_store(Session.config())
     done(f"applied {len(applied)} migration(s)" if applied else "schema is up to date",
@@ -194,7 +193,7 @@ def db_backup(destination: Path = typer.Argument(..., help="File to write the co
 @command(keys_app, "list")
 def keys_list(as_json: bool = JsonOption) -> None:
     """Signing keys published in the JWKS (active first)."""
-    from identityctl.store import keys
+    from identityctl.services import keys
 
     Session.connected()
     rows = [{"kid": k.kid, "algorithm": k.algorithm, "status": k.status,
@@ -210,14 +209,9 @@ def keys_rotate(as_json: bool = JsonOption) -> None:
 
     Previous keys older than the longest token lifetime are retired at the same time.
     """
-    from identityctl.services.bootstrap import rotate_signing_key
-    from identityctl.store import keys
+    from identityctl.services import keys
 
-    config = Session.connected()
-    longest = max(config.oauth.access_token_ttl, config.oauth.id_token_ttl,
-                  config.oauth.assertion_ttl)
-    retired = keys.retire_previous_keys(time.time() - longest)
-    kid = rotate_signing_key(config)
+    kid, retired = keys.rotate(Session.connected())
     done(f"new signing key {kid}; retired {retired} old key(s)", as_json=as_json,
          data={"kid": kid, "retired": retired})
 

@@ -50,7 +50,7 @@ from identityctl.mcp.schemas import (
 from identityctl.services import catalog as catalog_service
 from identityctl.services import directory as directory_service
 from identityctl.services.context import ServiceContext
-from identityctl.store import catalog, db
+from identityctl.store import db
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -148,7 +148,7 @@ def svc_list_applications() -> ApplicationList:
 @tool("get application", READ_ONLY)
 def svc_get_application_by_id(id: ApplicationId) -> Application:
     """Full details of one application, by its id."""
-    return Application.model_validate(catalog.get_application(id))
+    return Application.model_validate(catalog_service.get_application(id))
 
 
 @tool("get application", READ_ONLY)
@@ -239,7 +239,7 @@ def svc_get_flow_by_handle(
 @tool("get flow", READ_ONLY)
 def svc_get_flow_by_id(id: FlowId) -> Flow:
     """The complete flow definition (nodes included), by its id."""
-    return Flow.model_validate(catalog.get_flow(id))
+    return Flow.model_validate(catalog_service.get_flow(id))
 
 
 @tool("create flow", CREATES)

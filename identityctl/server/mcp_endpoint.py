@@ -36,8 +36,9 @@ from identityctl.server.errors import error_answer
 from identityctl.server.heap import settle_heap
 from identityctl.server.middleware import ClientAddress
 from identityctl.server.requests import bearer_token
+from identityctl.services import audit_log
 from identityctl.services.context import ServiceContext
-from identityctl.store import audit, db
+from identityctl.store import db
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -135,7 +136,7 @@ class McpDispatcher:
 
 def _audited_address(environ: WSGIEnvironment) -> contextlib.AbstractContextManager[None]:
     """The changes a tool makes are audited with the caller's address (as REST calls are)."""
-    return audit.request_address(str(environ.get(CLIENT_ADDRESS_ENVIRON_KEY, "")))
+    return audit_log.request_address(str(environ.get(CLIENT_ADDRESS_ENVIRON_KEY, "")))
 
 
 def _error_response(start_response: StartResponse, error: IdentityError,

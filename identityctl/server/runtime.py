@@ -17,18 +17,7 @@ from identityctl.server.heap import settle_heap
 from identityctl.server.mcp_endpoint import McpDispatcher
 from identityctl.server.waitress_errors import use_json_errors
 from identityctl.services.context import ServiceContext
-from identityctl.store import db, migrations
-
-
-def open_store(config: Config) -> list[str]:
-    """Connect to the configured database and apply pending migrations."""
-    database = config.database
-    db.connect(config.database_url, busy_timeout=database.busy_timeout,
-               statement_timeout=database.statement_timeout,
-               lock_timeout=database.lock_timeout, connect_timeout=database.connect_timeout,
-               pool_size=database.pool_size, pool_idle_timeout=database.pool_idle_timeout,
-               pool_timeout=database.pool_timeout)
-    return migrations.upgrade()
+from identityctl.store import db
 
 
 def served_app(config: Config) -> Callable[..., Any]:

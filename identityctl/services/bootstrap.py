@@ -16,7 +16,7 @@ from identityctl.flow.definition import validate_flow
 from identityctl.security.keys import generate_signing_key
 from identityctl.services import catalog as catalog_service
 from identityctl.services import directory as directory_service
-from identityctl.store import catalog, db, directory, keys
+from identityctl.store import catalog, db, directory, keys, migrations
 from identityctl.store.startup import startup_lock
 
 DEFAULT_THEME = {
@@ -60,6 +60,17 @@ def write_private(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(text)
+
+
+def open_store(config: Config) -> list[str]:
+    """Connect to the configured database and apply pending migrations."""
+    database = config.database
+    db.connect(config.database_url, busy_timeout=database.busy_timeout,
+               statement_timeout=database.statement_timeout,
+               lock_timeout=database.lock_timeout, connect_timeout=database.connect_timeout,
+               pool_size=database.pool_size, pool_idle_timeout=database.pool_idle_timeout,
+               pool_timeout=database.pool_timeout)
+    return migrations.upgrade()
 
 
 def rotate_signing_key(config: Config) -> str:

@@ -137,6 +137,11 @@ def require_flow(id_or_handle: str, flow_type: str | None = None) -> dict[str, A
         raise NotFound(f"No flow '{id_or_handle}'.", code="flow_not_found") from None
 
 
+def get_flow(flow_id: str) -> dict[str, Any]:
+    """The flow with this id (not a handle), else NotFound."""
+    return catalog.get_flow(flow_id)
+
+
 def require_flow_by_handle(handle: str, flow_type: str) -> dict[str, Any]:
     """The flow of ``flow_type`` with ``handle`` (ids are not tried)."""
     found = catalog.find_flow_by_handle(handle, flow_type)
@@ -176,6 +181,11 @@ def delete_flow(id_or_handle: str, *, flow_type: str | None = None, actor: str =
 
 def list_applications() -> list[dict[str, Any]]:
     return catalog.list_applications()
+
+
+def get_application(app_id: str) -> dict[str, Any]:
+    """The application with this id (not a client id), else NotFound."""
+    return catalog.get_application(app_id)
 
 
 def require_application(id_or_client_id: str) -> dict[str, Any]:

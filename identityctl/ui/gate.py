@@ -18,7 +18,6 @@ from identityctl.oauth.discovery import CALLBACK_PATH
 from identityctl.oauth.errors import UntrustedRedirect
 from identityctl.services import catalog
 from identityctl.services.oauth import authorization
-from identityctl.store import catalog as catalog_store
 from identityctl.theme import stylesheet as theme
 from identityctl.ui import pages
 
@@ -42,7 +41,7 @@ class GateApplication:
 
 def gate_application(application_id: str) -> GateApplication:
     try:
-        application = catalog_store.get_application(application_id)
+        application = catalog.get_application(application_id)
     except NotFound as missing:
         raise UntrustedRedirect("This sign-in link names no application.",
                                 code="application_not_found") from missing
