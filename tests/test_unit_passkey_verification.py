@@ -420,3 +420,29 @@ def test_a_verification_error_is_a_400_with_the_checks_code() -> None:
     assert isinstance(error, BadRequest)
     assert (error.status, error.code, error.details) == (400, "challenge_mismatch",
                                                          {"origin": "x"})
+
+
+# --- the two wire shapes of a credential --------------------------------------------------------
+
+
+def test_a_flow_steps_flat_inputs_read_as_the_same_credential_as_the_json_form() -> None:
+    authenticator = SoftAuthenticator()
+    stored = enrolled(authenticator)
+    options = request_options(rp_id=RP_ID, challenge=CHALLENGE, timeout_ms=60_000,
+                              user_verification="preferred",
+                              allow_credentials=[KnownCredential(stored.credential_id)])
+    answer = authenticator.get(options, origin=ORIGIN)
+    flat = {"credentialId": answer["id"], **answer["response"]}
+    from_json = codec.json_credential(answer)("authentication")
+    from_flow = codec.flow_credential(flat)("authentication")
+    assert (from_flow.credential_id, from_flow.fields) == (from_json.credential_id,
+                                                           from_json.fields)
+    assert authenticate(from_flow, stored).sign_count == authenticate(from_json, stored).sign_count
+
+
+def test_a_flow_input_missing_is_named_as_the_flow_names_it() -> None:
+    with pytest.raises(BadRequest) as missing:
+        codec.flow_credential({"credentialId": "AAAA"})("registration")
+    assert missing.value.code == "missing_field"
+    assert "clientDataJSON" in missing.value.description
+    assert "credential.response" not in missing.value.description

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +108,33 @@ def read_credential(credential: dict[str, Any], *, ceremony: str) -> CredentialR
         credential_id=credential_id, type=kind, fields=fields,
         transports=_transports(response.get("transports"), prefix + "response.transports"),
         authenticator_attachment=_attachment(credential.get("authenticatorAttachment")))
+
+
+#: How a ceremony's finish reads the credential, given the ceremony, from the shape its
+#: caller received it in: the REST API's PublicKeyCredential JSON (:func:`json_credential`)
+#: or a flow step's flat inputs (:func:`flow_credential`). The finish calls it inside its
+#: audited, throttled attempt, so a malformed credential counts as the attempt it is.
+CredentialReader = Callable[[str], CredentialResponse]
+
+
+def json_credential(credential: dict[str, Any]) -> CredentialReader:
+    """The reader of a ``PublicKeyCredential.toJSON()`` body member (``credential``)."""
+    return lambda ceremony: read_credential(credential, ceremony=ceremony)
+
+
+def flow_credential(inputs: dict[str, Any]) -> CredentialReader:
+    """The reader of a flow step's inputs: ``credentialId`` and the response's members by
+    name (``clientDataJSON``, ``authenticatorData``, ...), each Base64URL."""
+
+    def read(ceremony: str) -> CredentialResponse:
+        credential_id = _required_bytes(inputs, "credentialId", "")
+        fields = {name: _required_bytes(inputs, name, "")
+                  for name, required in _RESPONSE_FIELDS[ceremony]
+                  if required or inputs.get(name) not in (None, "")}
+        return CredentialResponse(credential_id=credential_id, type="public-key", fields=fields,
+                                  transports=(), authenticator_attachment=None)
+
+    return read
 
 
 def _required_bytes(container: dict[str, Any], name: str, prefix: str) -> bytes:

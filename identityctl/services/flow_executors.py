@@ -24,6 +24,7 @@ from identityctl.errors import (
 )
 from identityctl.flow.definition import executor_of
 from identityctl.flow.engine import SUCCESS, TaskOutcome
+from identityctl.passkey import codec
 from identityctl.security import passwords
 from identityctl.services import directory as directory_service
 from identityctl.services import signin
@@ -128,17 +129,9 @@ def _passkey_challenge(step: StepRequest, properties: dict[str, Any]) -> TaskOut
     return SUCCESS
 
 
-def _credential(step: StepRequest, response_fields: tuple[str, ...]) -> dict[str, Any]:
-    """The PublicKeyCredential JSON the passkey service reads, from the flat inputs."""
-    credential_id = step.inputs.get("credentialId")
-    return {"id": credential_id, "rawId": credential_id, "type": "public-key",
-            "response": {name: step.inputs.get(name) for name in response_fields}}
-
-
 def _passkey_verify(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     signed_in = ceremonies.finish_authentication(
-        step.ctx, credential=_credential(step, ("clientDataJSON", "authenticatorData",
-                                                "signature", "userHandle")),
+        step.ctx, credential=codec.flow_credential(step.inputs),
         session_token=step.context.get("passkeySession", ""),
         client_address=step.client_address)
     del step.context["passkeySession"]
@@ -165,7 +158,7 @@ def _passkey_register_start(step: StepRequest, properties: dict[str, Any]) -> Ta
 
 def _passkey_register_finish(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     registered = ceremonies.finish_registration(
-        step.ctx, credential=_credential(step, ("clientDataJSON", "attestationObject")),
+        step.ctx, credential=codec.flow_credential(step.inputs),
         session_token=step.context.get("passkeySession", ""),
         credential_name=step.inputs.get("credentialName"), client_address=step.client_address)
     del step.context["passkeySession"]

@@ -11,6 +11,7 @@ from typing import Any
 
 import falcon
 
+from identityctl.passkey import codec
 from identityctl.server.openapi import error_response, json_body, json_response
 from identityctl.server.requests import (
     bearer_token,
@@ -58,7 +59,8 @@ class RegisterFinishResource(_PasskeyResource):
         enrolment.authorize_registration_finish(self.context, bearer_token=bearer_token(req),
                                                 session_token=session_token)
         registered = ceremonies.finish_registration(
-            self.context, credential=credential, session_token=session_token,
+            self.context, credential=codec.json_credential(credential),
+            session_token=session_token,
             credential_name=body.get("credentialName"),
             client_address=req.context.client_address)
         resp.status = falcon.HTTP_201
@@ -81,7 +83,7 @@ class AuthFinishResource(_PasskeyResource):
         body = json_object(req)
         skip_assertion = bool_field(body, "skipAssertion")
         signed_in = ceremonies.finish_authentication(
-            self.context, credential=object_field(body, CREDENTIAL),
+            self.context, credential=codec.json_credential(object_field(body, CREDENTIAL)),
             session_token=string_field(body, "sessionToken"),
             client_address=req.context.client_address)
         resp.media = signin.authentication_result(self.context, signed_in.user, signed_in.amr,

@@ -16,6 +16,7 @@ from typing import Any
 
 from identityctl.errors import Conflict, InvalidField, MissingField, NotFound
 from identityctl.passkey import codec
+from identityctl.passkey.codec import CredentialReader
 from identityctl.passkey.decoys import decoy_credentials
 from identityctl.passkey.options import (
     COSE_ALGORITHMS,
@@ -181,7 +182,7 @@ def start_registration(ctx: ServiceContext, *, user_id: str, rp_id: str,
         client_address=client_address, challenge=challenge, state=state))
 
 
-def finish_registration(ctx: ServiceContext, *, credential: dict, session_token: str,
+def finish_registration(ctx: ServiceContext, *, credential: CredentialReader, session_token: str,
                         credential_name: str | None,
                         client_address: str = "") -> RegisteredCredential:
     """Verify the authenticator's attestation and store the credential (WebAuthn §7.1)."""
@@ -189,7 +190,7 @@ def finish_registration(ctx: ServiceContext, *, credential: dict, session_token:
     with CredentialAttempt(ctx, action=REGISTER_EVENT,
                            client_address=client_address) as attempt:
         name = valid_credential_name(credential_name, now)
-        response = codec.read_credential(credential, ceremony=store.REGISTRATION)
+        response = credential(store.REGISTRATION)
         session = open_session(session_token, ceremony=store.REGISTRATION, now=now)
         attempt.user_id = session.user_id
         user = directory.get_user(session.user_id)
@@ -291,13 +292,14 @@ def _start_authentication(ctx: ServiceContext, *, user: UserRecord | None,
         client_address=client_address, challenge=challenge, state=state))
 
 
-def finish_authentication(ctx: ServiceContext, *, credential: dict, session_token: str,
+def finish_authentication(ctx: ServiceContext, *, credential: CredentialReader,
+                          session_token: str,
                           client_address: str = "") -> AuthenticatedUser:
     """Verify the assertion (WebAuthn §7.2) and say who signed in."""
     now = time.time()
     with CredentialAttempt(ctx, action=AUTHENTICATE_EVENT,
                            client_address=client_address) as attempt:
-        response = codec.read_credential(credential, ceremony=store.AUTHENTICATION)
+        response = credential(store.AUTHENTICATION)
         session = open_session(session_token, ceremony=store.AUTHENTICATION, now=now)
         attempt.user_id = session.user_id
         attempt.check(_throttle_account(session))
