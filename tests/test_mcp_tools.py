@@ -18,6 +18,7 @@ from mcp import ClientSession
 from identityctl.errors import InvalidField
 from identityctl.flow.definition import validate_flow
 from identityctl.mcp.tools import INSTRUCTIONS
+from identityctl.services import directory as directory_service
 from identityctl.services.catalog import THEME_PLACEHOLDER
 from identityctl.store import audit, catalog
 from tests.conftest import Service
@@ -26,6 +27,7 @@ from tests.support.mcp_clients import (
     Transport,
     call,
     call_failing,
+    first_text,
     mcp_session,
     password_flow,
     run,
@@ -293,6 +295,35 @@ def test_theme_organization_unit_and_user_type_tools(tools: Callable[..., Any]) 
         assert person["ouId"] == default_unit["id"]
         assert person["schema"]["email"] == {"type": "string", "required": False,
                                              "unique": True}
+
+    tools(scenario)
+
+
+LISTS = {"svc_list_applications": "applications", "svc_list_themes": "themes",
+         "svc_list_organization_units": "organization_units",
+         "svc_list_user_types": "user_types"}
+
+
+def test_every_list_tool_pages_and_answers_compact_json(tools: Callable[..., Any]) -> None:
+    for number in range(3):
+        directory_service.create_ou(handle=f"unit-{number}", name=f"Unit {number}",
+                                    actor="test")
+
+    async def scenario(session: ClientSession) -> None:
+        for name, key in LISTS.items():
+            everything = await call(session, name, {"limit": 100})
+            total = everything["total_count"]
+            assert total == len(everything[key]), name
+            pages = [await call(session, name, {"limit": 2, "offset": offset})
+                     for offset in range(0, total, 2)]
+            assert all(page["total_count"] == total for page in pages), name
+            assert [item for page in pages for item in page[key]] == everything[key], name
+            result = await session.call_tool(name, {"limit": 2})
+            assert "\n" not in first_text(result) and ", " not in first_text(result), name
+            listed = {tool.name: tool for tool in (await session.list_tools()).tools}
+            assert {"limit", "offset"} <= set(listed[name].input_schema["properties"]), name
+        refused = await call_failing(session, "svc_list_themes", {"limit": 101})
+        assert "limit" in refused
 
     tools(scenario)
 

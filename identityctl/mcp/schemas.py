@@ -125,7 +125,7 @@ class CreatedApplication(Application):
 
 
 class ApplicationList(BaseModel):
-    total_count: int
+    total_count: Annotated[int, Field(description="How many there are, on all pages.")]
     applications: list[Application]
 
 
@@ -234,7 +234,7 @@ class ThemeSummary(WireModel):
 
 
 class ThemeList(BaseModel):
-    total_count: int
+    total_count: Annotated[int, Field(description="How many there are, on all pages.")]
     themes: list[ThemeSummary]
 
 
@@ -259,7 +259,7 @@ class OrganizationUnit(WireModel):
 
 
 class OrganizationUnitList(BaseModel):
-    total_count: int
+    total_count: Annotated[int, Field(description="How many there are, on all pages.")]
     organization_units: list[OrganizationUnit]
 
 
@@ -274,7 +274,7 @@ class UserType(WireModel):
 
 
 class UserTypeList(BaseModel):
-    total_count: int
+    total_count: Annotated[int, Field(description="How many there are, on all pages.")]
     user_types: list[UserType]
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,8 +22,8 @@ from typing import Annotated, Any, TypeVar
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
-from pydantic import Field
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
 
 from identityctl import __version__
 from identityctl.errors import IdentityError
@@ -132,17 +133,34 @@ def _document(model: type[WireModel], values: dict[str, Any]) -> dict[str, Any]:
     return model.model_validate(values).document()
 
 
+#: Every list tool pages: an assistant reads a result whole, so a list that grows with the
+#: deployment must not grow the answer (1,001 applications were 1.4 MB in one call).
+PageSize = Annotated[int, Field(ge=1, le=100, description="Page size.")]
+PageOffset = Annotated[int, Field(ge=0, description="Items to skip (the previous pages).")]
+
+
+def _compact(page: BaseModel) -> CallToolResult:
+    """``page`` as the SDK would answer it, with its text as compact JSON (the SDK indents
+    it, which costs the assistant's context and the server's time on every list)."""
+    structured = page.model_dump(mode="json", by_alias=True)
+    text = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
+    return CallToolResult(content=[TextContent(type="text", text=text)],
+                          structured_content=structured)
+
+
 # --- applications ---------------------------------------------------------------------------
 
 
 @tool("list applications", READ_ONLY)
-def svc_list_applications() -> ApplicationList:
-    """List all registered applications (OAuth clients) with their settings.
+def svc_list_applications(limit: PageSize = 30, offset: PageOffset = 0
+                          ) -> Annotated[CallToolResult, ApplicationList]:
+    """List the registered applications (OAuth clients) with their settings, ordered by
+    name, one page at a time; total_count is the number on all pages.
 
     Client secrets are never shown."""
-    applications = catalog_service.list_applications()
-    return ApplicationList.model_validate({"total_count": len(applications),
-                                           "applications": applications})
+    total, applications = catalog_service.applications_page(limit=limit, offset=offset)
+    return _compact(ApplicationList.model_validate({"total_count": total,
+                                                    "applications": applications}))
 
 
 @tool("get application", READ_ONLY)
@@ -212,8 +230,8 @@ def svc_get_application_templates() -> ApplicationTemplates:
 
 @tool("list flows", READ_ONLY)
 def svc_list_flows(
-        limit: Annotated[int, Field(ge=1, le=100, description="Page size.")] = 30,
-        offset: Annotated[int, Field(ge=0, description="Flows to skip.")] = 0,
+        limit: PageSize = 30,
+        offset: PageOffset = 0,
         flow_type: Annotated[FlowType | None, Field(
             description="Only flows of this type.")] = None,
 ) -> FlowList:
@@ -270,13 +288,15 @@ def svc_update_flow(id: FlowId, name: FlowName,
 
 
 @tool("list themes", READ_ONLY)
-def svc_list_themes() -> ThemeList:
-    """List the themes of the hosted sign-in page (id, handle, display name).
+def svc_list_themes(limit: PageSize = 30, offset: PageOffset = 0
+                    ) -> Annotated[CallToolResult, ThemeList]:
+    """List the themes of the hosted sign-in page (id, handle, display name), ordered by
+    handle, one page at a time; total_count is the number on all pages.
 
     Call it before creating an SPA, Mobile or Server application and use one of these ids as
     its themeId."""
-    themes = catalog_service.list_themes()
-    return ThemeList.model_validate({"total_count": len(themes), "themes": themes})
+    total, themes = catalog_service.themes_page(limit=limit, offset=offset)
+    return _compact(ThemeList.model_validate({"total_count": total, "themes": themes}))
 
 
 @tool("get theme", READ_ONLY)
@@ -288,18 +308,22 @@ def svc_get_theme_by_id(
 
 
 @tool("list organization units", READ_ONLY)
-def svc_list_organization_units() -> OrganizationUnitList:
-    """List all organization units (id, handle, name, description, parent)."""
-    units = directory_service.list_ous()
-    return OrganizationUnitList.model_validate({"total_count": len(units),
-                                                "organization_units": units})
+def svc_list_organization_units(limit: PageSize = 30, offset: PageOffset = 0
+                                ) -> Annotated[CallToolResult, OrganizationUnitList]:
+    """List organization units (id, handle, name, description, parent), ordered by handle,
+    one page at a time; total_count is the number on all pages."""
+    total, units = directory_service.ous_page(limit=limit, offset=offset)
+    return _compact(OrganizationUnitList.model_validate({"total_count": total,
+                                                         "organization_units": units}))
 
 
 @tool("list user types", READ_ONLY)
-def svc_list_user_types() -> UserTypeList:
-    """List all user types with their self-registration setting and attribute schema."""
-    types = directory_service.list_user_types()
-    return UserTypeList.model_validate({"total_count": len(types), "user_types": types})
+def svc_list_user_types(limit: PageSize = 30, offset: PageOffset = 0
+                        ) -> Annotated[CallToolResult, UserTypeList]:
+    """List user types with their self-registration setting and attribute schema, ordered by
+    name, one page at a time; total_count is the number on all pages."""
+    total, types = directory_service.user_types_page(limit=limit, offset=offset)
+    return _compact(UserTypeList.model_validate({"total_count": total, "user_types": types}))
 
 
 # --- the server -----------------------------------------------------------------------------

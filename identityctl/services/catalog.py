@@ -74,6 +74,11 @@ def list_themes() -> list[dict[str, Any]]:
     return catalog.list_themes()
 
 
+def themes_page(*, limit: int, offset: int = 0) -> tuple[int, list[dict[str, Any]]]:
+    """One page of themes (by handle) and how many there are in all."""
+    return catalog.themes_page(limit=limit, offset=offset)
+
+
 def require_theme(id_or_handle: str) -> dict[str, Any]:
     found = catalog.find_theme(id_or_handle)
     if found is None:
@@ -181,6 +186,11 @@ def delete_flow(id_or_handle: str, *, flow_type: str | None = None, actor: str =
 
 def list_applications() -> list[dict[str, Any]]:
     return catalog.list_applications()
+
+
+def applications_page(*, limit: int, offset: int = 0) -> tuple[int, list[dict[str, Any]]]:
+    """One page of applications (by name) and how many there are in all."""
+    return catalog.applications_page(limit=limit, offset=offset)
 
 
 def get_application(app_id: str) -> dict[str, Any]:

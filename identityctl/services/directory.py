@@ -178,6 +178,11 @@ def list_ous() -> list[dict[str, Any]]:
     return directory.list_ous()
 
 
+def ous_page(*, limit: int, offset: int = 0) -> tuple[int, list[dict[str, Any]]]:
+    """One page of organization units (by handle) and how many there are in all."""
+    return directory.ous_page(limit=limit, offset=offset)
+
+
 def create_ou(*, handle: str, name: str, description: str = "", parent: str | None = None,
               actor: str = "admin") -> dict[str, Any]:
     check_handle(handle)
@@ -216,6 +221,11 @@ def delete_ou(id_or_handle: str, *, actor: str = "admin") -> None:
 
 def list_user_types() -> list[dict[str, Any]]:
     return directory.list_user_types()
+
+
+def user_types_page(*, limit: int, offset: int = 0) -> tuple[int, list[dict[str, Any]]]:
+    """One page of user types (by name) and how many there are in all."""
+    return directory.user_types_page(limit=limit, offset=offset)
 
 
 def create_user_type(*, name: str, ou: str = DEFAULT_OU, allow_self_registration: bool = False,

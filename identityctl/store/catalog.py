@@ -18,8 +18,14 @@ def _theme_api(row: Theme) -> dict[str, Any]:
             "description": row.description, "theme": row.theme or {}}
 
 
+def themes_page(*, limit: int | None = None, offset: int = 0) -> tuple[int, list[dict[str, Any]]]:
+    """Themes by handle, a page of them (all without a limit), and how many in all."""
+    total, rows = crud.page(Theme.select().order_by(Theme.handle), limit=limit, offset=offset)
+    return total, [_theme_api(row) for row in rows]
+
+
 def list_themes() -> list[dict[str, Any]]:
-    return [_theme_api(row) for row in Theme.select().order_by(Theme.handle)]
+    return themes_page()[1]
 
 
 def find_theme(id_or_handle: str) -> dict[str, Any] | None:
@@ -60,8 +66,8 @@ def list_flows(*, flow_type: str | None = None, limit: int = 30,
     query = Flow.select()
     if flow_type:
         query = query.where(Flow.flow_type == flow_type)
-    total = query.count()
-    rows = query.order_by(Flow.handle, Flow.flow_type).limit(limit).offset(offset)
+    total, rows = crud.page(query.order_by(Flow.handle, Flow.flow_type), limit=limit,
+                            offset=offset)
     return total, [_flow_api(row) for row in rows]
 
 
@@ -127,8 +133,16 @@ def _columns(fields: dict[str, Any]) -> dict[str, Any]:
     return {_APPLICATION_COLUMNS[key]: value for key, value in fields.items()}
 
 
+def applications_page(*, limit: int | None = None,
+                      offset: int = 0) -> tuple[int, list[dict[str, Any]]]:
+    """Applications by name, a page of them (all without a limit), and how many in all."""
+    total, rows = crud.page(Application.select().order_by(Application.name, Application.id),
+                            limit=limit, offset=offset)
+    return total, [_application_api(row) for row in rows]
+
+
 def list_applications() -> list[dict[str, Any]]:
-    return [_application_api(row) for row in Application.select().order_by(Application.name)]
+    return applications_page()[1]
 
 
 _BY_ID = CompiledQuery(lambda app_id: Application.select().where(Application.id == app_id))

@@ -12,6 +12,17 @@ from identityctl.store.db import transaction
 M = TypeVar("M", bound=peewee.Model)
 
 
+def page(query: peewee.ModelSelect, *, limit: int | None,
+         offset: int = 0) -> tuple[int, list[Any]]:
+    """One page of ``query`` (ordered by the caller, so pages do not overlap) and how many
+    rows it has on all pages; every row when ``limit`` is None. PERF: a page costs the same
+    whatever the table's size, apart from the count (docs/performance.md)."""
+    if limit is None:
+        rows = list(query.offset(offset) if offset else query)
+        return offset + len(rows), rows
+    return query.count(), list(query.limit(limit).offset(offset))
+
+
 def insert(model: type[M], *, conflict: str, code: str, **fields: Any) -> M:
     """Insert one row; a uniqueness violation becomes a 409 with ``conflict`` as message."""
     try:

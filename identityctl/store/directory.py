@@ -182,8 +182,15 @@ def _ou_api(row: OrganizationUnit) -> dict[str, Any]:
             "description": row.description, "parent": row.parent_id}
 
 
+def ous_page(*, limit: int | None = None, offset: int = 0) -> tuple[int, list[dict[str, Any]]]:
+    """Organization units by handle, a page of them (all without a limit), and how many."""
+    total, rows = crud.page(OrganizationUnit.select().order_by(OrganizationUnit.handle),
+                            limit=limit, offset=offset)
+    return total, [_ou_api(row) for row in rows]
+
+
 def list_ous() -> list[dict[str, Any]]:
-    return [_ou_api(row) for row in OrganizationUnit.select().order_by(OrganizationUnit.handle)]
+    return ous_page()[1]
 
 
 def find_ou(id_or_handle: str) -> dict[str, Any] | None:
@@ -218,8 +225,16 @@ def _user_type_api(row: UserType) -> dict[str, Any]:
             "allowSelfRegistration": row.allow_self_registration, "schema": row.schema or {}}
 
 
+def user_types_page(*, limit: int | None = None,
+                    offset: int = 0) -> tuple[int, list[dict[str, Any]]]:
+    """User types by name, a page of them (all without a limit), and how many in all."""
+    total, rows = crud.page(UserType.select().order_by(UserType.name), limit=limit,
+                            offset=offset)
+    return total, [_user_type_api(row) for row in rows]
+
+
 def list_user_types() -> list[dict[str, Any]]:
-    return [_user_type_api(row) for row in UserType.select().order_by(UserType.name)]
+    return user_types_page()[1]
 
 
 def find_user_type(id_or_name: str) -> dict[str, Any] | None:
