@@ -92,6 +92,14 @@ class OAuthConfig:
     refresh_token_ttl: int = 86_400
     assertion_ttl: int = 300
     signing_alg: str = "ES256"
+    #: Dynamic Client Registration (RFC 7591) at /oauth2/register: "off"; "open" (any client
+    #: may register itself); "token" (with an initial access token, `identityctl token
+    #: --scope client_registration`).
+    dynamic_registration: str = "off"
+    #: The scopes a self-registered client may ask for.
+    registration_scopes: tuple[str, ...] = ("openid", "profile", "email")
+    #: Registrations one address may make per security.failure_window.
+    registrations_per_address: int = 20
 
 
 @dataclass(frozen=True)
@@ -227,6 +235,10 @@ def _require_positive(path: str, key: str, value: int | float) -> None:
         raise ConfigError(path, key, f"must be greater than 0, got {value}")
 
 
+#: oauth.dynamic_registration: who may register a client at /oauth2/register.
+DYNAMIC_REGISTRATION = ("off", "open", "token")
+
+
 def _require_choice(path: str, key: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise ConfigError(path, key, f"must be one of {', '.join(choices)}; got {value!r}")
@@ -302,6 +314,8 @@ def _validate(path: str, config: Config) -> None:
     for index, alg in enumerate(passkey.algorithms):
         _require_choice(path, f"passkey.algorithms[{index}]", alg, SIGNING_ALGS)
     _require_choice(path, "oauth.signing_alg", oauth.signing_alg, SIGNING_ALGS)
+    _require_choice(path, "oauth.dynamic_registration", oauth.dynamic_registration,
+                    DYNAMIC_REGISTRATION)
     for key, value in (("oauth.issuer", oauth.issuer), ("gate_client.url", config.gate_client.url),
                        ("mcp.audience", config.mcp.audience)):
         if value:

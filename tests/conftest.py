@@ -33,11 +33,16 @@ def free_port() -> int:
 
 
 def make_deployment(directory: Path, *, port: int, database_url: str | None = None,
-                    overrides: str = "") -> Path:
-    """Write config.toml (as `identityctl init` does) for http://localhost:PORT."""
+                    overrides: str = "", settings: dict[str, str] | None = None) -> Path:
+    """Write config.toml (as `identityctl init` does) for http://localhost:PORT;
+    ``settings``: lines of the sample config replaced, e.g. {'signing_alg = "ES256"':
+    'signing_alg = "EdDSA"'} (``overrides`` appends whole tables)."""
     text = bootstrap.render_config(base_url=f"http://localhost:{port}")
     if database_url:
         text = text.replace('url = "sqlite:///identityctl.db"', f'url = "{database_url}"')
+    for line, replacement in (settings or {}).items():
+        assert line in text, line
+        text = text.replace(line, replacement)
     path = directory / "config.toml"
     path.write_text(text + overrides)
     return path
@@ -63,10 +68,11 @@ class Service:
 
 
 def start_service(directory: Path, *, database_url: str | None = None,
-                  overrides: str = "", threads: int = 8) -> tuple[Service, Callable[[], None]]:
+                  overrides: str = "", settings: dict[str, str] | None = None,
+                  threads: int = 8) -> tuple[Service, Callable[[], None]]:
     port = free_port()
     config_path = make_deployment(directory, port=port, database_url=database_url,
-                                  overrides=overrides)
+                                  overrides=overrides, settings=settings)
     config = load_config(config_path)
     open_store(config)
     bootstrap.seed(config)

@@ -21,7 +21,7 @@ import identityctl
 from identityctl.server.app import create_app
 from identityctl.server.mcp_endpoint import McpDispatcher
 from identityctl.services import directory
-from tests.conftest import Service
+from tests.conftest import Service, start_service
 from tests.support.authenticator import SoftAuthenticator
 from tests.test_oauth_helpers import (
     OAuthDriver,
@@ -33,7 +33,7 @@ from tests.test_passkey_helpers import PasskeyClient, assert_error
 
 #: Every route whose resource reads `Authorization: Bearer`, and /mcp (served beside Falcon).
 BEARER_ROUTES = {"/oauth2/userinfo", "/register/passkey/start", "/register/passkey/finish",
-                 "/mcp"}
+                 "/oauth2/register", "/mcp"}
 PACKAGE = Path(identityctl.__file__).parent
 
 
@@ -123,6 +123,26 @@ def test_a_revoked_system_token_cannot_enrol_an_attackers_passkey(rp: OAuthDrive
                                         session_token, token=token)
     assert_error(finished, 401, "invalid_token")
     assert passkeys.auth_start(victim.id).status_code == 404  # still no passkey at all
+
+
+def test_a_revoked_initial_access_token_registers_no_more_clients(tmp_path: Path) -> None:
+    service, stop = start_service(tmp_path, settings={
+        'dynamic_registration = "off"': 'dynamic_registration = "token"'})
+    try:
+        rp = OAuthDriver(service)
+        client = register_client("M2M", scopes=["client_registration"])
+        token = _system_token(rp, client, service.config.issuer)
+        metadata = {"client_name": "CLI", "redirect_uris": ["http://127.0.0.1/callback"]}
+
+        def registered() -> requests.Response:
+            return service.http.post(service.url("/oauth2/register"), json=metadata,
+                                     headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+        assert registered().status_code == 201
+        _revoke(rp, client, token)
+        assert_error(registered(), 401, "invalid_token")
+    finally:
+        stop()
 
 
 def test_a_revoked_user_token_is_refused_by_userinfo_and_introspection(

@@ -23,6 +23,7 @@ from identityctl.oauth.errors import (
     UntrustedRedirect,
 )
 from identityctl.oauth.parameters import Parameters, granted_scope, parse_scope
+from identityctl.oauth.registration import redirect_uri_matches
 
 PROMPTS = ("none", "login", "consent", "select_account")
 MAX_STATE_LENGTH = 2048
@@ -49,13 +50,15 @@ class AuthorizationParameters:
 
 
 def trusted_redirect_uri(client: Client, redirect_uri: str | None) -> str:
-    """The redirect URI, once it is exactly one the client registered."""
+    """The redirect URI, once it is one the client registered: exactly, or a loopback one
+    on another port (RFC 8252 §7.3)."""
     if not redirect_uri:
         raise UntrustedRedirect("redirect_uri is required.", code="redirect_uri_missing")
-    if redirect_uri not in client.redirect_uris:
+    if not any(redirect_uri_matches(registered, redirect_uri)
+               for registered in client.redirect_uris):
         raise UntrustedRedirect(f"redirect_uri {redirect_uri!r} is not registered for this "
-                                "client (redirect URIs must match exactly).",
-                                code="redirect_uri_mismatch")
+                                "client (redirect URIs must match exactly; a loopback one "
+                                "on any port).", code="redirect_uri_mismatch")
     return redirect_uri
 
 

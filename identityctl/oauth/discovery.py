@@ -16,6 +16,7 @@ JWKS_PATH = "/oauth2/jwks"
 REVOKE_PATH = "/oauth2/revoke"
 INTROSPECT_PATH = "/oauth2/introspect"
 LOGOUT_PATH = "/oauth2/logout"
+REGISTER_PATH = "/oauth2/register"
 OPENID_CONFIGURATION_PATH = "/.well-known/openid-configuration"
 AUTHORIZATION_SERVER_PATH = "/.well-known/oauth-authorization-server"
 
@@ -23,11 +24,13 @@ _ID_TOKEN_CLAIMS = ("iss", "sub", "aud", "exp", "iat", "auth_time", "nonce", "am
                     "sid", "jti")
 
 
-def provider_metadata(*, issuer: str, base_url: str,
-                      signing_algorithms: list[str]) -> dict[str, Any]:
-    """What clients (and their libraries) read instead of hard-coding endpoints."""
+def provider_metadata(*, issuer: str, base_url: str, signing_algorithms: list[str],
+                      registration: bool = False) -> dict[str, Any]:
+    """What clients (and their libraries) read instead of hard-coding endpoints;
+    ``registration``: the registration endpoint is open (RFC 7591)."""
     authenticated = [client_auth.BASIC, client_auth.POST]
     return {
+        **({"registration_endpoint": base_url + REGISTER_PATH} if registration else {}),
         "issuer": issuer,
         "authorization_endpoint": base_url + AUTHORIZE_PATH,
         "token_endpoint": base_url + TOKEN_PATH,

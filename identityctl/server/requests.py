@@ -9,16 +9,21 @@ import falcon
 from identityctl.errors import BadRequest, InvalidField, MissingField
 
 
-def json_object(req: falcon.Request) -> dict[str, Any]:
-    """The request body, which must be a JSON object.
+def json_value(req: falcon.Request) -> Any:
+    """The request body as JSON, whatever its type (the caller checks it).
 
     JSON nested deeper than the parser's recursion limit is malformed JSON too (json.loads
     raises RecursionError for it, not ValueError).
     """
     try:
-        body = req.get_media()
+        return req.get_media()
     except RecursionError:
         raise BadRequest("The body nests JSON too deeply.", code="malformed_json") from None
+
+
+def json_object(req: falcon.Request) -> dict[str, Any]:
+    """The request body, which must be a JSON object."""
+    body = json_value(req)
     if not isinstance(body, dict):
         raise BadRequest("The body must be a JSON object.", code="malformed_json")
     return body

@@ -335,10 +335,17 @@ def new_client_id() -> str:
     return "".join(secrets.choice(_CLIENT_ID_ALPHABET) for _ in range(24))
 
 
-def create_application(document: dict[str, Any], *,
-                       actor: str = "admin") -> tuple[dict[str, Any], str | None]:
-    """Create an application; returns it and its client secret (shown once, stored hashed)."""
+def create_application(document: dict[str, Any], *, actor: str = "admin",
+                       self_registered: bool = False) -> tuple[dict[str, Any], str | None]:
+    """Create an application; returns it and its client secret (shown once, stored hashed).
+
+    ``self_registered``: a client registered it itself (RFC 7591; services/oauth/
+    registration.py), which its oauth configuration says (``selfRegistered``); an admin's
+    document cannot say so, and an admin's update of it drops the mark (it is theirs then).
+    """
     fields = _normalise_application(document)
+    if self_registered:
+        fields["oauth"]["selfRegistered"] = True
     client_id = oauth_config(document).get("clientId") or new_client_id()
     secret = None if fields["oauth"]["publicClient"] else secrets.token_urlsafe(32)
     created = catalog.create_application(

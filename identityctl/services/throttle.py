@@ -16,6 +16,8 @@ live in the store (every instance shares them); config is ``[security]``:
   address alone can never reach it (config.py refuses settings where it could), and
   passkeys are never slowed: a passkey attempt guesses no secret.
 - **Ceremony starts per address** (``max_starts_per_address`` per ``failure_window``).
+- **Client registrations per address** (``oauth.registrations_per_address`` per
+  ``failure_window``): dynamic client registration cannot fill the catalog from one place.
 
 The account is whatever the caller names (a username, a namespaced client id), known or
 not, so a throttled unknown username answers exactly like a throttled real one. Every
@@ -124,6 +126,24 @@ def _password_turn(security: SecurityConfig, key: str, counter: Counter,
     if store.take_turn(key, now=now, block_for=security.account_slowdown_seconds):
         return None
     return max(counter.blocked_until or 0, now + 1)
+
+
+def registrations_key(client_address: str) -> str:
+    return "registrations:" + client_address
+
+
+def count_registration(ctx: ServiceContext, *, action: str, client_address: str) -> None:
+    """Refuse with 429 once the address registered ``oauth.registrations_per_address``
+    clients within ``failure_window``; else count this registration."""
+    if not client_address:
+        return
+    key, now = registrations_key(client_address), time.time()
+    window = ctx.config.security.failure_window
+    counter = store.counters([key]).get(key)
+    if counter is not None and counter.window_start > now - window \
+            and counter.count >= ctx.config.oauth.registrations_per_address:
+        _refuse(action, client_address, counter.window_start + window - now)
+    store.count(key, now=now, window=window)
 
 
 def _refuse(action: str, client_address: str, seconds: float) -> None:

@@ -14,12 +14,13 @@ import falcon
 from identityctl.oauth import discovery
 from identityctl.oauth.errors import InvalidRequest
 from identityctl.server.openapi import error_response, json_body, json_response
-from identityctl.server.requests import bearer_token, json_object, string_field
+from identityctl.server.requests import bearer_token, json_object, json_value, string_field
 from identityctl.server.resources.gate import write_page
 from identityctl.services.context import ServiceContext
 from identityctl.services.oauth import (
     authorization,
     logout,
+    registration,
     resource_access,
     revocation,
     token_endpoint,
@@ -78,7 +79,7 @@ class AuthorizeResource(_OAuthResource):
                    parameters: dict[str, Any]) -> None:
         resp.status = falcon.HTTP_302
         resp.location = authorization.authorize(self.context, parameters,
-                                        client_address=req.context.client_address)
+                                                 client_address=req.context.client_address)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         self._authorize(req, resp, req.params)
@@ -171,6 +172,24 @@ class LogoutResource(_OAuthResource):
         self._logout(resp, _form(req))
 
 
+@falcon.before(_cross_origin)
+class RegisterResource(_OAuthResource):
+    """POST /oauth2/register: Dynamic Client Registration (RFC 7591)."""
+
+    json_body = True
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _no_store(resp)
+        resp.status = falcon.HTTP_201
+        # RFC 7591 §3.2.2: a body that is not an object is invalid_client_metadata.
+        resp.media = registration.register(self.context, json_value(req),
+                                           access_token=bearer_token(req),
+                                           client_address=req.context.client_address)
+
+    def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _preflight(resp, "POST")
+
+
 def add_oauth_routes(app: falcon.App, context: ServiceContext) -> None:
     app.add_route(discovery.AUTHORIZE_PATH, AuthorizeResource(context))
     app.add_route(discovery.CALLBACK_PATH, CallbackResource(context))
@@ -180,6 +199,7 @@ def add_oauth_routes(app: falcon.App, context: ServiceContext) -> None:
     app.add_route(discovery.INTROSPECT_PATH, IntrospectResource(context))
     app.add_route(discovery.JWKS_PATH, JwksResource(context))
     app.add_route(discovery.LOGOUT_PATH, LogoutResource(context))
+    app.add_route(discovery.REGISTER_PATH, RegisterResource(context))
     metadata = MetadataResource(context)
     app.add_route(discovery.OPENID_CONFIGURATION_PATH, metadata)
     app.add_route(discovery.AUTHORIZATION_SERVER_PATH, metadata)
@@ -249,6 +269,21 @@ _TOKEN_RESPONSE = {
                    "refresh_token": _string("Opaque; rotates on every use.")},
 }
 
+_CLIENT_METADATA = {
+    "type": "object", "required": ["redirect_uris"],
+    "properties": {
+        "redirect_uris": {"type": "array", "items": {"type": "string", "format": "uri"},
+                          "description": "https URIs, or http on 127.0.0.1, [::1] or "
+                                         "localhost (then any port matches, RFC 8252 §7.3)."},
+        "client_name": _string("Shown to people (at most 100 characters)."),
+        "grant_types": {"type": "array", "items": {"enum": ["authorization_code",
+                                                            "refresh_token"]}},
+        "response_types": {"type": "array", "items": {"const": "code"}},
+        "token_endpoint_auth_method": {"const": "none"},
+        "scope": _string("Space-separated, within oauth.registration_scopes."),
+        "client_uri": _string("https URL."), "logo_uri": _string("https URL.")},
+}
+
 OPENAPI_PATHS = {
     discovery.AUTHORIZE_PATH: {"get": {
         "summary": "Start an authorization (code flow): on to the hosted sign-in UI",
@@ -263,6 +298,25 @@ OPENAPI_PATHS = {
             "400": _page("An HTML error page, never a redirect: client_id_missing, "
                          "unknown_client, redirect_uri_missing, redirect_uri_mismatch, "
                          "repeated_parameter.")}}},
+    discovery.REGISTER_PATH: {"post": {
+        "summary": "Register a public client (RFC 7591 Dynamic Client Registration)",
+        "operationId": "oauthRegister",
+        "description": "Open when oauth.dynamic_registration is \"open\"; with \"token\" it "
+                       "needs an initial access token (scope client_registration) as Bearer.",
+        "requestBody": json_body(_CLIENT_METADATA),
+        "responses": {
+            "201": json_response("The registered client (client_id, client_id_issued_at and "
+                                 "the metadata as registered).", {
+                                     "type": "object", "required": ["client_id"],
+                                     "properties": {"client_id": {"type": "string"},
+                                                    "client_id_issued_at": {"type": "integer"},
+                                                    **_CLIENT_METADATA["properties"]}}),
+            "400": _oauth_error("invalid_client_metadata (confidential_registration_unsupported, "
+                                "scope_not_allowed), invalid_redirect_uri."),
+            "401": error_response("missing_token, invalid_token (\"token\" mode)."),
+            "403": error_response("insufficient_scope (\"token\" mode)."),
+            "404": error_response("registration_disabled (oauth.dynamic_registration off)."),
+            "429": error_response("too_many_attempts (oauth.registrations_per_address).")}}},
     discovery.CALLBACK_PATH: {"post": {
         "summary": "Hand a completed sign-in back: the hosted UI's last step",
         "operationId": "oauthCallback",

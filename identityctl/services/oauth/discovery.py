@@ -19,4 +19,5 @@ def metadata(ctx: ServiceContext) -> dict[str, Any]:
     """OIDC discovery / RFC 8414 metadata; signing algorithms are those of the JWKS keys."""
     algorithms = sorted({key["alg"] for key in jwks()["keys"]})
     return provider_metadata(issuer=ctx.config.issuer, base_url=ctx.config.base_url,
-                             signing_algorithms=algorithms)
+                             signing_algorithms=algorithms,
+                             registration=ctx.config.oauth.dynamic_registration != "off")

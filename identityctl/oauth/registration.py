@@ -1,0 +1,164 @@
+"""Dynamic Client Registration (RFC 7591): what a client may ask for when it registers
+itself, and the loopback redirect rule of native apps (RFC 8252 §7.3).
+
+A self-registered client is public: it has no secret (``token_endpoint_auth_method`` is
+``none``), uses the authorization code grant with PKCE (and refresh tokens), and is sent back
+to an ``https`` redirect URI or to a loopback one on the person's own machine. Scopes are
+those the deployment lets self-registered clients ask for; what a person may grant is decided
+when they sign in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from identityctl.oauth.client import AUTHORIZATION_CODE, REFRESH_TOKEN
+from identityctl.oauth.errors import OAuthError
+from identityctl.oauth.parameters import parse_scope
+
+#: Hosts of a loopback redirect URI (RFC 8252 §7.3 names the IP literals; ``localhost`` is
+#: what the MCP SDKs and most native apps use, so it is matched the same way).
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+MAX_REDIRECT_URIS = 10
+MAX_URI_LENGTH = 2000
+MAX_NAME_LENGTH = 100
+GRANT_TYPES = (AUTHORIZATION_CODE, REFRESH_TOKEN)
+
+
+class InvalidClientMetadata(OAuthError):
+    """RFC 7591 §3.2.2: a metadata field is invalid or not allowed here."""
+
+    error = code = "invalid_client_metadata"
+    message = "The client metadata is not valid."
+
+
+class InvalidRedirectUri(OAuthError):
+    """RFC 7591 §3.2.2: a redirect URI is invalid or not allowed here."""
+
+    error = code = "invalid_redirect_uri"
+    message = "A redirect URI is not valid."
+
+
+@dataclass(frozen=True, slots=True)
+class ClientMetadata:
+    """What a registration asked for, checked."""
+
+    client_name: str
+    redirect_uris: tuple[str, ...]
+    grant_types: tuple[str, ...]
+    scope: tuple[str, ...]
+    client_uri: str | None
+    logo_uri: str | None
+
+
+def is_loopback(uri: str) -> bool:
+    """An ``http`` URI on the person's own machine (RFC 8252 §7.3)."""
+    try:
+        parts = urlsplit(uri)
+        return parts.scheme == "http" and parts.hostname in LOOPBACK_HOSTS
+    except ValueError:
+        return False
+
+
+def redirect_uri_matches(registered: str, presented: str) -> bool:
+    """Exact match, except that a loopback URI matches on any port (RFC 8252 §7.3: a native
+    app listens on whatever port the system gives it)."""
+    if presented == registered:
+        return True
+    if not (is_loopback(registered) and is_loopback(presented)):
+        return False
+    mine, theirs = urlsplit(registered), urlsplit(presented)
+    try:
+        theirs.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        return False
+    return (mine.hostname, mine.path, mine.query) == (theirs.hostname, theirs.path,
+                                                      theirs.query)
+
+
+def validate_client_metadata(document: Any, *,
+                             allowed_scopes: tuple[str, ...]) -> ClientMetadata:
+    """The registration ``document`` checked against RFC 7591 and what self-registered
+    clients may be; anything else is refused naming the field."""
+    if not isinstance(document, dict):
+        raise InvalidClientMetadata("The registration must be a JSON object.")
+    method = document.get("token_endpoint_auth_method", "none")
+    if method != "none":
+        raise InvalidClientMetadata(
+            f"token_endpoint_auth_method {method!r} is not offered: a client that registers "
+            "itself is public ('none') and proves itself with PKCE.",
+            code="confidential_registration_unsupported")
+    grant_types = _strings(document, "grant_types", default=[AUTHORIZATION_CODE])
+    if AUTHORIZATION_CODE not in grant_types or not set(grant_types) <= set(GRANT_TYPES):
+        raise InvalidClientMetadata(f"grant_types must be authorization_code, optionally with "
+                                    f"refresh_token; got {grant_types}.")
+    response_types = _strings(document, "response_types", default=["code"])
+    if response_types != ["code"]:
+        raise InvalidClientMetadata(f"response_types must be ['code']; got {response_types}.")
+    redirect_uris = _strings(document, "redirect_uris", default=[])
+    if not redirect_uris:
+        raise InvalidRedirectUri("redirect_uris must name at least one redirect URI.")
+    if len(redirect_uris) > MAX_REDIRECT_URIS:
+        raise InvalidRedirectUri(f"At most {MAX_REDIRECT_URIS} redirect URIs.")
+    for uri in redirect_uris:
+        _check_redirect_uri(uri)
+    name = document.get("client_name", "")
+    if not isinstance(name, str) or len(name) > MAX_NAME_LENGTH:
+        raise InvalidClientMetadata(f"client_name must be text of at most {MAX_NAME_LENGTH} "
+                                    "characters.")
+    name = "".join(char for char in name if char.isprintable()).strip()
+    asked = document.get("scope")
+    if asked is not None and not isinstance(asked, str):
+        raise InvalidClientMetadata("scope must be a space-separated string.")
+    scope = parse_scope(asked) or allowed_scopes
+    refused = [item for item in scope if item not in allowed_scopes]
+    if refused:
+        raise InvalidClientMetadata(f"scope {' '.join(refused)!r} cannot be registered here "
+                                    f"(allowed: {' '.join(allowed_scopes)}).",
+                                    code="scope_not_allowed")
+    return ClientMetadata(client_name=name or "Unnamed client",
+                          redirect_uris=tuple(dict.fromkeys(redirect_uris)),
+                          grant_types=tuple(dict.fromkeys(grant_types)), scope=scope,
+                          client_uri=_https_uri(document, "client_uri"),
+                          logo_uri=_https_uri(document, "logo_uri"))
+
+
+def _strings(document: dict[str, Any], name: str, *, default: list[str]) -> list[str]:
+    value = document.get(name, default)
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise InvalidClientMetadata(f"{name} must be a list of strings.")
+    return value
+
+
+def _check_redirect_uri(uri: str) -> None:
+    if len(uri) > MAX_URI_LENGTH or "#" in uri or "*" in uri:
+        raise InvalidRedirectUri(f"Redirect URI {uri[:100]!r} must be an exact URI without "
+                                 "a fragment or wildcards.")
+    try:
+        parts = urlsplit(uri)
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        raise InvalidRedirectUri(f"Redirect URI {uri[:100]!r} is not a URI.") from None
+    if parts.scheme == "https" and parts.hostname:
+        return
+    if is_loopback(uri):
+        return
+    raise InvalidRedirectUri(f"Redirect URI {uri[:100]!r} must use https, or http on a "
+                             "loopback address (127.0.0.1, [::1], localhost) for an app on "
+                             "the person's own machine.")
+
+
+def _https_uri(document: dict[str, Any], name: str) -> str | None:
+    value = document.get(name)
+    if value is None:
+        return None
+    try:
+        https = isinstance(value, str) and len(value) <= MAX_URI_LENGTH \
+            and urlsplit(value).scheme == "https" and bool(urlsplit(value).hostname)
+    except ValueError:
+        https = False
+    if not https:
+        raise InvalidClientMetadata(f"{name} must be an https URL.")
+    return value

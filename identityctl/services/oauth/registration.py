@@ -1,0 +1,81 @@
+"""Dynamic Client Registration (RFC 7591) at ``/oauth2/register``: an MCP client or a native
+app registers itself as a public client, per ``oauth.dynamic_registration``.
+
+The rules of what may be registered are in ``identityctl.oauth.registration``; here: whether
+registration is open, the initial access token when it needs one, the throttle per address,
+the application it becomes (marked self-registered, visible in `app list` and to MCP), and the
+audit trail.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from identityctl.errors import Forbidden, NotFound, Unauthorized
+from identityctl.oauth.errors import OAuthError
+from identityctl.oauth.registration import validate_client_metadata
+from identityctl.security.tokens import require_scope
+from identityctl.services import catalog as catalog_service
+from identityctl.services import throttle
+from identityctl.services.context import ServiceContext
+from identityctl.store import audit
+
+REGISTER_ACTION = "oauth.register"
+#: The scope of an initial access token (`identityctl token --scope client_registration`).
+REGISTRATION_SCOPE = "client_registration"
+
+
+def register(ctx: ServiceContext, document: Any, *, access_token: str | None,
+             client_address: str = "") -> dict[str, Any]:
+    """Register the client ``document`` describes; the RFC 7591 §3.2.1 response."""
+    mode = ctx.config.oauth.dynamic_registration
+    if mode == "off":
+        raise NotFound("Clients cannot register themselves here (oauth.dynamic_registration "
+                       "is off); an administrator creates applications.",
+                       code="registration_disabled")
+    actor = "dcr:" + (client_address or "unknown")
+    try:
+        if mode == "token":
+            _check_initial_access_token(ctx, access_token)
+        throttle.count_registration(ctx, action=REGISTER_ACTION, client_address=client_address)
+        metadata = validate_client_metadata(
+            document, allowed_scopes=tuple(ctx.config.oauth.registration_scopes))
+    except (OAuthError, Unauthorized, Forbidden) as refusal:
+        audit.record(REGISTER_ACTION, "failure", actor=actor, client_address=client_address,
+                     details={"code": refusal.code})
+        raise
+    grant_types = list(metadata.grant_types)
+    client_id = catalog_service.new_client_id()
+    application, _ = catalog_service.create_application({
+        "name": f"{metadata.client_name} [{client_id[:8]}]",
+        "description": "Registered itself (RFC 7591)"
+                       + (f"; client_uri {metadata.client_uri}" if metadata.client_uri else ""),
+        "inboundAuthConfig": [{"type": "oauth2", "config": {
+            "clientId": client_id, "redirectUris": list(metadata.redirect_uris),
+            "grantTypes": grant_types,
+            "publicClient": True, "tokenEndpointAuthMethod": "none",
+            "scopes": list(metadata.scope)}}],
+    }, actor=actor, self_registered=True)
+    audit.record(REGISTER_ACTION, "success", actor=actor, client_address=client_address,
+                 details={"applicationId": application["id"], "clientId": client_id,
+                          "clientName": metadata.client_name})
+    return {
+        "client_id": client_id, "client_id_issued_at": int(time.time()),
+        "client_name": metadata.client_name, "redirect_uris": list(metadata.redirect_uris),
+        "grant_types": grant_types, "response_types": ["code"],
+        "token_endpoint_auth_method": "none", "scope": " ".join(metadata.scope),
+        **({"client_uri": metadata.client_uri} if metadata.client_uri else {}),
+        **({"logo_uri": metadata.logo_uri} if metadata.logo_uri else {}),
+    }
+
+
+def _check_initial_access_token(ctx: ServiceContext, access_token: str | None) -> None:
+    """RFC 7591 §3: in "token" mode a registration carries an initial access token, an
+    access token of this issuer with scope client_registration (revocation checked)."""
+    if access_token is None:
+        raise Unauthorized("Registration needs an initial access token in an Authorization: "
+                           "Bearer header (identityctl token --scope client_registration).",
+                           code="missing_token")
+    claims = ctx.tokens.verify_access_token(access_token, audience=ctx.config.issuer)
+    require_scope(claims, REGISTRATION_SCOPE)

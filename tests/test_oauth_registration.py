@@ -1,0 +1,144 @@
+"""Dynamic Client Registration (RFC 7591) at /oauth2/register, over HTTP on a real server.
+
+Off by default (404, and no registration_endpoint in the metadata); "open" lets a public
+client register itself and sign people in like any application (a loopback redirect URI
+matches on any port, RFC 8252 §7.3); "token" needs an initial access token; bad metadata is
+refused in RFC 7591's error vocabulary; registrations are throttled per address.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from identityctl.services import catalog
+from identityctl.store import audit
+from tests.conftest import Service, start_service
+from tests.test_oauth_helpers import OAuthDriver, RegisteredClient, assert_oauth_error
+from tests.test_passkey_helpers import assert_error
+
+OFF = 'dynamic_registration = "off"'
+LOOPBACK = "http://127.0.0.1:33418/callback"
+
+
+def deployment(tmp_path: Path, **settings: str) -> Iterator[Service]:
+    running, stop = start_service(tmp_path, settings=settings)
+    yield running
+    stop()
+
+
+@pytest.fixture
+def open_registration(tmp_path: Path) -> Iterator[Service]:
+    yield from deployment(tmp_path, **{OFF: 'dynamic_registration = "open"',
+                                       "registrations_per_address = 20":
+                                       "registrations_per_address = 3"})
+
+
+@pytest.fixture
+def token_registration(tmp_path: Path) -> Iterator[Service]:
+    yield from deployment(tmp_path, **{OFF: 'dynamic_registration = "token"'})
+
+
+def register(service: Service, metadata: Any, token: str | None = None) -> requests.Response:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return service.http.post(service.url("/oauth2/register"), json=metadata, headers=headers,
+                             timeout=30)
+
+
+def native_app(**metadata: Any) -> dict[str, Any]:
+    return {"client_name": "Claude Code", "redirect_uris": [LOOPBACK],
+            "grant_types": ["authorization_code", "refresh_token"], **metadata}
+
+
+def test_registration_is_off_unless_the_deployment_opens_it(service: Service) -> None:
+    assert_error(register(service, native_app()), 404, "registration_disabled")
+    metadata = service.get("/.well-known/oauth-authorization-server").json()
+    assert "registration_endpoint" not in metadata
+
+
+def test_a_native_app_registers_itself_and_signs_a_person_in_from_any_loopback_port(
+        open_registration: Service) -> None:
+    service = open_registration
+    metadata = service.get("/.well-known/oauth-authorization-server").json()
+    assert metadata["registration_endpoint"] == service.url("/oauth2/register")
+    answer = register(service, native_app())
+    assert answer.status_code == 201, answer.text
+    assert answer.headers["Cache-Control"] == "no-store"
+    registered = answer.json()
+    assert registered["token_endpoint_auth_method"] == "none"
+    assert registered["redirect_uris"] == [LOOPBACK]
+    assert registered["scope"] == "openid profile email"
+    application = catalog.require_application_by_client_id(registered["client_id"])
+    settings = catalog.oauth_config(application)
+    assert settings["selfRegistered"] is True and settings["publicClient"] is True
+    assert application["name"].startswith("Claude Code [")
+
+    # The app listens on whatever port the system gave it this time.
+    client = RegisteredClient(application_id=application["id"],
+                              client_id=registered["client_id"], secret=None,
+                              redirect_uri="http://127.0.0.1:51234/callback",
+                              auth_method="none")
+    rp = OAuthDriver(service)
+    tokens = rp.tokens(rp.authorization(client, scope="openid profile"))
+    assert tokens["refresh_token"] and tokens["id_token"]
+    assert rp.refresh(client, tokens["refresh_token"]).status_code == 200
+    # Another path, or a non-loopback host, is another redirect URI.
+    for elsewhere in ("http://127.0.0.1:51234/other", "http://example.com:33418/callback"):
+        refused = rp.authorize(client, redirect_uri=elsewhere)
+        assert refused.status_code == 400 and "redirect_uri_mismatch" in refused.text
+
+    [event] = [e for e in audit.events(event="oauth.register") if e["outcome"] == "success"]
+    assert event["details"]["clientId"] == registered["client_id"]
+    assert event["clientAddress"] == "127.0.0.1"
+
+
+@pytest.mark.parametrize(("metadata", "error", "code"), [
+    (native_app(token_endpoint_auth_method="client_secret_basic"), "invalid_client_metadata",
+     "confidential_registration_unsupported"),
+    (native_app(redirect_uris=["http://example.com/callback"]), "invalid_redirect_uri",
+     "invalid_redirect_uri"),
+    (native_app(redirect_uris=["https://app.example.com/cb#frag"]), "invalid_redirect_uri",
+     "invalid_redirect_uri"),
+    (native_app(redirect_uris=[]), "invalid_redirect_uri", "invalid_redirect_uri"),
+    (native_app(scope="openid system"), "invalid_client_metadata", "scope_not_allowed"),
+    (native_app(grant_types=["client_credentials"]), "invalid_client_metadata",
+     "invalid_client_metadata"),
+    (native_app(logo_uri="http://example.com/logo.png"), "invalid_client_metadata",
+     "invalid_client_metadata"),
+    (["not", "an", "object"], "invalid_client_metadata", "invalid_client_metadata"),
+], ids=["confidential", "plain http", "fragment", "no redirect", "scope", "grant", "logo",
+        "not an object"])
+def test_metadata_a_self_registered_client_may_not_have_is_refused_saying_why(
+        open_registration: Service, metadata: Any, error: str, code: str) -> None:
+    assert_oauth_error(register(open_registration, metadata), 400, error, code)
+    assert catalog.list_applications() == []
+
+
+def test_registrations_are_throttled_per_address(open_registration: Service) -> None:
+    for _ in range(3):
+        assert register(open_registration, native_app()).status_code == 201
+    assert_error(register(open_registration, native_app()), 429, "too_many_attempts")
+
+
+def _registration_token(service: Service, scope: str) -> Callable[[], str]:
+    from identityctl.security.tokens import ACCESS_TOKEN_TYP
+    from identityctl.services.tokens import TokenService
+
+    return lambda: TokenService(service.config.issuer).sign(
+        {"sub": "admin", "aud": service.config.issuer, "scope": scope,
+         "client_id": "identityctl-cli"}, typ=ACCESS_TOKEN_TYP, ttl=300)
+
+
+def test_token_mode_needs_an_initial_access_token_with_the_registration_scope(
+        token_registration: Service) -> None:
+    service = token_registration
+    assert_error(register(service, native_app()), 401, "missing_token")
+    assert_error(register(service, native_app(), "not-a-token"), 401, "invalid_token")
+    wrong_scope = _registration_token(service, "system")()
+    assert_error(register(service, native_app(), wrong_scope), 403, "insufficient_scope")
+    token = _registration_token(service, "client_registration")()
+    assert register(service, native_app(), token).status_code == 201

@@ -1,0 +1,79 @@
+"""The rules of a self-registered client (RFC 7591, RFC 8252 §7.3), called directly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from identityctl.oauth.registration import (
+    InvalidClientMetadata,
+    InvalidRedirectUri,
+    redirect_uri_matches,
+    validate_client_metadata,
+)
+
+ALLOWED = ("openid", "profile", "email")
+
+
+@pytest.mark.parametrize(("registered", "presented"), [
+    ("http://127.0.0.1:8000/callback", "http://127.0.0.1:61234/callback"),
+    ("http://127.0.0.1/callback", "http://127.0.0.1:61234/callback"),
+    ("http://[::1]:8000/cb", "http://[::1]:9/cb"),
+    ("http://localhost:3030/callback", "http://localhost:4040/callback"),
+    ("https://app.example.com/cb", "https://app.example.com/cb"),
+])
+def test_a_loopback_redirect_uri_matches_on_any_port(registered: str, presented: str) -> None:
+    assert redirect_uri_matches(registered, presented)
+
+
+@pytest.mark.parametrize(("registered", "presented"), [
+    ("http://127.0.0.1:8000/callback", "http://127.0.0.1:8000/other"),
+    ("http://127.0.0.1:8000/callback", "http://localhost:8000/callback"),
+    ("http://127.0.0.1:8000/callback", "http://127.0.0.1:8000/callback?x=1"),
+    ("http://127.0.0.1:8000/callback", "http://127.0.0.1:port/callback"),
+    ("https://app.example.com:443/cb", "https://app.example.com:8443/cb"),
+    ("http://app.example.com:80/cb", "http://app.example.com:81/cb"),
+])
+def test_anything_else_must_match_exactly(registered: str, presented: str) -> None:
+    assert not redirect_uri_matches(registered, presented)
+
+
+def metadata(**fields: Any) -> dict[str, Any]:
+    return {"client_name": "VS Code", "redirect_uris": ["http://127.0.0.1:33418/"], **fields}
+
+
+def test_a_public_native_client_is_registered_with_defaults() -> None:
+    checked = validate_client_metadata(metadata(), allowed_scopes=ALLOWED)
+    assert checked.grant_types == ("authorization_code",)
+    assert checked.scope == ALLOWED
+    assert (checked.client_uri, checked.logo_uri) == (None, None)
+
+
+def test_a_name_keeps_only_printable_characters_and_has_a_default() -> None:
+    assert validate_client_metadata(metadata(client_name="VS\u202eCode\n"),
+                                    allowed_scopes=ALLOWED).client_name == "VSCode"
+    assert validate_client_metadata(metadata(client_name=""),
+                                    allowed_scopes=ALLOWED).client_name == "Unnamed client"
+
+
+@pytest.mark.parametrize(("fields", "refusal", "code"), [
+    ({"token_endpoint_auth_method": "private_key_jwt"}, InvalidClientMetadata,
+     "confidential_registration_unsupported"),
+    ({"grant_types": ["refresh_token"]}, InvalidClientMetadata, "invalid_client_metadata"),
+    ({"response_types": ["token"]}, InvalidClientMetadata, "invalid_client_metadata"),
+    ({"redirect_uris": "http://127.0.0.1/"}, InvalidClientMetadata, "invalid_client_metadata"),
+    ({"redirect_uris": ["myapp://callback"]}, InvalidRedirectUri, "invalid_redirect_uri"),
+    ({"redirect_uris": ["https://[::1/cb"]}, InvalidRedirectUri, "invalid_redirect_uri"),
+    ({"redirect_uris": [f"http://127.0.0.1:{port}/" for port in range(11)]},
+     InvalidRedirectUri, "invalid_redirect_uri"),
+    ({"client_name": "x" * 101}, InvalidClientMetadata, "invalid_client_metadata"),
+    ({"scope": "openid offline_access"}, InvalidClientMetadata, "scope_not_allowed"),
+    ({"scope": ["openid"]}, InvalidClientMetadata, "invalid_client_metadata"),
+    ({"client_uri": "https://[::1"}, InvalidClientMetadata, "invalid_client_metadata"),
+])
+def test_what_a_self_registered_client_may_not_ask_for_is_refused(
+        fields: dict[str, Any], refusal: type[Exception], code: str) -> None:
+    with pytest.raises(refusal) as refused:
+        validate_client_metadata(metadata(**fields), allowed_scopes=ALLOWED)
+    assert refused.value.code == code  # type: ignore[attr-defined]
