@@ -156,9 +156,9 @@ def test_a_revoked_user_token_is_refused_by_userinfo_and_introspection(
 
 
 def _user_token_for_mcp(rp: OAuthDriver, service: Service) -> tuple[RegisteredClient, dict]:
-    """A person's tokens with scope system for /mcp, from the authorization code grant."""
+    """An admin's tokens with scope system for /mcp, from the authorization code grant."""
     client = register_client("Server", scopes=["openid", "system"])
-    authorization = rp.authorization(client, scope="openid system",
+    authorization = rp.authorization(client, scope="openid system", roles=("admin",),
                                      resource=service.config.mcp_audience)
     tokens = rp.tokens(authorization)
     assert _mcp_call(service, tokens["access_token"]).status_code == 200

@@ -6,8 +6,9 @@ registers itself (RFC 7591), sends the person to the authorization URL (PKCE S25
 resource), exchanges the code and lists the tools. The person's part (the hosted sign-in
 page) is played over HTTP here with a passkey of the software authenticator.
 
-Not yet here (issue [3 of 7] goes on): the browser, consent, and the roles that decide who
-may grant `system`; this deployment lets self-registered clients ask for it.
+The person holds the role `admin`, which carries `system`: only such a person can grant an
+assistant the administration of identityctl. Not yet here (issue [3 of 7] goes on): the
+browser and consent; this deployment lets self-registered clients ask for `system`.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def test_the_sdk_discovers_registers_signs_in_and_lists_the_tools(
         answer = service.http.get(url, allow_redirects=False, timeout=30)
         assert answer.status_code == 302, answer.text
         link = query_of(answer.headers["Location"])
-        _, assertion = rp.signed_in_user()
+        _, assertion = rp.signed_in_user(roles=("admin",))  # who may grant `system`
         handed = rp.callback(link["authId"], assertion)
         assert handed.status_code == 200, handed.text
         back = query_of(handed.json()["redirect_uri"])

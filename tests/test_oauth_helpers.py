@@ -20,6 +20,7 @@ import requests
 
 from identityctl.oauth.pkce import s256_challenge
 from identityctl.services import catalog
+from identityctl.services import roles as roles_service
 from identityctl.store.directory import UserRecord
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator
@@ -101,10 +102,13 @@ class OAuthDriver:
         assert location.startswith(self.service.config.gate_url + "/signin?"), location
         return query_of(location)
 
-    def signed_in_user(self) -> tuple[UserRecord, str]:
-        """A new user who just signed in with a passkey, and the sign-in assertion."""
+    def signed_in_user(self, roles: tuple[str, ...] = ()) -> tuple[UserRecord, str]:
+        """A new user (holding ``roles``) who just signed in with a passkey, and the sign-in
+        assertion."""
         user = self.passkeys.new_user(email=f"ada-{uuid.uuid4().hex[:8]}@example.com",
                                       given_name="Ada", family_name="Lovelace")
+        for role in roles:
+            roles_service.grant_role(user.id, role, actor="test")
         authenticator = SoftAuthenticator()
         self.passkeys.enrolled(user, authenticator)
         finished = self.passkeys.sign_in(authenticator, user.id)
@@ -116,7 +120,7 @@ class OAuthDriver:
                                  {"authId": auth_id, "assertion": assertion})
 
     def authorization(self, client: RegisteredClient, *, pkce: bool = True,
-                      **params: Any) -> Authorization:
+                      roles: tuple[str, ...] = (), **params: Any) -> Authorization:
         """authorize -> sign in -> callback: the code, as the client's redirect URI gets it."""
         verifier = secrets.token_urlsafe(48) if pkce else None
         state, nonce = secrets.token_urlsafe(8), secrets.token_urlsafe(8)
@@ -124,7 +128,7 @@ class OAuthDriver:
             params = {"code_challenge": s256_challenge(verifier),
                       "code_challenge_method": "S256", **params}
         link = self.gate_link(client, state=state, nonce=nonce, **params)
-        user, assertion = self.signed_in_user()
+        user, assertion = self.signed_in_user(roles)
         answered = self.callback(link["authId"], assertion)
         assert answered.status_code == 200, answered.text
         redirect = answered.json()["redirect_uri"]

@@ -75,9 +75,12 @@ def read_new_password(from_stdin: bool) -> str:
 
 
 def _show_user(user: UserRecord, *, title: str, as_json: bool) -> None:
-    show_record(user.to_api() if as_json else {
+    from identityctl.services import roles
+
+    held = [role.name for role in roles.roles_of(user.id)]
+    show_record({**user.to_api(), "roles": held} if as_json else {
         "username": user.username, "id": user.id, "type": user.user_type, "ou": user.ou_id,
-        "status": user.status,
+        "status": user.status, "roles": " ".join(held) or "-",
         "password": "set" if user.password_hash else "none (passkeys only)",
         "attributes": user.attributes, "created": when(user.created_at),
         "updated": when(user.updated_at)}, title=title, as_json=as_json)
@@ -101,6 +104,9 @@ def user_create(
     attribute: list[str] | None = typer.Option(
         None, "--attribute", "-a", metavar="NAME=VALUE",
         help="An attribute of the user type's schema; repeat for more. Booleans: true/false."),
+    role: list[str] | None = typer.Option(
+        None, "--role", "-r", help="A role the user holds (repeat for more), e.g. admin: who "
+                                   "may grant MCP clients the system scope."),
     as_json: bool = JsonOption,
 ) -> None:
     """Create a user. The password, if any, is checked against the password policy.
@@ -123,6 +129,10 @@ def user_create(
         user = directory_service.create_user(username=username, password=password,
                                              attributes=attributes, user_type=user_type,
                                              ou=ou, actor=ACTOR)
+    from identityctl.services import roles
+
+    for name in role or []:
+        roles.grant_role(user.id, name, actor=ACTOR)
     _show_user(user, title=f"Created user {user.username}", as_json=as_json)
 
 

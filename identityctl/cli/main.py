@@ -16,6 +16,7 @@ from identityctl.cli.directory import ou_app, user_app, user_type_app
 from identityctl.cli.mcp import mcp_app
 from identityctl.cli.output import JsonOption, console, done, emit_json, show_table
 from identityctl.cli.passkey import passkey_app
+from identityctl.cli.roles import role_app
 from identityctl.config import CONFIG_ENV, DEFAULT_CONFIG_NAME, load_config
 from identityctl.errors import BadRequest, Conflict
 
@@ -43,6 +44,7 @@ app.add_typer(flow_app, name="flow")
 app.add_typer(theme_app, name="theme")
 app.add_typer(mcp_app)
 app.add_typer(passkey_app, name="passkey")
+app.add_typer(role_app, name="role")
 
 
 def _version(value: bool) -> None:

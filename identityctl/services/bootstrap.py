@@ -16,7 +16,8 @@ from identityctl.flow.definition import validate_flow
 from identityctl.security.keys import generate_signing_key
 from identityctl.services import catalog as catalog_service
 from identityctl.services import directory as directory_service
-from identityctl.store import catalog, db, directory, keys, migrations
+from identityctl.services import roles as roles_service
+from identityctl.store import catalog, db, directory, keys, migrations, roles
 from identityctl.store.startup import startup_lock
 
 DEFAULT_THEME = {
@@ -121,6 +122,14 @@ def seed(config: Config) -> list[str]:
                     schema=PERSON_SCHEMA, actor="init"),
                 exists_code="user_type_exists"):
             made.append("user type 'person'")
+        if _create_if_absent(
+                lambda: roles.find_role(roles_service.ADMIN_ROLE),
+                lambda: roles_service.create_role(
+                    name=roles_service.ADMIN_ROLE, scopes=[config.mcp.required_scope],
+                    description="Administers identityctl: may grant an MCP client the "
+                                f"'{config.mcp.required_scope}' scope.", actor="init"),
+                exists_code="role_exists"):
+            made.append(f"role '{roles_service.ADMIN_ROLE}' ({config.mcp.required_scope})")
         if _create_if_absent(
                 lambda: catalog.find_theme("default"),
                 lambda: catalog_service.create_theme(

@@ -20,7 +20,7 @@ import peewee
 from identityctl.errors import Conflict
 from identityctl.security.usernames import username_key
 from identityctl.store import db
-from identityctl.store.models import ALL_MODELS, SchemaVersion
+from identityctl.store.models import ALL_MODELS, Role, SchemaVersion, UserRole
 from identityctl.store.startup import lock_in_transaction
 
 
@@ -102,6 +102,10 @@ def _drop_user_locked_until() -> None:
         db.database.execute_sql('ALTER TABLE "user" DROP COLUMN "locked_until"')
 
 
+def _create_roles() -> None:
+    db.database.create_tables([Role, UserRole], safe=True)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (1, "create the initial schema", _create_tables),
     (2, "index the open ceremony sessions of a user", _index_open_ceremony_sessions),
@@ -110,6 +114,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (4, "a table for the deployment's secrets (decoy credentials)", _create_service_secrets),
     (5, "drop user.locked_until (never used: an account's status says it all)",
      _drop_user_locked_until),
+    (6, "roles (scopes users hold) and who holds them", _create_roles),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

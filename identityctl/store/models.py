@@ -306,8 +306,28 @@ class Throttle(BaseModel):
     blocked_until = peewee.DoubleField(null=True)
 
 
+class Role(BaseModel):
+    """A set of scopes (permissions) that users hold by holding the role."""
+
+    id = peewee.CharField(primary_key=True, default=new_id)
+    name = peewee.CharField(unique=True)
+    description = peewee.TextField(default="")
+    scopes = JSONField(default=list)
+    created_at = peewee.DoubleField(default=now)
+
+
+class UserRole(BaseModel):
+    user = peewee.ForeignKeyField(User, on_delete="CASCADE", backref="roles")
+    role = peewee.ForeignKeyField(Role, on_delete="CASCADE", backref="holders")
+    granted_at = peewee.DoubleField(default=now)
+
+    class Meta:
+        primary_key = peewee.CompositeKey("user", "role")
+
+
 ALL_MODELS: list[type[BaseModel]] = [
     SchemaVersion, OrganizationUnit, UserType, User, Theme, Flow, Application,
     PasskeyCredential, CeremonySession, FlowExecution, SigningKey, AuthorizationRequest,
     AuthorizationCode, RefreshToken, RevokedToken, AuditEvent, Throttle, ServiceSecret,
+    Role, UserRole,
 ]

@@ -17,9 +17,9 @@ from identityctl.oauth.authorization import (
 )
 from identityctl.oauth.client import Client
 from identityctl.oauth.errors import AccessDenied, OAuthError, ServerError, UntrustedRedirect
-from identityctl.oauth.parameters import RawParameters, read_parameters
+from identityctl.oauth.parameters import RawParameters, parse_scope, read_parameters
 from identityctl.security.secrets import new_token, token_hash
-from identityctl.services import flow_execution
+from identityctl.services import flow_execution, roles
 from identityctl.services.catalog import oauth_config
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import is_usable
@@ -127,7 +127,7 @@ def complete_authorization(ctx: ServiceContext, *, auth_id: str, assertion: str,
     application = catalog_store.get_application(request.application_id)
     user = directory.find_user_by_id(str(claims["sub"]))
     issuer = ctx.config.issuer
-    refusal = _user_refusal(user, application)
+    refusal = _user_refusal(user, application, parse_scope(request.scope))
     if refusal is not None:
         audit.record("oauth.authorize", "denied", actor=oauth_config(application)["clientId"],
                      user_id=user.id if user else None, client_address=client_address,
@@ -149,8 +149,9 @@ def complete_authorization(ctx: ServiceContext, *, auth_id: str, assertion: str,
                                 issuer=issuer)
 
 
-def _user_refusal(user: UserRecord | None, application: dict[str, Any]) -> str | None:
-    """Why this user may not get tokens for this application, or None."""
+def _user_refusal(user: UserRecord | None, application: dict[str, Any],
+                  scope: tuple[str, ...]) -> str | None:
+    """Why this user may not get tokens with ``scope`` for this application, or None."""
     if user is None:
         return "The user no longer exists."
     if not is_usable(user):
@@ -158,4 +159,8 @@ def _user_refusal(user: UserRecord | None, application: dict[str, Any]) -> str |
     allowed = application.get("allowedUserTypes") or []
     if allowed and user.user_type not in allowed and user.user_type_id not in allowed:
         return f"Users of type {user.user_type!r} may not use this application."
+    not_held = roles.scopes_not_held(user.id, scope)
+    if not_held:
+        return (f"{user.username} holds no role that grants {' '.join(not_held)!r}; an "
+                "administrator can give one (identityctl role grant).")
     return None

@@ -39,6 +39,7 @@ from identityctl.oauth.parameters import (
 from identityctl.oauth.resource_indicators import token_audience
 from identityctl.security.secrets import new_token, token_hash
 from identityctl.security.tokens import ACCESS_TOKEN_TYP, ID_TOKEN_TYP
+from identityctl.services import roles
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import is_usable
 from identityctl.services.oauth.clients import authenticate_client
@@ -133,6 +134,10 @@ def _refresh(ctx: ServiceContext, client: Client, parameters: Parameters,
         _refuse_refresh_replay(ctx, stored.family, stored.user_id, client, client_address)
     assert stored is not None  # validate_refresh refuses an unknown token
     user = _active_user(stored.user_id)
+    not_held = roles.scopes_not_held(user.id, scope)
+    if not_held:
+        raise InvalidGrant(f"The user no longer holds a role that grants "
+                           f"{' '.join(not_held)!r}; sign in again.", code="scope_not_held")
     resources = stored.extra.get("resources", [])
     sign_in = SignIn(subject=user.id, auth_time=int(stored.auth_time or 0),
                      amr=tuple(stored.amr))

@@ -1,0 +1,91 @@
+"""Who may grant what: roles carry scopes, users hold roles (issue [3 of 7]).
+
+A scope some role carries reaches a token only through a person holding such a role; `init`
+makes `admin` carrying `system`, so nobody can hand an assistant the administration of the
+service unless given that role. The checks run on the real server over HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from identityctl.oauth.pkce import s256_challenge
+from identityctl.services import roles
+from identityctl.store import audit
+from tests.conftest import Service
+from tests.test_oauth_helpers import OAuthDriver, assert_oauth_error, query_of, register_client
+
+PKCE = {"code_challenge": s256_challenge("v" * 43), "code_challenge_method": "S256"}
+
+
+def test_init_makes_the_admin_role_carrying_the_mcp_scope(service: Service) -> None:
+    [admin] = [role for role in roles.list_roles() if role.name == "admin"]
+    assert admin.scopes == [service.config.mcp.required_scope]
+
+
+def test_a_person_without_the_role_cannot_grant_its_scope(service: Service) -> None:
+    rp = OAuthDriver(service)
+    client = register_client("Server", scopes=["openid", "system"])
+    link = rp.gate_link(client, scope="openid system", state="s1", **PKCE)
+    user, assertion = rp.signed_in_user()
+    handed = rp.callback(link["authId"], assertion)
+    back = query_of(handed.json()["redirect_uri"])
+    assert back["error"] == "access_denied" and back["state"] == "s1"
+    assert "holds no role that grants 'system'" in back["error_description"]
+    [event] = [e for e in audit.events(event="oauth.authorize") if e["outcome"] == "denied"]
+    assert event["userId"] == user.id
+
+
+def test_scopes_no_role_carries_are_granted_by_anyone(service: Service) -> None:
+    rp = OAuthDriver(service)
+    client = register_client("Server", scopes=["openid", "orders:read"])
+    tokens = rp.tokens(rp.authorization(client, scope="openid orders:read"))
+    assert tokens["scope"] == "openid orders:read"
+
+
+def test_a_role_made_for_a_scope_protects_it_from_then_on(service: Service) -> None:
+    rp = OAuthDriver(service)
+    client = register_client("Server", scopes=["openid", "orders:write"])
+    roles.create_role(name="orders-admin", scopes=["orders:write"], actor="test")
+    link = rp.gate_link(client, scope="openid orders:write", **PKCE)
+    _, assertion = rp.signed_in_user()
+    back = query_of(rp.callback(link["authId"], assertion).json()["redirect_uri"])
+    assert back["error"] == "access_denied"
+    tokens = rp.tokens(rp.authorization(client, scope="openid orders:write",
+                                        roles=("orders-admin",)))
+    assert tokens["scope"] == "openid orders:write"
+
+
+def test_a_refresh_is_refused_once_the_person_lost_the_role(service: Service) -> None:
+    rp = OAuthDriver(service)
+    client = register_client("Server", scopes=["openid", "system"])
+    authorization = rp.authorization(client, scope="openid system", roles=("admin",),
+                                     resource=service.config.mcp_audience)
+    tokens = rp.tokens(authorization)
+    subject = rp.verified(tokens["access_token"], audience=service.config.mcp_audience)["sub"]
+    refreshed = rp.refresh(client, tokens["refresh_token"])
+    assert refreshed.status_code == 200, refreshed.text
+    roles.revoke_role(subject, "admin", actor="test")
+    assert_oauth_error(rp.refresh(client, refreshed.json()["refresh_token"]), 400,
+                       "invalid_grant", "scope_not_held")
+
+
+def test_roles_from_the_cli(cli: Callable[..., Any], service: Service) -> None:
+    created = cli("user", "create", "--username", "grace", "--role", "admin", "--json")
+    assert created.exit_code == 0, created.output
+    assert json.loads(created.output)["roles"] == ["admin"]
+    made = cli("role", "create", "auditors", "--scope", "audit:read", "--json")
+    assert made.exit_code == 0, made.output
+    assert cli("role", "grant", "auditors", "grace").exit_code == 0
+    listed = json.loads(cli("role", "list", "--json").output)
+    assert {role["name"]: role["scopes"] for role in listed} == {
+        "admin": ["system"], "auditors": ["audit:read"]}
+    shown = json.loads(cli("user", "show", "grace", "--json").output)
+    assert shown["roles"] == ["admin", "auditors"]
+    assert cli("role", "revoke", "auditors", "grace").exit_code == 0
+    again = cli("role", "revoke", "auditors", "grace", "--json")
+    assert again.exit_code == 1 and json.loads(again.output)["error"]["code"] == "role_not_held"
+    missing = cli("role", "grant", "nobody-role", "grace", "--json")
+    assert json.loads(missing.output)["error"]["code"] == "role_not_found"
