@@ -100,6 +100,17 @@ class OAuthConfig:
     registration_scopes: tuple[str, ...] = ("openid", "profile", "email")
     #: Registrations one address may make per security.failure_window.
     registrations_per_address: int = 20
+    #: Client ID Metadata Documents: a client_id that is an https URL is fetched and
+    #: describes the client (as a self-registered one; services/outbound.py hardens the fetch).
+    client_documents: bool = False
+    #: Seconds a fetch may take in all, and the largest document in bytes.
+    client_documents_timeout: float = 5.0
+    client_documents_max_bytes: int = 5120
+    #: Development only: documents on private, loopback or link-local addresses.
+    client_documents_allow_private: bool = False
+    #: A PEM bundle of CAs to verify document hosts with instead of the system's (private
+    #: deployments, tests); empty: the system's.
+    client_documents_ca_bundle: str = ""
 
 
 @dataclass(frozen=True)

@@ -6,14 +6,18 @@ registers itself (RFC 7591), sends the person to the authorization URL (PKCE S25
 resource), exchanges the code and lists the tools. The person's part (the hosted sign-in
 page) is played over HTTP here with a passkey of the software authenticator.
 
-The person holds the role `admin`, which carries `system`: only such a person can grant an
-assistant the administration of identityctl. Not yet here (issue [3 of 7] goes on): the
-browser and consent; this deployment lets self-registered clients ask for `system`.
+It does so twice: registering through DCR (RFC 7591), and with a client metadata document
+served over local HTTPS. The person holds the role `admin`, which carries `system`: only such
+a person can grant an assistant the administration of identityctl. Not yet here (issue
+[3 of 7] goes on): the browser and consent; these deployments let self-described clients ask
+for `system`.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -33,6 +37,7 @@ from mcp.shared.auth import (
 
 from identityctl.services import catalog
 from tests.conftest import Service, start_service
+from tests.support.https import https_publisher
 from tests.support.mcp_clients import run
 from tests.test_oauth_helpers import OAuthDriver, query_of
 
@@ -59,19 +64,29 @@ class MemoryStorage:
         self.client = client_info
 
 
+SIGN_IN_SCOPES = {'registration_scopes = ["openid", "profile", "email"]':
+                  'registration_scopes = ["openid", "profile", "email", "system"]'}
+
+
 @pytest.fixture
-def mcp_service(tmp_path: Path) -> Iterator[Service]:
+def dcr_service(tmp_path: Path) -> Iterator[Service]:
     running, stop = start_service(tmp_path, settings={
-        'dynamic_registration = "off"': 'dynamic_registration = "open"',
-        'registration_scopes = ["openid", "profile", "email"]':
-            'registration_scopes = ["openid", "profile", "email", "system"]'})
+        'dynamic_registration = "off"': 'dynamic_registration = "open"', **SIGN_IN_SCOPES})
     yield running
     stop()
 
 
-def test_the_sdk_discovers_registers_signs_in_and_lists_the_tools(
-        mcp_service: Service) -> None:
-    service = mcp_service
+@dataclass
+class SignedIn:
+    tools: list[str]
+    storage: MemoryStorage
+    authorization_url: str
+
+
+def sign_in_with_the_sdk(service: Service, *, client_metadata_url: str | None = None
+                         ) -> SignedIn:
+    """The SDK's OAuth client provider from no token to the tool list; the person's part
+    (the hosted page, a passkey sign-in by an admin, the hand-off) played over HTTP."""
     rp = OAuthDriver(service)
     storage = MemoryStorage()
     authorization_urls: list[str] = []
@@ -80,7 +95,6 @@ def test_the_sdk_discovers_registers_signs_in_and_lists_the_tools(
         authorization_urls.append(url)
 
     def sign_in_at(url: str) -> AuthorizationCodeResult:
-        """The person's part: the hosted page, a passkey sign-in, the hand-off."""
         answer = service.http.get(url, allow_redirects=False, timeout=30)
         assert answer.status_code == 302, answer.text
         link = query_of(answer.headers["Location"])
@@ -100,7 +114,8 @@ def test_the_sdk_discovers_registers_signs_in_and_lists_the_tools(
             client_name="SDK test client", redirect_uris=[REDIRECT_URI],
             grant_types=["authorization_code", "refresh_token"], response_types=["code"],
             token_endpoint_auth_method="none"),
-        storage=storage, redirect_handler=redirect, callback_handler=callback)
+        storage=storage, redirect_handler=redirect, callback_handler=callback,
+        client_metadata_url=client_metadata_url)
 
     async def scenario() -> list[str]:
         async with (httpx2.AsyncClient(auth=provider, timeout=30, trust_env=False) as http,
@@ -110,21 +125,56 @@ def test_the_sdk_discovers_registers_signs_in_and_lists_the_tools(
             await session.initialize()
             return [tool.name for tool in (await session.list_tools()).tools]
 
-    names = run(scenario())
-    assert len(names) == 16 and all(name.startswith("svc_") for name in names)
-
-    # It registered itself once, as a public client...
-    assert storage.client is not None and storage.client.client_id
-    application = catalog.require_application_by_client_id(storage.client.client_id)
-    assert catalog.oauth_config(application)["selfRegistered"] is True
-    # ... and asked for the code as the MCP specification says.
+    tools = run(scenario())
     [url] = authorization_urls
+    return SignedIn(tools=tools, storage=storage, authorization_url=url)
+
+
+def assert_signed_in_as_the_spec_says(service: Service, signed_in: SignedIn,
+                                      client_id: str) -> None:
+    assert len(signed_in.tools) == 16
+    assert all(name.startswith("svc_") for name in signed_in.tools)
     asked: dict[str, Any] = {name: values[0] for name, values in
-                             parse_qs(urlsplit(url).query).items()}
-    assert url.startswith(service.url("/oauth2/authorize?"))
+                             parse_qs(urlsplit(signed_in.authorization_url).query).items()}
+    assert signed_in.authorization_url.startswith(service.url("/oauth2/authorize?"))
     assert asked["code_challenge_method"] == "S256" and asked["code_challenge"]
     assert asked["resource"] == service.config.mcp_audience
-    assert asked["client_id"] == storage.client.client_id
-    assert storage.tokens is not None and storage.tokens.refresh_token
-    claims = rp.verified(storage.tokens.access_token, audience=service.config.mcp_audience)
+    assert asked["client_id"] == client_id
+    tokens = signed_in.storage.tokens
+    assert tokens is not None and tokens.refresh_token
+    claims = OAuthDriver(service).verified(tokens.access_token,
+                                           audience=service.config.mcp_audience)
     assert claims["aud"] in (service.config.mcp_audience, [service.config.mcp_audience])
+
+
+def test_the_sdk_registers_itself_signs_in_and_lists_the_tools(dcr_service: Service) -> None:
+    signed_in = sign_in_with_the_sdk(dcr_service)
+    client = signed_in.storage.client
+    assert client is not None and client.client_id
+    application = catalog.require_application_by_client_id(client.client_id)
+    assert catalog.oauth_config(application)["selfRegistered"] is True
+    assert_signed_in_as_the_spec_says(dcr_service, signed_in, client.client_id)
+
+
+def test_the_sdk_signs_in_with_a_client_metadata_document(tmp_path: Path) -> None:
+    with https_publisher(tmp_path) as publisher:
+        url = publisher.url("/mcp-client.json")
+        publisher.routes["/mcp-client.json"] = lambda: (200, {
+            "Content-Type": "application/json", "Cache-Control": "max-age=300"},
+            json.dumps({"client_id": url, "client_name": "SDK test client",
+                        "redirect_uris": [REDIRECT_URI],
+                        "grant_types": ["authorization_code", "refresh_token"],
+                        "token_endpoint_auth_method": "none"}).encode())
+        (tmp_path / "service").mkdir()
+        service, stop = start_service(tmp_path / "service", settings={
+            "client_documents = false": "client_documents = true",
+            "client_documents_allow_private = false": "client_documents_allow_private = true",
+            'client_documents_ca_bundle = ""':
+                f'client_documents_ca_bundle = "{publisher.ca_file}"', **SIGN_IN_SCOPES})
+        try:
+            signed_in = sign_in_with_the_sdk(service, client_metadata_url=url)
+            assert catalog.oauth_config(catalog.require_application_by_client_id(url))[
+                "clientDocument"] is True
+            assert_signed_in_as_the_spec_says(service, signed_in, url)
+        finally:
+            stop()

@@ -6,12 +6,14 @@ from typing import Any
 
 import pytest
 
+from identityctl.oauth.client_documents import is_document_url, validate_document
 from identityctl.oauth.registration import (
     InvalidClientMetadata,
     InvalidRedirectUri,
     redirect_uri_matches,
     validate_client_metadata,
 )
+from identityctl.services.outbound import DEFAULT_MAX_AGE, LONGEST_MAX_AGE, _max_age
 
 ALLOWED = ("openid", "profile", "email")
 
@@ -77,3 +79,37 @@ def test_what_a_self_registered_client_may_not_ask_for_is_refused(
     with pytest.raises(refusal) as refused:
         validate_client_metadata(metadata(**fields), allowed_scopes=ALLOWED)
     assert refused.value.code == code  # type: ignore[attr-defined]
+
+
+# --- client metadata documents ------------------------------------------------------------------
+
+URL = "https://tools.example.com/clients/cli.json"
+
+
+@pytest.mark.parametrize(("client_id", "is_url"), [
+    (URL, True), ("https://tools.example.com/", False), ("https://tools.example.com", False),
+    ("http://tools.example.com/cli.json", False), ("https://tools.example.com/c.json#x", False),
+    ("https://user@tools.example.com/c.json", False), ("abc123", False),
+    ("https://tools.example.com/" + "x" * 300, False),
+])
+def test_a_client_id_names_a_document_when_it_is_an_https_url_with_a_path(
+        client_id: str, is_url: bool) -> None:
+    assert is_document_url(client_id) is is_url
+
+
+def test_a_document_must_name_its_own_url_as_client_id() -> None:
+    document = {"client_id": URL, **metadata()}
+    assert validate_document(document, url=URL, allowed_scopes=ALLOWED).client_name == "VS Code"
+    with pytest.raises(InvalidClientMetadata) as refused:
+        validate_document({**document, "client_id": URL + "?other"}, url=URL,
+                          allowed_scopes=ALLOWED)
+    assert refused.value.code == "client_id_mismatch"
+
+
+@pytest.mark.parametrize(("header", "seconds"), [
+    ("", DEFAULT_MAX_AGE), ("max-age=600", 600.0), ("public, max-age=60", 60.0),
+    ("no-store", 0.0), ("no-cache, max-age=600", 0.0), ("max-age=99999999", LONGEST_MAX_AGE),
+])
+def test_a_document_is_kept_as_long_as_its_cache_control_says(header: str,
+                                                              seconds: float) -> None:
+    assert _max_age(header) == seconds

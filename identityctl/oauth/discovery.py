@@ -25,12 +25,15 @@ _ID_TOKEN_CLAIMS = ("iss", "sub", "aud", "exp", "iat", "auth_time", "nonce", "am
 
 
 def provider_metadata(*, issuer: str, base_url: str, signing_algorithms: list[str],
-                      registration: bool = False) -> dict[str, Any]:
+                      registration: bool = False,
+                      client_documents: bool = False) -> dict[str, Any]:
     """What clients (and their libraries) read instead of hard-coding endpoints;
-    ``registration``: the registration endpoint is open (RFC 7591)."""
+    ``registration``: the registration endpoint is open (RFC 7591); ``client_documents``:
+    an https client_id names a client metadata document."""
     authenticated = [client_auth.BASIC, client_auth.POST]
     return {
         **({"registration_endpoint": base_url + REGISTER_PATH} if registration else {}),
+        **({"client_id_metadata_document_supported": True} if client_documents else {}),
         "issuer": issuer,
         "authorization_endpoint": base_url + AUTHORIZE_PATH,
         "token_endpoint": base_url + TOKEN_PATH,

@@ -336,16 +336,16 @@ def new_client_id() -> str:
 
 
 def create_application(document: dict[str, Any], *, actor: str = "admin",
-                       self_registered: bool = False) -> tuple[dict[str, Any], str | None]:
+                       marks: dict[str, Any] | None = None) -> tuple[dict[str, Any], str | None]:
     """Create an application; returns it and its client secret (shown once, stored hashed).
 
-    ``self_registered``: a client registered it itself (RFC 7591; services/oauth/
-    registration.py), which its oauth configuration says (``selfRegistered``); an admin's
-    document cannot say so, and an admin's update of it drops the mark (it is theirs then).
+    ``marks``: what the service itself records in the oauth configuration of a client that
+    described itself (``selfRegistered``: RFC 7591, services/oauth/registration.py;
+    ``clientDocument``: a client metadata document, services/oauth/clients.py). An admin's
+    document cannot set them, and an admin's update drops them (the client is theirs then).
     """
     fields = _normalise_application(document)
-    if self_registered:
-        fields["oauth"]["selfRegistered"] = True
+    fields["oauth"].update(marks or {})
     client_id = oauth_config(document).get("clientId") or new_client_id()
     secret = None if fields["oauth"]["publicClient"] else secrets.token_urlsafe(32)
     created = catalog.create_application(
@@ -356,13 +356,16 @@ def create_application(document: dict[str, Any], *, actor: str = "admin",
     return created, secret
 
 
-def update_application(document: dict[str, Any], *, actor: str = "admin") -> dict[str, Any]:
-    """Full replacement of an application (id required); client id and secret are kept."""
+def update_application(document: dict[str, Any], *, actor: str = "admin",
+                       marks: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Full replacement of an application (id required); client id and secret are kept.
+    ``marks``: as for :func:`create_application`."""
     app_id = document.get("id") if isinstance(document, dict) else None
     if not app_id:
         raise InvalidField("id", "is required for an update")
     current = catalog.get_application(app_id)
     fields = _normalise_application(document)
+    fields["oauth"].update(marks or {})
     if fields["oauth"]["publicClient"] != oauth_config(current).get("publicClient"):
         raise InvalidField("inboundAuthConfig[0].config.publicClient",
                            "cannot change; create a new application instead")

@@ -23,7 +23,7 @@ from identityctl.services import flow_execution, roles
 from identityctl.services.catalog import oauth_config
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import is_usable
-from identityctl.services.oauth.clients import client_of
+from identityctl.services.oauth.clients import client_of, find_client_application
 from identityctl.store import audit, directory
 from identityctl.store import catalog as catalog_store
 from identityctl.store import oauth as oauth_store
@@ -45,7 +45,7 @@ def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = 
     client_id = parameters.get("client_id")
     if client_id is None:
         raise UntrustedRedirect("client_id is required.", code="client_id_missing")
-    application = catalog_store.find_application_by_client_id(client_id)
+    application = find_client_application(ctx, client_id)
     if application is None:
         raise UntrustedRedirect(f"No application has client id {client_id!r}.",
                                 code="unknown_client")

@@ -4,22 +4,87 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections import OrderedDict
 from typing import Any
+from urllib.parse import urlsplit
 
 from identityctl.oauth import client_auth
 from identityctl.oauth.client import Client
+from identityctl.oauth.client_documents import is_document_url, validate_document
+from identityctl.oauth.errors import OAuthError, UntrustedRedirect
 from identityctl.oauth.parameters import Parameters
 from identityctl.security import passwords
+from identityctl.services import catalog as catalog_service
+from identityctl.services import outbound
 from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.catalog import oauth_config
 from identityctl.services.context import ServiceContext
+from identityctl.store import audit
 from identityctl.store import catalog as catalog_store
 
 
 def client_of(application: dict[str, Any]) -> Client:
     """The OAuth client of an application."""
     return Client.from_config(application["id"], oauth_config(application))
+
+
+def find_client_application(ctx: ServiceContext, client_id: str) -> dict[str, Any] | None:
+    """The application with this client id, or None. A client id that is an https URL is a
+    client metadata document when the deployment takes them (``oauth.client_documents``): it
+    is fetched, checked and kept as an application while its HTTP caching allows, then
+    fetched again."""
+    application = catalog_store.find_application_by_client_id(client_id)
+    oauth = ctx.config.oauth
+    if not (oauth.client_documents and is_document_url(client_id)):
+        return application
+    if application is not None and \
+            oauth_config(application).get("documentExpiresAt", 0) > time.time():
+        return application
+    return _from_document(ctx, client_id, application)
+
+
+def _from_document(ctx: ServiceContext, url: str,
+                   known: dict[str, Any] | None) -> dict[str, Any]:
+    oauth = ctx.config.oauth
+    try:
+        fetched = outbound.fetch_json(url, outbound.FetchPolicy(
+            timeout=oauth.client_documents_timeout, max_bytes=oauth.client_documents_max_bytes,
+            allow_private=oauth.client_documents_allow_private,
+            ca_bundle=oauth.client_documents_ca_bundle))
+        metadata = validate_document(fetched.document, url=url,
+                                     allowed_scopes=tuple(oauth.registration_scopes))
+    except outbound.FetchRefused as refused:
+        audit.record(DOCUMENT_ACTION, "failure", actor=url, details={"code": refused.code})
+        raise UntrustedRedirect(f"The client's metadata document cannot be used: "
+                                f"{refused.description}", code="client_document_refused") \
+            from None
+    except OAuthError as invalid:
+        audit.record(DOCUMENT_ACTION, "failure", actor=url, details={"code": invalid.code})
+        raise UntrustedRedirect(f"The client's metadata document is not valid: "
+                                f"{invalid.description}", code="client_document_refused") \
+            from None
+    host = urlsplit(url).hostname
+    document = {
+        "name": f"{metadata.client_name} ({host}) "
+                f"[{hashlib.sha256(url.encode()).hexdigest()[:8]}]",
+        "description": f"Described by its client metadata document {url}",
+        "inboundAuthConfig": [{"type": "oauth2", "config": {
+            "clientId": url, "redirectUris": list(metadata.redirect_uris),
+            "grantTypes": list(metadata.grant_types), "publicClient": True,
+            "tokenEndpointAuthMethod": "none", "scopes": list(metadata.scope)}}]}
+    marks = {"clientDocument": True, "documentExpiresAt": time.time() + fetched.max_age,
+             **({"logoUri": metadata.logo_uri} if metadata.logo_uri else {})}
+    actor = "client-document:" + (host or "")
+    if known is None:
+        application, _ = catalog_service.create_application(document, actor=actor,
+                                                            marks=marks)
+    else:
+        application = catalog_service.update_application({**document, "id": known["id"]},
+                                                         actor=actor, marks=marks)
+    audit.record(DOCUMENT_ACTION, "success", actor=url,
+                 details={"applicationId": application["id"], "maxAge": fetched.max_age})
+    return application
 
 class _VerifiedSecrets:
     """Recently verified client secrets, so client_credentials does not pay argon2 each time.
@@ -52,6 +117,8 @@ class _VerifiedSecrets:
 _verified_secrets = _VerifiedSecrets()
 
 
+#: Audit event of fetching a client metadata document.
+DOCUMENT_ACTION = "oauth.client_document"
 #: Throttle action (and audit actor) for failed client authentication.
 CLIENT_AUTH_ACTION = "oauth.client_auth"
 

@@ -20,4 +20,5 @@ def metadata(ctx: ServiceContext) -> dict[str, Any]:
     algorithms = sorted({key["alg"] for key in jwks()["keys"]})
     return provider_metadata(issuer=ctx.config.issuer, base_url=ctx.config.base_url,
                              signing_algorithms=algorithms,
-                             registration=ctx.config.oauth.dynamic_registration != "off")
+                             registration=ctx.config.oauth.dynamic_registration != "off",
+                             client_documents=ctx.config.oauth.client_documents)

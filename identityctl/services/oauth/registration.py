@@ -56,7 +56,7 @@ def register(ctx: ServiceContext, document: Any, *, access_token: str | None,
             "grantTypes": grant_types,
             "publicClient": True, "tokenEndpointAuthMethod": "none",
             "scopes": list(metadata.scope)}}],
-    }, actor=actor, self_registered=True)
+    }, actor=actor, marks={"selfRegistered": True})
     audit.record(REGISTER_ACTION, "success", actor=actor, client_address=client_address,
                  details={"applicationId": application["id"], "clientId": client_id,
                           "clientName": metadata.client_name})
