@@ -34,7 +34,9 @@ from mcp.shared.auth import (
     OAuthClientMetadata,
     OAuthToken,
 )
+from typer.testing import CliRunner
 
+from identityctl.cli.main import app as cli_app
 from identityctl.services import catalog
 from tests.conftest import Service, start_service
 from tests.support.https import https_publisher
@@ -154,6 +156,29 @@ def test_the_sdk_registers_itself_signs_in_and_lists_the_tools(dcr_service: Serv
     application = catalog.require_application_by_client_id(client.client_id)
     assert catalog.oauth_config(application)["selfRegistered"] is True
     assert_signed_in_as_the_spec_says(dcr_service, signed_in, client.client_id)
+
+
+def test_revoking_the_grant_from_the_cli_makes_the_next_call_401(dcr_service: Service) -> None:
+    signed_in = sign_in_with_the_sdk(dcr_service)
+    assert signed_in.storage.tokens is not None and signed_in.storage.client is not None
+    token, client_id = signed_in.storage.tokens.access_token, signed_in.storage.client.client_id
+
+    def tools_list() -> int:
+        return dcr_service.http.post(dcr_service.url("/mcp"), timeout=30, json={
+            "jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers={
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/json, text/event-stream"}).status_code
+
+    assert tools_list() == 200
+    cli = CliRunner()
+    listed = json.loads(cli.invoke(cli_app, ["--config", str(dcr_service.config_path),
+                                             "grant", "list", "--json"]).output)
+    [grant] = [entry for entry in listed if entry["clientId"] == client_id]
+    assert "system" in grant["scopes"]
+    revoked = cli.invoke(cli_app, ["--config", str(dcr_service.config_path), "grant", "revoke",
+                                   grant["username"], client_id, "--yes", "--json"])
+    assert revoked.exit_code == 0, revoked.output
+    assert tools_list() == 401
 
 
 def test_the_sdk_signs_in_with_a_client_metadata_document(tmp_path: Path) -> None:

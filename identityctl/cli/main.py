@@ -13,6 +13,7 @@ from identityctl.cli.audit import audit_app
 from identityctl.cli.catalog import app_app, flow_app, theme_app
 from identityctl.cli.common import Session, command
 from identityctl.cli.directory import ou_app, user_app, user_type_app
+from identityctl.cli.grants import grant_app
 from identityctl.cli.mcp import mcp_app
 from identityctl.cli.output import JsonOption, console, done, emit_json, show_table
 from identityctl.cli.passkey import passkey_app
@@ -45,6 +46,7 @@ app.add_typer(theme_app, name="theme")
 app.add_typer(mcp_app)
 app.add_typer(passkey_app, name="passkey")
 app.add_typer(role_app, name="role")
+app.add_typer(grant_app, name="grant")
 
 
 def _version(value: bool) -> None:

@@ -325,9 +325,23 @@ class UserRole(BaseModel):
         primary_key = peewee.CompositeKey("user", "role")
 
 
+class Grant(BaseModel):
+    """What a person let a client have: the scopes granted to one application, remembered
+    until revoked (revoking it ends every token the client holds for the person)."""
+
+    user = peewee.ForeignKeyField(User, on_delete="CASCADE", backref="grants")
+    application = peewee.ForeignKeyField(Application, on_delete="CASCADE", backref="grants")
+    scopes = JSONField(default=list)
+    granted_at = peewee.DoubleField(default=now)
+    updated_at = peewee.DoubleField(default=now)
+
+    class Meta:
+        primary_key = peewee.CompositeKey("user", "application")
+
+
 ALL_MODELS: list[type[BaseModel]] = [
     SchemaVersion, OrganizationUnit, UserType, User, Theme, Flow, Application,
     PasskeyCredential, CeremonySession, FlowExecution, SigningKey, AuthorizationRequest,
     AuthorizationCode, RefreshToken, RevokedToken, AuditEvent, Throttle, ServiceSecret,
-    Role, UserRole,
+    Role, UserRole, Grant,
 ]

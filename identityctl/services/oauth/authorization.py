@@ -24,7 +24,7 @@ from identityctl.services.catalog import oauth_config
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import is_usable
 from identityctl.services.oauth.clients import client_of, find_client_application
-from identityctl.store import audit, directory
+from identityctl.store import audit, directory, grants
 from identityctl.store import catalog as catalog_store
 from identityctl.store import oauth as oauth_store
 from identityctl.store.directory import UserRecord
@@ -143,6 +143,7 @@ def complete_authorization(ctx: ServiceContext, *, auth_id: str, assertion: str,
         auth_time=float(claims.get("auth_time") or claims["iat"]),
         amr=list(claims.get("amr") or []), extra={"resources": request.extra.get("resources", [])},
         expires_at=time.time() + ctx.config.oauth.code_ttl)
+    grants.remember(user.id, request.application_id, list(parse_scope(request.scope)))
     audit.record("oauth.authorize", "success", actor=oauth_config(application)["clientId"],
                  user_id=user.id, client_address=client_address)
     return success_response_url(request.redirect_uri, code=code, state=request.state,

@@ -1,0 +1,73 @@
+"""Grants: the scopes a person let one client (application) have, and the token families
+(``sid``) issued under them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from identityctl.store import db
+from identityctl.store.models import Application, AuthorizationCode, Grant, RefreshToken, User, now
+
+
+@dataclass(slots=True)
+class GrantRecord:
+    user_id: str
+    username: str
+    application_id: str
+    client_id: str
+    application_name: str
+    scopes: list[str]
+    granted_at: float
+    updated_at: float
+
+    def to_api(self) -> dict[str, Any]:
+        return {"userId": self.user_id, "username": self.username,
+                "applicationId": self.application_id, "clientId": self.client_id,
+                "application": self.application_name, "scopes": self.scopes,
+                "grantedAt": self.granted_at, "updatedAt": self.updated_at}
+
+
+def remember(user_id: str, application_id: str, scopes: list[str]) -> None:
+    """Record (or widen) the person's grant to the application."""
+    with db.savepoint():
+        found = Grant.get_or_none((Grant.user == user_id) & (Grant.application == application_id))
+        if found is None:
+            Grant.create(user=user_id, application=application_id, scopes=scopes)
+            return
+        merged = list(dict.fromkeys([*(found.scopes or []), *scopes]))
+        Grant.update(scopes=merged, updated_at=now()).where(
+            (Grant.user == user_id) & (Grant.application == application_id)).execute()
+
+
+def list_grants(*, user_id: str | None = None) -> list[GrantRecord]:
+    query = (Grant.select(Grant, User.username, Application.client_id, Application.name)
+             .join(User).switch(Grant).join(Application))
+    if user_id is not None:
+        query = query.where(Grant.user == user_id)
+    return [GrantRecord(user_id=row.user_id, username=row.user.username,
+                        application_id=row.application_id,
+                        client_id=row.application.client_id,
+                        application_name=row.application.name, scopes=list(row.scopes or []),
+                        granted_at=row.granted_at, updated_at=row.updated_at)
+            for row in query.order_by(Grant.granted_at)]
+
+
+def forget(user_id: str, application_id: str) -> bool:
+    return bool(Grant.delete().where((Grant.user == user_id)
+                                     & (Grant.application == application_id)).execute())
+
+
+def token_families(user_id: str, application_id: str) -> set[str]:
+    """Every ``sid`` issued to the application for the person: the families of their
+    refresh tokens and of their redeemed codes (grants without refresh tokens)."""
+    codes = AuthorizationCode.select(AuthorizationCode.refresh_family).where(
+        (AuthorizationCode.user == user_id) & (AuthorizationCode.application == application_id)
+        & AuthorizationCode.refresh_family.is_null(False))
+    refresh = RefreshToken.select(RefreshToken.family).where(
+        (RefreshToken.user == user_id) & (RefreshToken.application == application_id)
+        & (RefreshToken.revoked == False))  # noqa: E712 - SQL, not Python truthiness
+    return {family for (family,) in codes.tuples()} | {
+        family for (family,) in refresh.tuples()}
+
+
