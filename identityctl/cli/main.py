@@ -105,6 +105,9 @@ def init(
         console.print(f"[green]✓[/green] created {item}")
     console.print(f"\nNext: [bold]identityctl --config {path} serve[/bold]  "
                   f"(then open {config.base_url}/health)")
+    console.print(f"Your own account, allowed to let AI assistants administer this service: "
+                  f"[bold]identityctl --config {path} user create --username YOU --role "
+                  f"admin[/bold]")
 
 
 @command(app, "serve")
