@@ -100,6 +100,9 @@ class OAuthConfig:
     registration_scopes: tuple[str, ...] = ("openid", "profile", "email")
     #: Registrations one address may make per security.failure_window.
     registrations_per_address: int = 20
+    #: A self-registered or document-described client unused this many days is removed
+    #: (at every `serve` start and now and then at a registration).
+    registration_idle_days: int = 30
     #: Client ID Metadata Documents: a client_id that is an https URL is fetched and
     #: describes the client (as a self-registered one; services/outbound.py hardens the fetch).
     client_documents: bool = False

@@ -8,6 +8,7 @@ refused in RFC 7591's error vocabulary; registrations are throttled per address.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,17 @@ import pytest
 import requests
 
 from identityctl.services import catalog
+from identityctl.services.context import ServiceContext
+from identityctl.services.oauth.registration import remove_idle_clients
 from identityctl.store import audit
+from identityctl.store.models import Application
 from tests.conftest import Service, start_service
-from tests.test_oauth_helpers import OAuthDriver, RegisteredClient, assert_oauth_error
+from tests.test_oauth_helpers import (
+    OAuthDriver,
+    RegisteredClient,
+    assert_oauth_error,
+    register_client,
+)
 from tests.test_passkey_helpers import assert_error
 
 OFF = 'dynamic_registration = "off"'
@@ -142,3 +151,23 @@ def test_token_mode_needs_an_initial_access_token_with_the_registration_scope(
     assert_error(register(service, native_app(), wrong_scope), 403, "insufficient_scope")
     token = _registration_token(service, "client_registration")()
     assert register(service, native_app(), token).status_code == 201
+
+
+def test_self_registered_clients_unused_for_the_idle_days_are_removed(
+        open_registration: Service) -> None:
+    service = open_registration
+    idle = register(service, native_app(client_name="Idle")).json()["client_id"]
+    used = register(service, native_app(client_name="Used")).json()["client_id"]
+    admins = register_client("Server")  # an administrator's, as old: never removed
+    long_ago = time.time() - 31 * 86400
+    Application.update(created_at=long_ago).execute()
+    rp = OAuthDriver(service)
+    client = RegisteredClient(
+        application_id=catalog.require_application_by_client_id(used)["id"], client_id=used,
+        secret=None, redirect_uri=LOOPBACK, auth_method="none")
+    rp.tokens(rp.authorization(client))  # used today
+
+    assert remove_idle_clients(ServiceContext.for_config(service.config)) == 1
+    remaining = {catalog.oauth_config(app)["clientId"] for app in catalog.list_applications()}
+    assert remaining == {used, admins.client_id}
+    assert idle not in remaining

@@ -126,6 +126,8 @@ def serve(
     from identityctl.server.runtime import serve as run_server
     from identityctl.services import audit_log
     from identityctl.services.bootstrap import open_store, seed
+    from identityctl.services.context import ServiceContext
+    from identityctl.services.oauth.registration import remove_idle_clients
 
     config = Session.config()
     open_store(config)
@@ -133,6 +135,8 @@ def serve(
     # security.audit_retention_days applies at every start (cron `identityctl audit purge`
     # for servers that run for months).
     audit_log.purge(config.security.audit_retention_days)
+    # Self-registered clients unused for oauth.registration_idle_days go at every start.
+    remove_idle_clients(ServiceContext.for_config(config))
 
     def ready(address: str) -> None:
         console.print(f"[green]identityctl {__version__}[/green] listening on {address} "

@@ -386,6 +386,11 @@ def regenerate_client_secret(id_or_client_id: str, *, actor: str = "admin") -> s
     return secret
 
 
+def last_uses() -> dict[str, float]:
+    """When each application (by id) was last used: its newest code or refresh token."""
+    return catalog.last_uses()
+
+
 def delete_application(id_or_client_id: str, *, actor: str = "admin") -> None:
     app_id = require_application(id_or_client_id)["id"]
     catalog.delete_application(app_id)

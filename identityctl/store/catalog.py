@@ -5,10 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from peewee import fn
+
 from identityctl.errors import NotFound
 from identityctl.store import crud
 from identityctl.store.db import CompiledQuery, Row
-from identityctl.store.models import Application, Flow, Theme, now
+from identityctl.store.models import (
+    Application,
+    AuthorizationCode,
+    Flow,
+    RefreshToken,
+    Theme,
+    now,
+)
 
 # --- themes -------------------------------------------------------------------------------
 
@@ -218,3 +227,16 @@ def update_application(app_id: str, **fields: Any) -> dict[str, Any]:
 
 def delete_application(app_id: str) -> None:
     crud.delete(Application, app_id, what="application", code="application_not_found")
+
+
+def last_uses() -> dict[str, float]:
+    """When each application was last used: its newest code or refresh token, else its
+    creation (one read per table; for the removal of idle self-registered clients)."""
+    used = {row_id: created for row_id, created in
+            Application.select(Application.id, Application.created_at).tuples()}
+    for model in (AuthorizationCode, RefreshToken):
+        for app_id, latest in (model.select(model.application, fn.MAX(model.created_at))
+                               .group_by(model.application).tuples()):
+            if app_id in used and latest is not None:
+                used[app_id] = max(used[app_id], latest)
+    return used

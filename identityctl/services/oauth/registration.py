@@ -9,6 +9,7 @@ audit trail.
 
 from __future__ import annotations
 
+import secrets
 import time
 from typing import Any
 
@@ -22,6 +23,9 @@ from identityctl.services.context import ServiceContext
 from identityctl.store import audit
 
 REGISTER_ACTION = "oauth.register"
+#: About one registration in this many also removes idle self-registered clients.
+PURGE_ONE_IN = 64
+DAY = 86400
 #: The scope of an initial access token (`identityctl token --scope client_registration`).
 REGISTRATION_SCOPE = "client_registration"
 
@@ -45,6 +49,8 @@ def register(ctx: ServiceContext, document: Any, *, access_token: str | None,
         audit.record(REGISTER_ACTION, "failure", actor=actor, client_address=client_address,
                      details={"code": refusal.code})
         raise
+    if secrets.randbelow(PURGE_ONE_IN) == 0:  # housekeeping, not on every registration
+        remove_idle_clients(ctx)
     grant_types = list(metadata.grant_types)
     client_id = catalog_service.new_client_id()
     application, _ = catalog_service.create_application({
@@ -68,6 +74,22 @@ def register(ctx: ServiceContext, document: Any, *, access_token: str | None,
         **({"client_uri": metadata.client_uri} if metadata.client_uri else {}),
         **({"logo_uri": metadata.logo_uri} if metadata.logo_uri else {}),
     }
+
+
+def remove_idle_clients(ctx: ServiceContext) -> int:
+    """Remove the clients that registered themselves or were described by a document and
+    have not been used (no code, no refresh) for ``oauth.registration_idle_days``; how many.
+    Their grants and tokens go with them."""
+    cutoff = time.time() - ctx.config.oauth.registration_idle_days * DAY
+    last_used = catalog_service.last_uses()
+    removed = 0
+    for application in catalog_service.list_applications():
+        marks = catalog_service.oauth_config(application)
+        if (marks.get("selfRegistered") or marks.get("clientDocument")) \
+                and last_used.get(application["id"], time.time()) < cutoff:
+            catalog_service.delete_application(application["id"], actor="idle-client-removal")
+            removed += 1
+    return removed
 
 
 def _check_initial_access_token(ctx: ServiceContext, access_token: str | None) -> None:
