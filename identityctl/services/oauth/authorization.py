@@ -162,6 +162,7 @@ def _user_refusal(user: UserRecord | None, application: dict[str, Any],
         return f"Users of type {user.user_type!r} may not use this application."
     not_held = roles.scopes_not_held(user.id, scope)
     if not_held:
-        return (f"{user.username} holds no role that grants {' '.join(not_held)!r}; an "
+        # Not naming the user: this text reaches the client in error_description.
+        return (f"The account holds no role that grants {' '.join(not_held)!r}; an "
                 "administrator can give one (identityctl role grant).")
     return None
