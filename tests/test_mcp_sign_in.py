@@ -16,7 +16,8 @@ for `system`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,8 @@ class SignedIn:
     tools: list[str]
     storage: MemoryStorage
     authorization_url: str
+    #: Lists the tools again with the same provider (and its stored tokens).
+    list_again: Callable[[], list[str]]
 
 
 def sign_in_with_the_sdk(service: Service, *, client_metadata_url: str | None = None
@@ -129,7 +132,8 @@ def sign_in_with_the_sdk(service: Service, *, client_metadata_url: str | None = 
 
     tools = run(scenario())
     [url] = authorization_urls
-    return SignedIn(tools=tools, storage=storage, authorization_url=url)
+    return SignedIn(tools=tools, storage=storage, authorization_url=url,
+                    list_again=lambda: run(scenario()))
 
 
 def assert_signed_in_as_the_spec_says(service: Service, signed_in: SignedIn,
@@ -156,6 +160,22 @@ def test_the_sdk_registers_itself_signs_in_and_lists_the_tools(dcr_service: Serv
     application = catalog.require_application_by_client_id(client.client_id)
     assert catalog.oauth_config(application)["selfRegistered"] is True
     assert_signed_in_as_the_spec_says(dcr_service, signed_in, client.client_id)
+
+
+def test_the_sdk_refreshes_its_token_by_itself_and_still_lists_the_tools(
+        tmp_path: Path) -> None:
+    service, stop = start_service(tmp_path, settings={
+        'dynamic_registration = "off"': 'dynamic_registration = "open"',
+        "access_token_ttl = 3600": "access_token_ttl = 2", **SIGN_IN_SCOPES})
+    try:
+        signed_in = sign_in_with_the_sdk(service)
+        assert signed_in.storage.tokens is not None
+        first = signed_in.storage.tokens.refresh_token
+        time.sleep(2.5)  # the access token expires; the SDK must refresh before its next call
+        assert len(signed_in.list_again()) == 16
+        assert signed_in.storage.tokens.refresh_token not in (None, first)  # rotated
+    finally:
+        stop()
 
 
 def test_revoking_the_grant_from_the_cli_makes_the_next_call_401(dcr_service: Service) -> None:
