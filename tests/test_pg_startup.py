@@ -134,11 +134,7 @@ def test_seed_in_threads_at_once_creates_each_default_once(store_url: str,
         finally:
             db.release_connection()  # back to the pool for the next thread
 
-    workers = [threading.Thread(target=seed) for _ in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(timeout=60)
+    run_at_once(seed, threads)
     assert not errors, errors
     assert len(made) == threads
     created = [item for one in made for item in one]

@@ -17,6 +17,7 @@ from identityctl.errors import Conflict, NotFound, ServiceUnavailable
 from identityctl.store import catalog, db, directory, migrations, passkeys
 from identityctl.store.directory import UserRecord
 from identityctl.store.models import AuthorizationCode, SchemaVersion, new_id, now
+from tests.support.threads import run_at_once
 
 NESTED_JSON = {"name": "Zoë 😀", "flag": True, "count": 3, "ratio": 0.5, "none": None,
                "list": [1, "two", {"three": [False]}]}
@@ -350,11 +351,7 @@ def test_a_single_use_code_is_consumed_by_exactly_one_of_many_racers(store_url: 
         finally:
             db.release_connection()  # back to the pool for the next thread
 
-    threads = [threading.Thread(target=consume) for _ in range(racers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_at_once(consume, racers)
     assert sorted(wins) == [0] * (racers - 1) + [1]
     assert AuthorizationCode.get_by_id("h").consumed_at is not None
 

@@ -78,6 +78,19 @@ def redirect_uri_matches(registered: str, presented: str) -> bool:
                                                       theirs.query)
 
 
+def exact_uri_problem(uri: str) -> str | None:
+    """Why ``uri`` cannot be a registered redirect URI (compared exactly, sent back in a
+    Location header), or None: no fragment, no wildcard, no whitespace or control
+    characters, at most MAX_URI_LENGTH characters."""
+    if len(uri) > MAX_URI_LENGTH:
+        return f"is longer than {MAX_URI_LENGTH} characters"
+    if "#" in uri or "*" in uri:
+        return "must be an exact URI without a fragment or wildcards"
+    if any(char.isspace() or not char.isprintable() for char in uri):
+        return "must not contain spaces or control characters"
+    return None
+
+
 def validate_client_metadata(document: Any, *,
                              allowed_scopes: tuple[str, ...]) -> ClientMetadata:
     """The registration ``document`` checked against RFC 7591 and what self-registered
@@ -133,9 +146,9 @@ def _strings(document: dict[str, Any], name: str, *, default: list[str]) -> list
 
 
 def _check_redirect_uri(uri: str) -> None:
-    if len(uri) > MAX_URI_LENGTH or "#" in uri or "*" in uri:
-        raise InvalidRedirectUri(f"Redirect URI {uri[:100]!r} must be an exact URI without "
-                                 "a fragment or wildcards.")
+    problem = exact_uri_problem(uri)
+    if problem:
+        raise InvalidRedirectUri(f"Redirect URI {uri[:100]!r} {problem}.")
     try:
         parts = urlsplit(uri)
         parts.port  # noqa: B018 - raises on a port that is not a number

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from identityctl.errors import BadRequest, InvalidField, NotFound
 from identityctl.flow.definition import FLOW_TYPES, validate_flow
+from identityctl.oauth.registration import exact_uri_problem
 from identityctl.security import passwords
 from identityctl.services.directory import check_handle, require_ou
 from identityctl.store import audit, catalog
@@ -224,9 +225,13 @@ def oauth_config(application: dict[str, Any]) -> dict[str, Any]:
 
 def _validate_redirect_uri(index: int, uri: object) -> str:
     field = f"inboundAuthConfig[0].config.redirectUris[{index}]"
-    if not isinstance(uri, str) or "*" in uri or "#" in uri:
-        raise InvalidField(field, "must be an exact URI without wildcards or fragment")
-    parts = urlsplit(uri)
+    problem = exact_uri_problem(uri) if isinstance(uri, str) else "must be a URI (text)"
+    if problem:
+        raise InvalidField(field, problem)
+    try:
+        parts = urlsplit(uri)
+    except ValueError:  # "http://[::1": not even a URI
+        raise InvalidField(field, f"{uri!r} is not a URI") from None
     if not parts.scheme or (parts.scheme in ("http", "https") and not parts.hostname):
         raise InvalidField(field, f"{uri!r} is not an absolute URI")
     if "<" in uri:

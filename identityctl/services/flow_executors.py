@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from identityctl.errors import (
     BadRequest,
@@ -129,12 +129,21 @@ def _passkey_challenge(step: StepRequest, properties: dict[str, Any]) -> TaskOut
     return SUCCESS
 
 
-def _passkey_verify(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
-    signed_in = ceremonies.finish_authentication(
-        step.ctx, credential=codec.flow_credential(step.inputs),
-        session_token=step.context.get("passkeySession", ""),
-        client_address=step.client_address)
+T = TypeVar("T")
+
+
+def _finish_ceremony(step: StepRequest, finish: Callable[..., T], **arguments: Any) -> T:
+    """Finish the ceremony this execution started (its session token is in the context)
+    with the step's inputs; the token is forgotten once the ceremony consumed it."""
+    finished = finish(step.ctx, credential=codec.flow_credential(step.inputs),
+                      session_token=step.context.get("passkeySession", ""),
+                      client_address=step.client_address, **arguments)
     del step.context["passkeySession"]
+    return finished
+
+
+def _passkey_verify(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
+    signed_in = _finish_ceremony(step, ceremonies.finish_authentication)
     if step.user_id and step.user_id != signed_in.user.id:
         return TaskOutcome("failure", "credential_of_another_user")
     step.context["username"] = signed_in.user.username
@@ -157,11 +166,8 @@ def _passkey_register_start(step: StepRequest, properties: dict[str, Any]) -> Ta
 
 
 def _passkey_register_finish(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
-    registered = ceremonies.finish_registration(
-        step.ctx, credential=codec.flow_credential(step.inputs),
-        session_token=step.context.get("passkeySession", ""),
-        credential_name=step.inputs.get("credentialName"), client_address=step.client_address)
-    del step.context["passkeySession"]
+    registered = _finish_ceremony(step, ceremonies.finish_registration,
+                                  credential_name=step.inputs.get("credentialName"))
     step.additional.update({"passkeyCredentialID": registered.credential_id,
                             "passkeyCredentialName": registered.name,
                             "credentialCreatedAt": ceremonies.rfc3339(registered.created_at)})

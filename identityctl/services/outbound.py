@@ -31,11 +31,13 @@ LONGEST_MAX_AGE = 86_400.0
 
 
 class FetchRefused(Exception):
-    """The document could not be fetched safely; ``code`` says why."""
+    """The document could not be fetched safely; ``code`` says why, ``description`` in
+    words a person may read (a sign-in page shows it), ``detail`` what the operator needs
+    (the audit event keeps it)."""
 
-    def __init__(self, code: str, description: str) -> None:
+    def __init__(self, code: str, description: str, detail: str = "") -> None:
         super().__init__(description)
-        self.code, self.description = code, description
+        self.code, self.description, self.detail = code, description, detail
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,12 +86,14 @@ def fetch_json(url: str, policy: FetchPolicy) -> Fetched:
         finally:
             response.release_conn()
     except urllib3.exceptions.SSLError as error:
-        raise FetchRefused("tls_failed", f"{url}: TLS failed ({error}).") from None
+        raise FetchRefused("tls_failed", f"{url}: TLS failed (the certificate is not "
+                           "trusted or not for this host).", str(error)) from None
     except (urllib3.exceptions.TimeoutError, TimeoutError):
         raise FetchRefused("too_slow", f"{url} did not answer within {policy.timeout:g} s.") \
             from None
     except urllib3.exceptions.HTTPError as error:
-        raise FetchRefused("unreachable", f"{url} could not be fetched ({error}).") from None
+        raise FetchRefused("unreachable", f"{url} could not be reached.", str(error)) \
+            from None
     finally:
         pool.close()
     try:
@@ -108,9 +112,9 @@ def _public_address(host: str, port: int, *, allow_private: bool) -> str:
         for text in addresses:
             ip = ipaddress.ip_address(text.split("%")[0])
             if not ip.is_global or ip.is_multicast:
-                raise FetchRefused("private_address", f"{host} resolves to {ip}, which is not "
-                                   "a public address (set oauth.client_documents_allow_private "
-                                   "only for development).")
+                raise FetchRefused("private_address", f"{host} is not a public address.",
+                                   f"{host} resolves to {ip}; documents on private addresses "
+                                   "need oauth.client_documents_allow_private (development)")
     return addresses[0]
 
 

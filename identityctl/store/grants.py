@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import peewee
+
 from identityctl.store import db
 from identityctl.store.models import Application, AuthorizationCode, Grant, RefreshToken, User, now
 
@@ -29,15 +31,19 @@ class GrantRecord:
 
 
 def remember(user_id: str, application_id: str, scopes: list[str]) -> None:
-    """Record (or widen) the person's grant to the application."""
-    with db.savepoint():
-        found = Grant.get_or_none((Grant.user == user_id) & (Grant.application == application_id))
-        if found is None:
+    """Record (or widen) the person's grant to the application (in the caller's
+    transaction when there is one)."""
+    try:
+        with db.savepoint():
             Grant.create(user=user_id, application=application_id, scopes=scopes)
-            return
+        return
+    except peewee.IntegrityError:
+        pass  # granted before, or by a parallel authorization this instant: widen it
+    mine = (Grant.user == user_id) & (Grant.application == application_id)
+    with db.transaction():
+        found = Grant.get(mine)
         merged = list(dict.fromkeys([*(found.scopes or []), *scopes]))
-        Grant.update(scopes=merged, updated_at=now()).where(
-            (Grant.user == user_id) & (Grant.application == application_id)).execute()
+        Grant.update(scopes=merged, updated_at=now()).where(mine).execute()
 
 
 def list_grants(*, user_id: str | None = None) -> list[GrantRecord]:

@@ -27,6 +27,7 @@ from identityctl.services.oauth.clients import client_of, find_client_applicatio
 from identityctl.store import audit, directory, grants
 from identityctl.store import catalog as catalog_store
 from identityctl.store import oauth as oauth_store
+from identityctl.store.db import transaction
 from identityctl.store.directory import UserRecord
 from identityctl.store.oauth import IssuedToken
 
@@ -135,17 +136,19 @@ def complete_authorization(ctx: ServiceContext, *, auth_id: str, assertion: str,
         return error_response_url(request.redirect_uri, AccessDenied(refusal),
                                   state=request.state, issuer=issuer)
     code = new_token()
-    oauth_store.create_code(
-        code_hash=token_hash(code), application_id=request.application_id, user_id=user.id,
-        redirect_uri=request.redirect_uri, scope=request.scope, nonce=request.nonce,
-        code_challenge=request.code_challenge,
-        code_challenge_method=request.code_challenge_method,
-        auth_time=float(claims.get("auth_time") or claims["iat"]),
-        amr=list(claims.get("amr") or []), extra={"resources": request.extra.get("resources", [])},
-        expires_at=time.time() + ctx.config.oauth.code_ttl)
-    grants.remember(user.id, request.application_id, list(parse_scope(request.scope)))
-    audit.record("oauth.authorize", "success", actor=oauth_config(application)["clientId"],
-                 user_id=user.id, client_address=client_address)
+    with transaction():  # the grant, the code and the audit event land together
+        grants.remember(user.id, request.application_id, list(parse_scope(request.scope)))
+        oauth_store.create_code(
+            code_hash=token_hash(code), application_id=request.application_id,
+            user_id=user.id, redirect_uri=request.redirect_uri, scope=request.scope,
+            nonce=request.nonce, code_challenge=request.code_challenge,
+            code_challenge_method=request.code_challenge_method,
+            auth_time=float(claims.get("auth_time") or claims["iat"]),
+            amr=list(claims.get("amr") or []),
+            extra={"resources": request.extra.get("resources", [])},
+            expires_at=time.time() + ctx.config.oauth.code_ttl)
+        audit.record("oauth.authorize", "success", actor=oauth_config(application)["clientId"],
+                     user_id=user.id, client_address=client_address)
     return success_response_url(request.redirect_uri, code=code, state=request.state,
                                 issuer=issuer)
 

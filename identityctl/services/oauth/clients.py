@@ -55,7 +55,8 @@ def _from_document(ctx: ServiceContext, url: str,
         metadata = validate_document(fetched.document, url=url,
                                      allowed_scopes=tuple(oauth.registration_scopes))
     except outbound.FetchRefused as refused:
-        audit.record(DOCUMENT_ACTION, "failure", actor=url, details={"code": refused.code})
+        audit.record(DOCUMENT_ACTION, "failure", actor=url,
+                     details={"code": refused.code, "detail": refused.detail})
         raise UntrustedRedirect(f"The client's metadata document cannot be used: "
                                 f"{refused.description}", code="client_document_refused") \
             from None
