@@ -9,10 +9,8 @@ test-artifacts/hosted-ui/.
 from __future__ import annotations
 
 import secrets
-import shutil
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -23,31 +21,21 @@ import requests
 from identityctl.oauth.pkce import s256_challenge
 from identityctl.services import catalog, directory
 from tests.conftest import Service
+from tests.support.browser import ARTIFACTS, PasskeyPage, chromium, needs_chromium
 from tests.test_oauth_helpers import query_of
 
-playwright_api = pytest.importorskip("playwright.sync_api")
-CHROMIUM = shutil.which("chromium")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed "
-                                "(./scripts/test.sh installs it with apt)")
+pytestmark = needs_chromium
 
 REDIRECT_URI = "https://demo-client.example/callback"
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "hosted-ui"
-PHONE = {"width": 390, "height": 844}
 PASSWORD = "correct horse battery"
 #: Primary colour of the theme the tests give the demo application (rgb of #aa3300).
 THEME_PRIMARY = "rgb(170, 51, 0)"
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync"]
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with playwright_api.sync_playwright() as driver:
-        launched = driver.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                          args=CHROMIUM_FLAGS)
+    with chromium() as launched:
         yield launched
-        launched.close()
 
 
 @pytest.fixture
@@ -77,9 +65,8 @@ class Browser:
 
     def screenshot(self, what: str) -> None:
         self.shots += 1
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        self.page.screenshot(path=str(ARTIFACTS / f"{self.name}-{self.shots:02d}-{what}.png"),
-                             full_page=True)
+        self.page.screenshot(path=str(ARTIFACTS / "hosted-ui" / f"{self.name}-{self.shots:02d}-"
+                                      f"{what}.png"), full_page=True)
 
     def authorize(self) -> None:
         self.verifier = secrets.token_urlsafe(48)
@@ -121,16 +108,10 @@ class Browser:
 @pytest.fixture
 def user_browser(browser: Any, service: Service, demo_app: dict[str, Any],
                  request: pytest.FixtureRequest) -> Iterator[Browser]:
-    context = browser.new_context(viewport=PHONE)
-    page = context.new_page()
-    cdp = context.new_cdp_session(page)
-    cdp.send("WebAuthn.enable", {"enableUI": False})
-    cdp.send("WebAuthn.addVirtualAuthenticator", {"options": {
-        "protocol": "ctap2", "transport": "internal", "hasResidentKey": True,
-        "hasUserVerification": True, "isUserVerified": True,
-        "automaticPresenceSimulation": True}})
-    yield Browser(service, demo_app, page, request.node.name)
-    context.close()
+    (ARTIFACTS / "hosted-ui").mkdir(parents=True, exist_ok=True)
+    tab = PasskeyPage(browser)
+    yield Browser(service, demo_app, tab.page, request.node.name)
+    tab.close()
 
 
 def test_sign_up_sign_out_and_sign_in_with_passkey_and_password(user_browser: Browser,

@@ -2,21 +2,22 @@
 
 `mcp.client.auth.OAuthClientProvider` connects to /mcp with no token, gets the 401, reads
 the protected resource metadata (RFC 9728) and the authorization server metadata (RFC 8414),
-registers itself (RFC 7591), sends the person to the authorization URL (PKCE S256, RFC 8707
-resource), exchanges the code and lists the tools. The person's part (the hosted sign-in
-page) is played over HTTP here with a passkey of the software authenticator.
+registers itself (RFC 7591), or names its client metadata document served over local HTTPS,
+sends the person to the authorization URL (PKCE S256, RFC 8707 resource), exchanges the code
+and lists the tools.
 
-It does so twice: registering through DCR (RFC 7591), and with a client metadata document
-served over local HTTPS. The person holds the role `admin`, which carries `system`: only such
-a person can grant an assistant the administration of identityctl. Not yet here (issue
-[3 of 7] goes on): the browser and consent; these deployments let self-described clients ask
-for `system`.
+The person's part runs in headless Chromium: the hosted page, a usernameless sign-in with a
+passkey of the browser's virtual authenticator, and the consent a client that described
+itself must get. Only a person holding a role that carries `system` (the seeded `admin`)
+can grant an assistant the administration of identityctl; anyone else, and anyone who
+denies, sends the client `access_denied`.
 """
 
 from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,10 +40,16 @@ from typer.testing import CliRunner
 
 from identityctl.cli.main import app as cli_app
 from identityctl.services import catalog
+from identityctl.services import roles as roles_service
 from tests.conftest import Service, start_service
+from tests.support.authenticator import SoftAuthenticator
+from tests.support.browser import PasskeyPage, chromium, needs_chromium
 from tests.support.https import https_publisher
 from tests.support.mcp_clients import run
 from tests.test_oauth_helpers import OAuthDriver, query_of
+from tests.test_passkey_helpers import PasskeyClient
+
+pytestmark = needs_chromium
 
 REDIRECT_URI = "http://127.0.0.1:33418/callback"
 
@@ -88,30 +95,71 @@ class SignedIn:
     list_again: Callable[[], list[str]]
 
 
-def sign_in_with_the_sdk(service: Service, *, client_metadata_url: str | None = None
-                         ) -> SignedIn:
-    """The SDK's OAuth client provider from no token to the tool list; the person's part
-    (the hosted page, a passkey sign-in by an admin, the hand-off) played over HTTP."""
-    rp = OAuthDriver(service)
+class ClientRefused(Exception):
+    """The client's redirect URI got an error instead of a code."""
+
+
+@dataclass
+class Person:
+    """Who signs in at the authorization URL, holding ``roles``, and what they answer when
+    asked to consent (``"Allow"`` or ``"Deny"``)."""
+
+    roles: tuple[str, ...] = ("admin",)
+    answer: str = "Allow"
+
+
+def sign_in_in_the_browser(service: Service, url: str, person: Person) -> dict[str, str]:
+    """The person's part in Chromium: the hosted page, a usernameless passkey sign-in, then
+    the consent question (or the page saying they cannot continue). What the client's
+    redirect URI receives."""
+    passkeys = PasskeyClient(service)
+    user = passkeys.new_user(email=f"ada-{uuid.uuid4().hex[:8]}@example.com")
+    for role in person.roles:
+        roles_service.grant_role(user.id, role, actor="test")
+    authenticator = SoftAuthenticator()
+    passkeys.enrolled(user, authenticator)
+    with chromium() as browser:
+        tab = PasskeyPage(browser)
+        tab.add_passkey(authenticator.credentials[0])
+        page = tab.page
+        page.route(REDIRECT_URI + "*", lambda route: route.fulfill(
+            status=200, content_type="text/html", body="<h1>Back at the client</h1>"))
+        page.goto(url)
+        page.get_by_role("button", name="Sign in with a passkey").click()
+        page.get_by_role("button", name="Use my passkey").click()
+        if "admin" in person.roles:
+            page.get_by_role("button", name=person.answer).wait_for()
+            tab.screenshot("mcp-sign-in", f"consent-{person.answer.lower()}")
+            page.get_by_role("button", name=person.answer).click()
+        else:
+            page.get_by_role("alert").filter(has_text="no role").wait_for()
+            tab.screenshot("mcp-sign-in", "refused")
+            page.get_by_role("link", name="Return to the application").click()
+        page.wait_for_url(REDIRECT_URI + "*")
+        return query_of(page.url)
+
+
+def sign_in_with_the_sdk(service: Service, *, client_metadata_url: str | None = None,
+                         person: Person | None = None,
+                         client_got: list[dict[str, str]] | None = None) -> SignedIn:
+    """The SDK's OAuth client provider from no token to the tool list, the person's part
+    played in the browser; what the client's redirect URI got goes to ``client_got``."""
+    person = person or Person()
     storage = MemoryStorage()
     authorization_urls: list[str] = []
 
-    async def redirect(url: str) -> None:  # the SDK would open the browser here
+    async def redirect(url: str) -> None:  # the SDK's "open the browser"
         authorization_urls.append(url)
 
-    def sign_in_at(url: str) -> AuthorizationCodeResult:
-        answer = service.http.get(url, allow_redirects=False, timeout=30)
-        assert answer.status_code == 302, answer.text
-        link = query_of(answer.headers["Location"])
-        _, assertion = rp.signed_in_user(roles=("admin",))  # who may grant `system`
-        handed = rp.callback(link["authId"], assertion)
-        assert handed.status_code == 200, handed.text
-        back = query_of(handed.json()["redirect_uri"])
+    async def callback() -> AuthorizationCodeResult:
+        back = await anyio.to_thread.run_sync(sign_in_in_the_browser, service,
+                                              authorization_urls[-1], person)
+        if client_got is not None:
+            client_got.append(back)
+        if "code" not in back:
+            raise ClientRefused(back.get("error"))
         return AuthorizationCodeResult(code=back["code"], state=back.get("state"),
                                        iss=back.get("iss"))
-
-    async def callback() -> AuthorizationCodeResult:
-        return await anyio.to_thread.run_sync(sign_in_at, authorization_urls[-1])
 
     provider = OAuthClientProvider(
         server_url=service.url("/mcp"),
@@ -160,6 +208,20 @@ def test_the_sdk_registers_itself_signs_in_and_lists_the_tools(dcr_service: Serv
     application = catalog.require_application_by_client_id(client.client_id)
     assert catalog.oauth_config(application)["selfRegistered"] is True
     assert_signed_in_as_the_spec_says(dcr_service, signed_in, client.client_id)
+
+
+@pytest.mark.parametrize("person", [Person(roles=()), Person(answer="Deny")],
+                         ids=["without-the-admin-role", "denying"])
+def test_a_person_who_may_not_or_will_not_grant_sends_the_client_access_denied(
+        dcr_service: Service, person: Person) -> None:
+    client_got: list[dict[str, str]] = []
+    with pytest.raises(ExceptionGroup) as refused:  # the SDK's task group around it
+        sign_in_with_the_sdk(dcr_service, person=person, client_got=client_got)
+    assert refused.group_contains(ClientRefused)
+    [back] = client_got
+    assert back["error"] == "access_denied"
+    assert back["iss"] == dcr_service.config.issuer
+    assert "@example.com" not in back.get("error_description", "")  # nobody is named
 
 
 def test_the_sdk_refreshes_its_token_by_itself_and_still_lists_the_tools(

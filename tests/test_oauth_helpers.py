@@ -119,6 +119,11 @@ class OAuthDriver:
         return self.service.post("/oauth2/auth/callback",
                                  {"authId": auth_id, "assertion": assertion})
 
+    def consent(self, auth_id: str, consent_token: str,
+                decision: str = "allow") -> requests.Response:
+        return self.service.post("/oauth2/auth/consent", {
+            "authId": auth_id, "consentToken": consent_token, "decision": decision})
+
     def authorization(self, client: RegisteredClient, *, pkce: bool = True,
                       roles: tuple[str, ...] = (), **params: Any) -> Authorization:
         """authorize -> sign in -> callback: the code, as the client's redirect URI gets it."""
@@ -131,6 +136,9 @@ class OAuthDriver:
         user, assertion = self.signed_in_user(roles)
         answered = self.callback(link["authId"], assertion)
         assert answered.status_code == 200, answered.text
+        if "consent" in answered.json():  # a client that described itself: the person allows
+            answered = self.consent(link["authId"], answered.json()["consentToken"])
+            assert answered.status_code == 200, answered.text
         redirect = answered.json()["redirect_uri"]
         assert redirect.startswith(client.redirect_uri + "?"), redirect
         back = query_of(redirect)

@@ -33,7 +33,7 @@ def test_a_person_without_the_role_cannot_grant_its_scope(service: Service) -> N
     handed = rp.callback(link["authId"], assertion)
     back = query_of(handed.json()["redirect_uri"])
     assert back["error"] == "access_denied" and back["state"] == "s1"
-    assert "holds no role that grants 'system'" in back["error_description"]
+    assert "holds no role that allows 'system'" in back["error_description"]
     [event] = [e for e in audit.events(event="oauth.authorize") if e["outcome"] == "denied"]
     assert event["userId"] == user.id
 

@@ -47,6 +47,8 @@ class AuthorizationParameters:
     code_challenge: str | None
     code_challenge_method: str | None
     resources: tuple[str, ...]
+    #: OIDC ``prompt`` values; ``consent`` makes the person approve again.
+    prompts: tuple[str, ...] = ()
 
 
 def trusted_redirect_uri(client: Client, redirect_uri: str | None) -> str:
@@ -98,7 +100,7 @@ def validate_request(client: Client, parameters: Parameters, *,
     return AuthorizationParameters(
         redirect_uri=redirect_uri, scope=scope, state=state, nonce=parameters.get("nonce"),
         code_challenge=challenge, code_challenge_method=pkce.S256 if challenge else None,
-        resources=parameters.resources)
+        resources=parameters.resources, prompts=tuple(prompts))
 
 
 class _OidcRequestError(OAuthError):

@@ -24,6 +24,9 @@ class Client:
     scopes: tuple[str, ...]
     #: Per-client token lifetimes in seconds: {"accessTokenTtl", "idTokenTtl", "refreshTokenTtl"}.
     token_settings: dict[str, Any]
+    #: Registered through RFC 7591 or described by a client metadata document: a third
+    #: party, whose requests the person approves (oauth/consent.py).
+    described_itself: bool = False
 
     @classmethod
     def from_config(cls, application_id: str, config: dict[str, Any]) -> Client:
@@ -35,7 +38,9 @@ class Client:
                    pkce_required=bool(config.get("pkceRequired", True)),
                    public=bool(config.get("publicClient", False)),
                    scopes=tuple(config.get("scopes") or ()),
-                   token_settings=dict(config.get("token") or {}))
+                   token_settings=dict(config.get("token") or {}),
+                   described_itself=bool(config.get("selfRegistered")
+                                         or config.get("clientDocument")))
 
     def require_grant(self, grant_type: str) -> None:
         if grant_type not in self.grant_types:

@@ -10,6 +10,7 @@ from identityctl.oauth.client import AUTHORIZATION_CODE, CLIENT_CREDENTIALS, REF
 
 AUTHORIZE_PATH = "/oauth2/authorize"
 CALLBACK_PATH = "/oauth2/auth/callback"
+CONSENT_PATH = "/oauth2/auth/consent"
 TOKEN_PATH = "/oauth2/token"
 USERINFO_PATH = "/oauth2/userinfo"
 JWKS_PATH = "/oauth2/jwks"

@@ -14,12 +14,12 @@ import falcon
 
 from identityctl.config import Config
 from identityctl.errors import Forbidden, PayloadTooLarge, UnsupportedMediaType
-from identityctl.oauth.discovery import CALLBACK_PATH
+from identityctl.oauth.discovery import CALLBACK_PATH, CONSENT_PATH
 
 #: The state-changing endpoints the hosted UI calls with ``fetch`` from its pages
 #: (identityctl/ui/static/gate.js). No cookies are involved, but a page of another site must
 #: not drive them in a visitor's browser either (docs/security.md, "CSRF and cookies").
-BROWSER_POSTS = frozenset({"/flow/execute", CALLBACK_PATH})
+BROWSER_POSTS = frozenset({"/flow/execute", CALLBACK_PATH, CONSENT_PATH})
 
 access_log = logging.getLogger("identityctl.access")
 

@@ -46,6 +46,12 @@ def remember(user_id: str, application_id: str, scopes: list[str]) -> None:
         Grant.update(scopes=merged, updated_at=now()).where(mine).execute()
 
 
+def granted_scopes(user_id: str, application_id: str) -> list[str]:
+    """The scopes the person let the application have so far (none without a grant)."""
+    found = Grant.get_or_none((Grant.user == user_id) & (Grant.application == application_id))
+    return list(found.scopes or []) if found else []
+
+
 def list_grants(*, user_id: str | None = None) -> list[GrantRecord]:
     query = (Grant.select(Grant, User.username, Application.client_id, Application.name)
              .join(User).switch(Grant).join(Application))

@@ -144,10 +144,13 @@ def create_authorization_request(*, request_id: str, application_id: str, redire
             code_challenge_method=code_challenge_method, extra=extra, expires_at=expires_at)
 
 
-def update_authorization_request_extra(request_id: str, extra: dict[str, Any]) -> None:
+def update_authorization_request_extra(request_id: str, extra: dict[str, Any]) -> bool:
+    """Replace a pending request's ``extra``; False when it is no longer pending."""
     with transaction():
-        AuthorizationRequest.update(extra=extra).where(
-            AuthorizationRequest.id == request_id).execute()
+        return bool(AuthorizationRequest.update(extra=extra).where(
+            (AuthorizationRequest.id == request_id)
+            & (AuthorizationRequest.consumed == False)  # noqa: E712
+            & (AuthorizationRequest.expires_at > now())).execute())
 
 
 def find_authorization_request(request_id: str) -> StoredAuthorizationRequest | None:

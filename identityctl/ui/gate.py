@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 from identityctl.config import Config
 from identityctl.errors import NotFound
-from identityctl.oauth.discovery import CALLBACK_PATH
+from identityctl.oauth.discovery import CALLBACK_PATH, CONSENT_PATH
 from identityctl.oauth.errors import UntrustedRedirect
 from identityctl.services import catalog
 from identityctl.services.oauth import authorization
@@ -88,6 +88,7 @@ def flow_page(config: Config, *, mode: str, application_id: str, auth_id: str,
         application_id=application.id, auth_id=auth_id, execution_id=execution_id,
         first_step=json.dumps(first_step) if first_step and not signing_up else "",
         flow_url=config.base_url + FLOW_PATH, callback_url=config.base_url + CALLBACK_PATH,
+        consent_url=config.base_url + CONSENT_PATH,
         signin_url=f"{config.gate_url}/{SIGN_IN}?{urlencode(request)}",
         signup_url=(f"{config.gate_url}/{SIGN_UP}?{urlencode(request)}"
                     if application.registration_enabled else ""))

@@ -11,6 +11,7 @@ from typing import Any
 
 import falcon
 
+from identityctl.errors import BadRequest
 from identityctl.oauth import discovery
 from identityctl.oauth.errors import InvalidRequest
 from identityctl.server.openapi import error_response, json_body, json_response
@@ -95,10 +96,26 @@ class CallbackResource(_OAuthResource):
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = json_object(req)
-        resp.media = {"redirect_uri": authorization.complete_authorization(
+        resp.media = authorization.complete_authorization(
             self.context, auth_id=string_field(body, "authId"),
             assertion=string_field(body, "assertion"),
-            client_address=req.context.client_address)}
+            client_address=req.context.client_address).to_api()
+
+
+class ConsentResource(_OAuthResource):
+    """POST /oauth2/auth/consent {authId, consentToken, decision} -> {redirect_uri}."""
+
+    json_body = True
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = json_object(req)
+        decision = string_field(body, "decision")
+        if decision not in ("allow", "deny"):
+            raise BadRequest("decision must be 'allow' or 'deny'.", code="invalid_field")
+        resp.media = authorization.decide_consent(
+            self.context, auth_id=string_field(body, "authId"),
+            consent_token=string_field(body, "consentToken"), approve=decision == "allow",
+            client_address=req.context.client_address).to_api()
 
 
 @falcon.before(_cross_origin)
@@ -193,6 +210,7 @@ class RegisterResource(_OAuthResource):
 def add_oauth_routes(app: falcon.App, context: ServiceContext) -> None:
     app.add_route(discovery.AUTHORIZE_PATH, AuthorizeResource(context))
     app.add_route(discovery.CALLBACK_PATH, CallbackResource(context))
+    app.add_route(discovery.CONSENT_PATH, ConsentResource(context))
     app.add_route(discovery.TOKEN_PATH, TokenResource(context))
     app.add_route(discovery.USERINFO_PATH, UserinfoResource(context))
     app.add_route(discovery.REVOKE_PATH, RevokeResource(context))
@@ -269,6 +287,12 @@ _TOKEN_RESPONSE = {
                    "refresh_token": _string("Opaque; rotates on every use.")},
 }
 
+_HAND_OFF = {"type": "object", "properties": {
+    "redirect_uri": {"type": ["string", "null"], "format": "uri"},
+    "refused": _string("Why the person may not give the client access, in plain words."),
+    "consentToken": _string("Sent back with the person's decision."),
+    "consent": {"type": "object", "description": "Who asks for what (client, clientId, "
+                "clientHost, registeredItself, scopes with descriptions, resources)."}}}
 _CLIENT_METADATA = {
     "type": "object", "required": ["redirect_uris"],
     "properties": {
@@ -325,12 +349,26 @@ OPENAPI_PATHS = {
                                                  "assertion": _string("From the flow.")}}),
         "responses": {
             "200": json_response("Where the browser goes next: redirect_uri with code, state "
-                                 "and iss (or error=access_denied).",
-                                 {"type": "object", "properties": {
-                                     "redirect_uri": {"type": "string", "format": "uri"}}}),
+                                 "and iss (or error=access_denied, with `refused` for the "
+                                 "person); or, for a client that described itself, the "
+                                 "`consent` to ask and the `consentToken` that answers it.",
+                                 _HAND_OFF),
             "400": error_response("missing_field, authorization_request_invalid (unknown, "
                                   "expired or used)."),
             "401": error_response("invalid_token (the assertion), assertion_reused.")}}},
+    discovery.CONSENT_PATH: {"post": {
+        "summary": "The person's answer to a consent question of the hosted UI",
+        "operationId": "oauthConsent",
+        "requestBody": json_body({"type": "object",
+                                  "required": ["authId", "consentToken", "decision"],
+                                  "properties": {"authId": _string("From the gate link."),
+                                                 "consentToken": _string("From the callback."),
+                                                 "decision": {"enum": ["allow", "deny"]}}}),
+        "responses": {
+            "200": json_response("Where the browser goes next: redirect_uri with a code, or "
+                                 "error=access_denied after a denial.", _HAND_OFF),
+            "400": error_response("missing_field, invalid_field, consent_invalid (unknown, "
+                                  "expired, answered, or another page's token).")}}},
     discovery.TOKEN_PATH: {"post": {
         "summary": "Exchange a grant for tokens (authorization_code, refresh_token, "
                    "client_credentials)", "operationId": "oauthToken",

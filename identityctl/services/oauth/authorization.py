@@ -4,7 +4,9 @@ answer the client's redirect URI with a one-time code."""
 
 from __future__ import annotations
 
+import hmac
 import time
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -16,6 +18,7 @@ from identityctl.oauth.authorization import (
     validate_request,
 )
 from identityctl.oauth.client import Client
+from identityctl.oauth.consent import ConsentRequest, consent_required
 from identityctl.oauth.errors import AccessDenied, OAuthError, ServerError, UntrustedRedirect
 from identityctl.oauth.parameters import RawParameters, parse_scope, read_parameters
 from identityctl.security.secrets import new_token, token_hash
@@ -29,7 +32,7 @@ from identityctl.store import catalog as catalog_store
 from identityctl.store import oauth as oauth_store
 from identityctl.store.db import transaction
 from identityctl.store.directory import UserRecord
-from identityctl.store.oauth import IssuedToken
+from identityctl.store.oauth import IssuedToken, StoredAuthorizationRequest
 
 
 def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = "") -> str:
@@ -61,7 +64,7 @@ def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = 
             redirect_uri=redirect_uri, scope=" ".join(request.scope), state=state,
             nonce=request.nonce, code_challenge=request.code_challenge,
             code_challenge_method=request.code_challenge_method,
-            extra={"resources": list(request.resources)},
+            extra={"resources": list(request.resources), "prompts": list(request.prompts)},
             expires_at=time.time() + ctx.config.flow.execution_ttl)
         first_step = _start_sign_in(ctx, client, request_id, client_address)
     except OAuthError as error:
@@ -70,7 +73,8 @@ def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = 
         return error_response_url(redirect_uri, error, state=state, issuer=ctx.config.issuer)
     execution_id = str(first_step["executionId"])
     oauth_store.update_authorization_request_extra(request_id, {
-        "resources": list(request.resources), "executionId": execution_id,
+        "resources": list(request.resources), "prompts": list(request.prompts),
+        "executionId": execution_id,
         "firstStep": first_step})
     return f"{ctx.config.gate_url}/signin?" + urlencode(
         {"authId": request_id, "applicationId": client.application_id,
@@ -106,12 +110,32 @@ def pending_first_step(*, auth_id: str, application_id: str,
     return pending.extra.get("firstStep")
 
 
+@dataclass(frozen=True, slots=True)
+class HandOff:
+    """What the hosted page does after a sign-in: follow ``redirect_uri`` (a code, or
+    ``access_denied`` with ``refused`` said to the person first), or ask for ``consent``."""
+
+    redirect_uri: str | None = None
+    refused: str | None = None
+    consent: ConsentRequest | None = None
+    consent_token: str | None = None
+
+    def to_api(self) -> dict[str, Any]:
+        answer: dict[str, Any] = {"redirect_uri": self.redirect_uri}
+        if self.refused:
+            answer["refused"] = self.refused
+        if self.consent is not None:
+            answer.update(consent=self.consent.to_api(), consentToken=self.consent_token)
+        return answer
+
+
 def complete_authorization(ctx: ServiceContext, *, auth_id: str, assertion: str,
-                           client_address: str = "") -> str:
+                           client_address: str = "") -> HandOff:
     """The hand-off from the hosted UI: a sign-in assertion for a pending request.
 
-    Returns the client's redirect URI with a one-time code (or ``access_denied``). The
-    request and the assertion are both single-use.
+    A code (or ``access_denied``) for the client's redirect URI, or a consent question when
+    the person must approve first (oauth/consent.py). The request and the assertion are both
+    single-use.
     """
     claims = ctx.tokens.verify_assertion(assertion)
     pending = oauth_store.find_authorization_request(auth_id)
@@ -121,20 +145,93 @@ def complete_authorization(ctx: ServiceContext, *, auth_id: str, assertion: str,
     if not oauth_store.use_once(IssuedToken(jti=str(claims["jti"]),
                                             expires_at=float(claims["exp"]))):
         raise Unauthorized("This sign-in assertion was already used.", code="assertion_reused")
+    signed_in = {"sub": str(claims["sub"]),
+                 "authTime": float(claims.get("auth_time") or claims["iat"]),
+                 "amr": list(claims.get("amr") or [])}
+    application = catalog_store.get_application(pending.application_id)
+    client = client_of(application)
+    user = directory.find_user_by_id(signed_in["sub"])
+    if user is not None and _user_refusal(user, application, parse_scope(pending.scope)) is None \
+            and consent_required(described_itself=client.described_itself,
+                             requested=parse_scope(pending.scope),
+                             granted=grants.granted_scopes(user.id, application["id"]),
+                             prompts=pending.extra.get("prompts", ())):
+        return _ask_consent(auth_id, pending, signed_in, client, application)
+    request = _consume(auth_id)
+    return _hand_off(ctx, request, application, signed_in, client_address=client_address)
+
+
+def _ask_consent(auth_id: str, pending: StoredAuthorizationRequest, signed_in: dict[str, Any],
+                 client: Client, application: dict[str, Any]) -> HandOff:
+    """Park the request with who signed in and a secret only this page learns: the decision
+    counts only from the page that signed in (an id seen elsewhere decides nothing)."""
+    consent_token = new_token()
+    if not oauth_store.update_authorization_request_extra(auth_id, {
+            **pending.extra, "signedIn": signed_in, "consent": token_hash(consent_token)}):
+        raise BadRequest("The sign-in request was completed by another tab.",
+                         code="authorization_request_invalid")
+    return HandOff(consent=ConsentRequest(
+        client_name=application["name"], client_id=client.client_id,
+        described_itself=client.described_itself, scopes=parse_scope(pending.scope),
+        resources=tuple(pending.extra.get("resources") or ())), consent_token=consent_token)
+
+
+def decide_consent(ctx: ServiceContext, *, auth_id: str, consent_token: str, approve: bool,
+                   client_address: str = "") -> HandOff:
+    """The person's answer on the consent page: a code, or ``access_denied``."""
+    pending = oauth_store.find_authorization_request(auth_id)
+    if pending is None or not _consent_matches(pending, consent_token):
+        raise BadRequest("This approval is unknown, expired or already answered; start again "
+                         "from the application.", code="consent_invalid")
+    request = _consume(auth_id)
+    if not _consent_matches(request, consent_token):  # another tab of the person re-parked it
+        raise BadRequest("The sign-in request was answered in another tab.",
+                         code="consent_invalid")
+    application = catalog_store.get_application(request.application_id)
+    signed_in = request.extra["signedIn"]
+    if not approve:
+        refusal = f"You did not allow {application['name']} access."
+        audit.record("oauth.consent", "denied", actor=oauth_config(application)["clientId"],
+                     user_id=signed_in["sub"], client_address=client_address)
+        return HandOff(redirect_uri=error_response_url(
+            request.redirect_uri, AccessDenied(refusal, code="consent_denied"),
+            state=request.state, issuer=ctx.config.issuer), refused=refusal)
+    audit.record("oauth.consent", "success", actor=oauth_config(application)["clientId"],
+                 user_id=signed_in["sub"], client_address=client_address,
+                 details={"scopes": list(parse_scope(request.scope))})
+    return _hand_off(ctx, request, application, signed_in, client_address=client_address)
+
+
+def _consent_matches(request: StoredAuthorizationRequest, consent_token: str) -> bool:
+    return hmac.compare_digest(str(request.extra.get("consent") or ""),
+                               token_hash(consent_token))
+
+
+def _consume(auth_id: str) -> StoredAuthorizationRequest:
     request = oauth_store.consume_authorization_request(auth_id)
     if request is None:
         raise BadRequest("The sign-in request was completed by another tab.",
                          code="authorization_request_invalid")
-    application = catalog_store.get_application(request.application_id)
-    user = directory.find_user_by_id(str(claims["sub"]))
+    return request
+
+
+def _hand_off(ctx: ServiceContext, request: StoredAuthorizationRequest,
+              application: dict[str, Any], signed_in: dict[str, Any], *,
+              client_address: str) -> HandOff:
+    """The consumed request's answer: a code for the signed-in person, or ``access_denied``
+    when they may not have what it asks (checked again after a consent: a role may have gone
+    meanwhile)."""
+    user = directory.find_user_by_id(signed_in["sub"])
     issuer = ctx.config.issuer
     refusal = _user_refusal(user, application, parse_scope(request.scope))
-    if refusal is not None:
+    if refusal is not None or user is None:
+        refusal = refusal or "The user no longer exists."
         audit.record("oauth.authorize", "denied", actor=oauth_config(application)["clientId"],
                      user_id=user.id if user else None, client_address=client_address,
                      details={"reason": refusal})
-        return error_response_url(request.redirect_uri, AccessDenied(refusal),
-                                  state=request.state, issuer=issuer)
+        return HandOff(redirect_uri=error_response_url(
+            request.redirect_uri, AccessDenied(refusal), state=request.state, issuer=issuer),
+            refused=refusal)
     code = new_token()
     with transaction():  # the grant, the code and the audit event land together
         grants.remember(user.id, request.application_id, list(parse_scope(request.scope)))
@@ -143,14 +240,13 @@ def complete_authorization(ctx: ServiceContext, *, auth_id: str, assertion: str,
             user_id=user.id, redirect_uri=request.redirect_uri, scope=request.scope,
             nonce=request.nonce, code_challenge=request.code_challenge,
             code_challenge_method=request.code_challenge_method,
-            auth_time=float(claims.get("auth_time") or claims["iat"]),
-            amr=list(claims.get("amr") or []),
+            auth_time=signed_in["authTime"], amr=signed_in["amr"],
             extra={"resources": request.extra.get("resources", [])},
             expires_at=time.time() + ctx.config.oauth.code_ttl)
         audit.record("oauth.authorize", "success", actor=oauth_config(application)["clientId"],
                      user_id=user.id, client_address=client_address)
-    return success_response_url(request.redirect_uri, code=code, state=request.state,
-                                issuer=issuer)
+    return HandOff(redirect_uri=success_response_url(request.redirect_uri, code=code,
+                                                     state=request.state, issuer=issuer))
 
 
 def _user_refusal(user: UserRecord | None, application: dict[str, Any],
@@ -166,6 +262,6 @@ def _user_refusal(user: UserRecord | None, application: dict[str, Any],
     not_held = roles.scopes_not_held(user.id, scope)
     if not_held:
         # Not naming the user: this text reaches the client in error_description.
-        return (f"The account holds no role that grants {' '.join(not_held)!r}; an "
-                "administrator can give one (identityctl role grant).")
+        return (f"Your account holds no role that allows {' '.join(not_held)!r}. Ask an "
+                "administrator to give you one (identityctl role grant).")
     return None

@@ -40,6 +40,7 @@
     invalid_origin:
       "Passkeys cannot be used from this address: it is not one this service allows.",
     assertion_reused: "This sign-in was already used. Start again.",
+    consent_invalid: "This approval has expired or was already answered. Start again.",
   };
   const CEREMONY_TEXT = {
     NotAllowedError:
@@ -318,9 +319,96 @@
       showError("The flow finished without signing you in. Start again.");
       return offerRestart();
     }
-    setStatus("Signed in. Returning to the application…");
-    const answer = await post(page.callbackUrl, { authId: page.authId, assertion: step.assertion });
+    setStatus("Signed in.");
+    return handOff(await post(page.callbackUrl, { authId: page.authId,
+      assertion: step.assertion }));
+  }
+
+  // --- after the sign-in: back to the client, a refusal, or a consent question -------------
+
+  let consentToken = "";
+
+  function handOff(answer) {
+    if (answer.consent) return askConsent(answer.consent, answer.consentToken);
+    if (answer.refused) return refuse(answer.refused, answer.redirect_uri);
+    setStatus("Returning to the application…");
     window.location.assign(answer.redirect_uri);
+    return undefined;
+  }
+
+  function paragraph(text) {
+    const element = document.createElement("p");
+    element.textContent = text;
+    return element;
+  }
+
+  function askConsent(consent, token) {
+    consentToken = token;
+    setStatus("");
+    $("heading").textContent = `Allow ${consent.client} to use your account?`;
+    form.replaceChildren();
+    form.dataset.consent = "true";
+    const about = consent.clientHost
+      ? `${consent.client} is published at ${consent.clientHost}.`
+      : consent.registeredItself
+        ? `${consent.client} registered itself with this service: it chose its own name.`
+        : "";
+    const asks = document.createElement("ul");
+    asks.className = "scopes";
+    for (const scope of consent.scopes) {
+      const item = document.createElement("li");
+      item.textContent = scope.description;
+      asks.append(item);
+    }
+    const section = document.createElement("section");
+    section.className = "consent";
+    if (about) section.append(paragraph(about));
+    section.append(paragraph("It asks to:"), asks);
+    if (consent.resources.length) {
+      section.append(paragraph(`Its access works at ${consent.resources.join(", ")}.`));
+    }
+    section.append(paragraph("You can take this back at any time."));
+    form.append(section);
+    [["allow", "Allow"], ["deny", "Deny"]].forEach(([value, text], index) => {
+      const button = document.createElement("button");
+      button.type = "submit";
+      button.value = value;
+      button.textContent = text;
+      if (index) button.className = "secondary";
+      form.append(button);
+    });
+    $("heading").focus();
+    return undefined;
+  }
+
+  async function decide(decision) {
+    busy(true);
+    showError("");
+    try {
+      const answer = await post(page.consentUrl, { authId: page.authId, consentToken, decision });
+      delete form.dataset.consent;
+      form.replaceChildren();
+      setStatus("Returning to the application…");
+      window.location.assign(answer.redirect_uri);
+    } catch (failure) {
+      showError(messageFor(failure));
+      offerRestart();
+    } finally {
+      busy(false);
+    }
+  }
+
+  function refuse(text, redirectUri) {
+    setStatus("");
+    form.replaceChildren();
+    $("heading").textContent = "You cannot continue";
+    showError(text);
+    const back = document.createElement("a");
+    back.href = redirectUri;
+    back.className = "link-button";
+    back.textContent = "Return to the application";
+    form.append(back);
+    back.focus();
     return undefined;
   }
 
@@ -353,7 +441,9 @@
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const button = event.submitter || form.querySelector("button[type=submit]");
-    if (button && button.value) submit(button);
+    if (!button || !button.value) return;
+    if (form.dataset.consent) decide(button.value);
+    else submit(button);
   });
 
   if (page.signupUrl || signingUp) {

@@ -1,0 +1,78 @@
+"""Headless Debian Chromium with a CDP virtual authenticator, for the hosted pages.
+
+Playwright drives the system's Chromium (``./scripts/test.sh`` installs it with apt); tests
+that need it are skipped with the reason when it is missing. A virtual authenticator
+(CDP ``WebAuthn.addVirtualAuthenticator``) answers the pages' passkey ceremonies; a passkey
+the software authenticator enrolled over HTTP can be handed to it (``add_passkey``), so a
+test can prepare a user fast and still sign in in the browser with a real signature.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+
+from tests.support.authenticator import StoredCredential
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+CHROMIUM = shutil.which("chromium")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed "
+                                    "(./scripts/test.sh installs it with apt)")
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync"]
+PHONE = {"width": 390, "height": 844}
+ARTIFACTS = Path(__file__).resolve().parent.parent.parent / "test-artifacts"
+
+
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """A launched headless Chromium (Playwright's sync API: use it from this thread only)."""
+    with playwright_api.sync_playwright() as driver:
+        launched = driver.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                          args=CHROMIUM_FLAGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+class PasskeyPage:
+    """A phone-sized page whose browser has a virtual platform authenticator."""
+
+    def __init__(self, browser: Any) -> None:
+        self.context = browser.new_context(viewport=PHONE)
+        self.page = self.context.new_page()
+        self.cdp = self.context.new_cdp_session(self.page)
+        self.cdp.send("WebAuthn.enable", {"enableUI": False})
+        self.authenticator_id = self.cdp.send("WebAuthn.addVirtualAuthenticator", {"options": {
+            "protocol": "ctap2", "transport": "internal", "hasResidentKey": True,
+            "hasUserVerification": True, "isUserVerified": True,
+            "automaticPresenceSimulation": True}})["authenticatorId"]
+
+    def add_passkey(self, credential: StoredCredential) -> None:
+        """Give the authenticator a discoverable passkey the software authenticator made."""
+        key = credential.private_key.private_bytes(
+            serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption())
+        self.cdp.send("WebAuthn.addCredential", {
+            "authenticatorId": self.authenticator_id, "credential": {
+                "credentialId": base64.b64encode(credential.credential_id).decode(),
+                "isResidentCredential": True, "rpId": credential.rp_id,
+                "privateKey": base64.b64encode(key).decode(),
+                "userHandle": base64.b64encode(credential.user_handle).decode(),
+                "signCount": credential.sign_count}})
+
+    def screenshot(self, folder: str, name: str) -> None:
+        (ARTIFACTS / folder).mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(ARTIFACTS / folder / f"{name}.png"), full_page=True)
+
+    def close(self) -> None:
+        self.context.close()
