@@ -12,7 +12,14 @@ from typing import Any
 from identityctl.services.catalog import application_templates
 from identityctl.store import catalog
 from tests.conftest import Service
-from tests.support.mcp_clients import admin_token, call, http_session, password_flow, run
+from tests.support.mcp_clients import (
+    ALL_TOOLS,
+    admin_token,
+    call,
+    http_session,
+    password_flow,
+    run,
+)
 
 CLIENTS = 8
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,7 +33,7 @@ def test_concurrent_clients_on_a_multi_threaded_server(service: Service) -> None
     async def client(index: int) -> dict[str, Any]:
         async with http_session(url, admin_token(service, sub=f"admin-{index}")) as session:
             tools = (await session.list_tools()).tools
-            assert len(tools) == 16
+            assert {tool.name for tool in tools} == ALL_TOOLS
             app = await call(session, "svc_create_application",
                              {**m2m, "name": f"worker {index}"})
             assert (await call(session, "svc_get_application_by_id", {"id": app["id"]}))[

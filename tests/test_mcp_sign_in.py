@@ -45,7 +45,7 @@ from tests.conftest import Service, start_service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.browser import PasskeyPage, chromium, needs_chromium
 from tests.support.https import https_publisher
-from tests.support.mcp_clients import run
+from tests.support.mcp_clients import ALL_TOOLS, SPEC_TOOLS, run
 from tests.test_oauth_helpers import OAuthDriver, query_of
 from tests.test_passkey_helpers import PasskeyClient
 
@@ -186,8 +186,7 @@ def sign_in_with_the_sdk(service: Service, *, client_metadata_url: str | None = 
 
 def assert_signed_in_as_the_spec_says(service: Service, signed_in: SignedIn,
                                       client_id: str) -> None:
-    assert len(signed_in.tools) == 16
-    assert all(name.startswith("svc_") for name in signed_in.tools)
+    assert len(SPEC_TOOLS) == 16 and set(signed_in.tools) == ALL_TOOLS  # and ours (roles)
     asked: dict[str, Any] = {name: values[0] for name, values in
                              parse_qs(urlsplit(signed_in.authorization_url).query).items()}
     assert signed_in.authorization_url.startswith(service.url("/oauth2/authorize?"))
@@ -234,7 +233,7 @@ def test_the_sdk_refreshes_its_token_by_itself_and_still_lists_the_tools(
         assert signed_in.storage.tokens is not None
         first = signed_in.storage.tokens.refresh_token
         time.sleep(2.5)  # the access token expires; the SDK must refresh before its next call
-        assert len(signed_in.list_again()) == 16
+        assert set(signed_in.list_again()) == ALL_TOOLS
         assert signed_in.storage.tokens.refresh_token not in (None, first)  # rotated
     finally:
         stop()

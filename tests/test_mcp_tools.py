@@ -1,4 +1,5 @@
-"""The 16 svc_* tools, driven through the mcp SDK's own clients over both transports.
+"""The 16 svc_* tools and our role tools, driven through the mcp SDK's own clients over
+both transports.
 
 Every test runs twice: over Streamable HTTP against the real server (bearer token from the
 service's TokenService) and over stdio against a spawned `identityctl mcp` on the same
@@ -24,6 +25,7 @@ from identityctl.store import audit, catalog
 from tests.conftest import Service
 from tests.support.mcp_clients import (
     ADMIN_SUBJECT,
+    ALL_TOOLS,
     Transport,
     call,
     call_failing,
@@ -34,15 +36,9 @@ from tests.support.mcp_clients import (
     signup_flow,
 )
 
-TOOL_NAMES = {
-    "svc_list_applications", "svc_get_application_by_id", "svc_get_application_by_client_id",
-    "svc_create_application", "svc_update_application", "svc_get_application_templates",
-    "svc_list_flows", "svc_get_flow_by_handle", "svc_get_flow_by_id", "svc_create_flow",
-    "svc_update_flow", "svc_list_themes", "svc_get_theme_by_id", "svc_list_organization_units",
-    "svc_list_user_types", "svc_integrate_react_sdk",
-}
+TOOL_NAMES = ALL_TOOLS
 WRITING_TOOLS = {"svc_create_application", "svc_update_application", "svc_create_flow",
-                 "svc_update_flow"}
+                 "svc_update_flow", "create_role", "grant_role", "revoke_role"}
 
 
 @pytest.fixture(params=["http", "stdio"])
@@ -301,7 +297,7 @@ def test_theme_organization_unit_and_user_type_tools(tools: Callable[..., Any]) 
 
 LISTS = {"svc_list_applications": "applications", "svc_list_themes": "themes",
          "svc_list_organization_units": "organization_units",
-         "svc_list_user_types": "user_types"}
+         "svc_list_user_types": "user_types", "list_roles": "roles"}
 
 
 def test_every_list_tool_pages_and_answers_compact_json(tools: Callable[..., Any]) -> None:
@@ -403,3 +399,33 @@ def test_changes_are_audited_with_the_mcp_caller(tools: Callable[..., Any],
     expected_actor = "mcp:stdio" if transport == "stdio" else f"mcp:{ADMIN_SUBJECT}"
     assert [event["actor"] for event in mine] == [expected_actor]
     assert mine[0]["outcome"] == "success"
+
+
+def test_roles_are_created_given_and_taken_with_the_role_tools(tools: Callable[..., Any],
+                                                              transport: Transport) -> None:
+    person = directory_service.create_user(username=f"rota-{transport}", attributes={})
+
+    async def scenario(session: ClientSession) -> None:
+        role = await call(session, "create_role", {
+            "name": f"orders-{transport}", "scopes": ["orders:write"],
+            "description": "Changes orders"})
+        assert role["scopes"] == ["orders:write"]
+        given = await call(session, "grant_role", {"user": person.username,
+                                                   "role": role["name"]})
+        assert given["user_id"] == person.id
+        assert [held["name"] for held in given["roles"]] == [role["name"]]
+        listed = await call(session, "list_roles", {"limit": 100})
+        assert {"admin", role["name"]} <= {item["name"] for item in listed["roles"]}
+        taken = await call(session, "revoke_role", {"user": person.id, "role": role["name"]})
+        assert taken["roles"] == []
+        again = await call_failing(session, "revoke_role", {"user": person.id,
+                                                            "role": role["name"]})
+        assert "failed to revoke role:" in again and "does not hold" in again
+        unknown = await call_failing(session, "grant_role", {"user": person.id,
+                                                             "role": "no-such-role"})
+        assert "No role 'no-such-role'" in unknown
+
+    tools(scenario)
+    actor = "mcp:stdio" if transport == "stdio" else f"mcp:{ADMIN_SUBJECT}"
+    assert {event["actor"] for event in audit.events(event="role.grant")
+            if event["userId"] == person.id} == {actor}

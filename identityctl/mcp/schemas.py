@@ -281,6 +281,26 @@ class UserTypeList(BaseModel):
 # --- React integration ----------------------------------------------------------------------
 
 
+class Role(WireModel):
+    id: str
+    name: str
+    description: str = ""
+    scopes: Annotated[list[str], Field(
+        description="Scopes (permissions) the role carries: only a person holding it can "
+                    "grant them to a client.")]
+
+
+class RoleList(BaseModel):
+    total_count: Annotated[int, Field(description="How many there are, on all pages.")]
+    roles: list[Role]
+
+
+class UserRoles(BaseModel):
+    user_id: str
+    username: str
+    roles: list[Role]
+
+
 class GuideSection(BaseModel):
     title: str
     markdown: Annotated[str, Field(description="Explanation and code, ready to follow.")]

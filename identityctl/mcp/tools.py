@@ -1,4 +1,5 @@
-"""The 16 `svc_*` tools of spec §4.4 on one `MCPServer`, over the shared service layer.
+"""The 16 `svc_*` tools of spec §4.4, and ours beyond them (roles), on one `MCPServer`, over
+the shared service layer.
 
 Every operation is the same service or store function the CLI and REST API call; this module
 only translates: typed arguments in (schemas.py), records out, and an `IdentityError` into an
@@ -42,14 +43,18 @@ from identityctl.mcp.schemas import (
     FlowType,
     OrganizationUnitList,
     ReactIntegrationGuide,
+    Role,
+    RoleList,
     Theme,
     ThemeList,
+    UserRoles,
     UserTypeList,
     WireModel,
     field_title,
 )
 from identityctl.services import catalog as catalog_service
 from identityctl.services import directory as directory_service
+from identityctl.services import roles as roles_service
 from identityctl.services.context import ServiceContext
 from identityctl.store import db
 
@@ -71,7 +76,10 @@ Rules:
   what you need, send all of it back.
 - Flows are checked as the flow engine runs them; an error names the node and what to fix.
 - A confidential client's secret appears once, in the svc_create_application result.
-- svc_integrate_react_sdk explains how a React app signs users in and up with this service."""
+- svc_integrate_react_sdk explains how a React app signs users in and up with this service.
+- Roles carry scopes; only a person holding a role that carries a scope can grant it to a
+  client (the role admin carries system: administering this service). list_roles,
+  create_role, grant_role and revoke_role manage them."""
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 CREATES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
@@ -326,6 +334,54 @@ def svc_list_user_types(limit: PageSize = 30, offset: PageOffset = 0
     return _compact(UserTypeList.model_validate({"total_count": total, "user_types": types}))
 
 
+# --- roles (ours, beyond the interface's 16) --------------------------------------------------
+
+RoleName = Annotated[str, Field(description="Role name (or id), as list_roles shows it.")]
+UserName = Annotated[str, Field(description="Username or user id.")]
+
+
+def _user_roles(user: str) -> UserRoles:
+    person = directory_service.require_user(user)
+    return UserRoles(user_id=person.id, username=person.username,
+                     roles=[Role.model_validate(role.to_api())
+                            for role in roles_service.roles_of(person.id)])
+
+
+@tool("list roles", READ_ONLY)
+def list_roles(limit: PageSize = 30, offset: PageOffset = 0) -> Annotated[CallToolResult,
+                                                                          RoleList]:
+    """List roles and the scopes each carries, ordered by name, one page at a time;
+    total_count is the number on all pages."""
+    roles = roles_service.list_roles()
+    return _compact(RoleList(total_count=len(roles), roles=[
+        Role.model_validate(role.to_api()) for role in roles[offset:offset + limit]]))
+
+
+@tool("create role", CREATES)
+def create_role(name: Annotated[str, Field(description="Handle: letters, digits, - and _.")],
+                scopes: Annotated[list[str], Field(description="Scopes the role carries.")],
+                description: str = "") -> Role:
+    """Create a role carrying scopes. From then on only people holding a role that carries
+    one of those scopes can grant it to a client."""
+    return Role.model_validate(roles_service.create_role(
+        name=name, scopes=scopes, description=description, actor=current_actor()).to_api())
+
+
+@tool("grant role", CREATES)
+def grant_role(user: UserName, role: RoleName) -> UserRoles:
+    """Give a user a role (nothing changes if they hold it); the user's roles after."""
+    roles_service.grant_role(user, role, actor=current_actor())
+    return _user_roles(user)
+
+
+@tool("revoke role", REPLACES)
+def revoke_role(user: UserName, role: RoleName) -> UserRoles:
+    """Take a role from a user; the user's roles after. Tokens already issued keep their
+    scopes until they expire; refreshing them is refused."""
+    roles_service.revoke_role(user, role, actor=current_actor())
+    return _user_roles(user)
+
+
 # --- the server -----------------------------------------------------------------------------
 
 
@@ -360,7 +416,7 @@ def _root_logging_kept() -> Iterator[None]:
 
 
 def build_server(context: ServiceContext) -> MCPServer[Any]:
-    """An `MCPServer` with the 16 tools, for stdio or the HTTP bridge.
+    """An `MCPServer` with the tools, for stdio or the HTTP bridge.
 
     The tool list is the same for every caller and fixed once built: /mcp replays the SDK's
     `tools/list` answers (mcp/memo.py), so a list that depended on the caller would leak.

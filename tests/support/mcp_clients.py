@@ -26,6 +26,15 @@ from tests.conftest import Service
 T = TypeVar("T")
 Transport = Literal["http", "stdio"]
 ADMIN_SUBJECT = "mcp-test-admin"
+#: The interface's 16 tools (spec §4.4), and ours beyond them.
+SPEC_TOOLS = frozenset({
+    "svc_list_applications", "svc_get_application_by_id", "svc_get_application_by_client_id",
+    "svc_create_application", "svc_update_application", "svc_get_application_templates",
+    "svc_list_flows", "svc_get_flow_by_handle", "svc_get_flow_by_id", "svc_create_flow",
+    "svc_update_flow", "svc_list_themes", "svc_get_theme_by_id", "svc_list_organization_units",
+    "svc_list_user_types", "svc_integrate_react_sdk"})
+ROLE_TOOLS = frozenset({"list_roles", "create_role", "grant_role", "revoke_role"})
+ALL_TOOLS = SPEC_TOOLS | ROLE_TOOLS
 
 
 def run(coro: Awaitable[T], timeout: float = 120) -> T:
