@@ -106,6 +106,8 @@ class Person:
 
     roles: tuple[str, ...] = ("admin",)
     answer: str = "Allow"
+    #: Expect the page saying they cannot continue (no role for a scope asked) instead.
+    refused: bool = False
 
 
 def sign_in_in_the_browser(service: Service, url: str, person: Person) -> dict[str, str]:
@@ -127,23 +129,26 @@ def sign_in_in_the_browser(service: Service, url: str, person: Person) -> dict[s
         page.goto(url)
         page.get_by_role("button", name="Sign in with a passkey").click()
         page.get_by_role("button", name="Use my passkey").click()
-        if "admin" in person.roles:
-            page.get_by_role("button", name=person.answer).wait_for()
-            tab.screenshot("mcp-sign-in", f"consent-{person.answer.lower()}")
-            page.get_by_role("button", name=person.answer).click()
-        else:
+        if person.refused:
             page.get_by_role("alert").filter(has_text="no role").wait_for()
             tab.screenshot("mcp-sign-in", "refused")
             page.get_by_role("link", name="Return to the application").click()
+        else:
+            page.get_by_role("button", name=person.answer).wait_for()
+            tab.screenshot("mcp-sign-in", f"consent-{person.answer.lower()}")
+            page.get_by_role("button", name=person.answer).click()
         page.wait_for_url(REDIRECT_URI + "*")
         return query_of(page.url)
 
 
 def sign_in_with_the_sdk(service: Service, *, client_metadata_url: str | None = None,
                          person: Person | None = None,
-                         client_got: list[dict[str, str]] | None = None) -> SignedIn:
-    """The SDK's OAuth client provider from no token to the tool list, the person's part
-    played in the browser; what the client's redirect URI got goes to ``client_got``."""
+                         client_got: list[dict[str, str]] | None = None,
+                         server_url: str | None = None) -> SignedIn:
+    """The SDK's OAuth client provider from no token to the tool list of ``server_url``
+    (identityctl's /mcp by default), the person's part played in the browser; what the
+    client's redirect URI got goes to ``client_got``."""
+    server_url = server_url or service.url("/mcp")
     person = person or Person()
     storage = MemoryStorage()
     authorization_urls: list[str] = []
@@ -162,7 +167,7 @@ def sign_in_with_the_sdk(service: Service, *, client_metadata_url: str | None = 
                                        iss=back.get("iss"))
 
     provider = OAuthClientProvider(
-        server_url=service.url("/mcp"),
+        server_url=server_url,
         client_metadata=OAuthClientMetadata(
             client_name="SDK test client", redirect_uris=[REDIRECT_URI],
             grant_types=["authorization_code", "refresh_token"], response_types=["code"],
@@ -172,7 +177,7 @@ def sign_in_with_the_sdk(service: Service, *, client_metadata_url: str | None = 
 
     async def scenario() -> list[str]:
         async with (httpx2.AsyncClient(auth=provider, timeout=30, trust_env=False) as http,
-                    streamable_http_client(service.url("/mcp"), http_client=http)
+                    streamable_http_client(server_url, http_client=http)
                     as (read, write),
                     ClientSession(read, write) as session):
             await session.initialize()
@@ -209,7 +214,7 @@ def test_the_sdk_registers_itself_signs_in_and_lists_the_tools(dcr_service: Serv
     assert_signed_in_as_the_spec_says(dcr_service, signed_in, client.client_id)
 
 
-@pytest.mark.parametrize("person", [Person(roles=()), Person(answer="Deny")],
+@pytest.mark.parametrize("person", [Person(roles=(), refused=True), Person(answer="Deny")],
                          ids=["without-the-admin-role", "denying"])
 def test_a_person_who_may_not_or_will_not_grant_sends_the_client_access_denied(
         dcr_service: Service, person: Person) -> None:

@@ -17,6 +17,7 @@ from identityctl.cli.grants import grant_app
 from identityctl.cli.mcp import mcp_app
 from identityctl.cli.output import JsonOption, console, done, emit_json, show_table
 from identityctl.cli.passkey import passkey_app
+from identityctl.cli.resource_servers import resource_server_app
 from identityctl.cli.roles import role_app
 from identityctl.config import CONFIG_ENV, DEFAULT_CONFIG_NAME, load_config
 from identityctl.errors import BadRequest, Conflict
@@ -47,6 +48,7 @@ app.add_typer(mcp_app)
 app.add_typer(passkey_app, name="passkey")
 app.add_typer(role_app, name="role")
 app.add_typer(grant_app, name="grant")
+app.add_typer(resource_server_app, name="resource-server")
 
 
 def _version(value: bool) -> None:

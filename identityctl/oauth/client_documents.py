@@ -33,8 +33,8 @@ def is_document_url(client_id: str) -> bool:
         return False
 
 
-def validate_document(document: Any, *, url: str,
-                      allowed_scopes: tuple[str, ...]) -> ClientMetadata:
+def validate_document(document: Any, *, url: str, allowed_scopes: tuple[str, ...],
+                      default_scopes: tuple[str, ...] | None = None) -> ClientMetadata:
     """The client ``document`` (fetched from ``url``) describes, checked; else
     InvalidClientMetadata / InvalidRedirectUri saying why."""
     if not isinstance(document, dict):
@@ -43,4 +43,5 @@ def validate_document(document: Any, *, url: str,
         raise InvalidClientMetadata(f"The document's client_id {document.get('client_id')!r} "
                                     f"is not its URL {url!r}.", code="client_id_mismatch")
     described = {name: value for name, value in document.items() if name != "client_id"}
-    return validate_client_metadata(described, allowed_scopes=allowed_scopes)
+    return validate_client_metadata(described, allowed_scopes=allowed_scopes,
+                                    default_scopes=default_scopes)

@@ -91,10 +91,11 @@ def exact_uri_problem(uri: str) -> str | None:
     return None
 
 
-def validate_client_metadata(document: Any, *,
-                             allowed_scopes: tuple[str, ...]) -> ClientMetadata:
+def validate_client_metadata(document: Any, *, allowed_scopes: tuple[str, ...],
+                             default_scopes: tuple[str, ...] | None = None) -> ClientMetadata:
     """The registration ``document`` checked against RFC 7591 and what self-registered
-    clients may be; anything else is refused naming the field."""
+    clients may be; anything else is refused naming the field. A document naming no scope
+    gets ``default_scopes`` (all allowed ones when not given)."""
     if not isinstance(document, dict):
         raise InvalidClientMetadata("The registration must be a JSON object.")
     method = document.get("token_endpoint_auth_method", "none")
@@ -125,7 +126,7 @@ def validate_client_metadata(document: Any, *,
     asked = document.get("scope")
     if asked is not None and not isinstance(asked, str):
         raise InvalidClientMetadata("scope must be a space-separated string.")
-    scope = parse_scope(asked) or allowed_scopes
+    scope = parse_scope(asked) or default_scopes or allowed_scopes
     refused = [item for item in scope if item not in allowed_scopes]
     if refused:
         raise InvalidClientMetadata(f"scope {' '.join(refused)!r} cannot be registered here "

@@ -1,10 +1,45 @@
-"""Resource indicators (RFC 8707): whom an access token is for."""
+"""Resource indicators (RFC 8707): whom an access token is for.
+
+A token is issued only for a resource the deployment knows (§2: ``invalid_target``
+otherwise): identityctl's own (its issuer, its ``/mcp``) or a resource server an
+administrator registered with the scopes its tokens may carry. A token for a registered
+resource server carries only those scopes (and the person's identity scopes): a token an
+assistant holds for the team's notes server cannot administer identityctl.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from identityctl.oauth.errors import InvalidGrant
+from identityctl.oauth.claims import OPENID, SCOPE_CLAIMS
+from identityctl.oauth.errors import InvalidGrant, InvalidScope, InvalidTarget
+
+#: Scopes about the person, which a token for any resource may carry with the resource's own.
+IDENTITY_SCOPES = frozenset({OPENID, *SCOPE_CLAIMS, "offline_access"})
+
+#: What is known of a resource: the scopes its tokens may carry, or None for identityctl's
+#: own resources (any scope the client may have).
+KnownResources = Mapping[str, "frozenset[str] | None"]
+
+
+def check_targets(requested: Sequence[str], *, known: KnownResources,
+                  scope: Sequence[str]) -> None:
+    """Refuse a resource the deployment does not know, and a scope none of the requested
+    resource servers defines."""
+    unknown = [resource for resource in requested if resource not in known]
+    if unknown:
+        raise InvalidTarget(f"resource {unknown[0]!r} is not a resource this service issues "
+                            "tokens for (an administrator registers it: identityctl "
+                            "resource-server add).", code="resource_unknown")
+    limits = [known[resource] for resource in requested]
+    if not limits or any(limit is None for limit in limits):
+        return
+    allowed = IDENTITY_SCOPES.union(*[limit for limit in limits if limit is not None])
+    outside = [item for item in scope if item not in allowed]
+    if outside:
+        raise InvalidScope(f"scope {outside[0]!r} is not one of the requested resource's "
+                           f"scopes ({', '.join(sorted(allowed - IDENTITY_SCOPES))}).",
+                           code="scope_not_for_resource")
 
 
 def token_audience(requested: Sequence[str], *, authorized: Sequence[str],

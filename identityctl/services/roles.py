@@ -31,7 +31,8 @@ def require_role(id_or_name: str) -> RoleRecord:
     return found
 
 
-def _checked_scopes(scopes: Iterable[str]) -> list[str]:
+def checked_scopes(scopes: Iterable[str]) -> list[str]:
+    """Scope names, each once: non-empty, no spaces (RFC 6749 §3.3)."""
     checked = list(dict.fromkeys(scopes))
     if not all(isinstance(scope, str) and scope and " " not in scope for scope in checked):
         raise InvalidField("scopes", "must be scope names (no spaces)")
@@ -42,7 +43,7 @@ def create_role(*, name: str, scopes: Iterable[str], description: str = "",
                 actor: str = "admin") -> RoleRecord:
     check_handle(name, "name")
     role = store.create_role(name=name, description=description,
-                             scopes=_checked_scopes(scopes))
+                             scopes=checked_scopes(scopes))
     audit.record("role.create", "success", actor=actor,
                  details={"role": role.name, "scopes": role.scopes})
     return role
@@ -53,7 +54,7 @@ def update_role(id_or_name: str, *, scopes: Iterable[str] | None = None,
     role = require_role(id_or_name)
     fields: dict[str, object] = {}
     if scopes is not None:
-        fields["scopes"] = _checked_scopes(scopes)
+        fields["scopes"] = checked_scopes(scopes)
     if description is not None:
         fields["description"] = description
     updated = store.update_role(role.id, **fields) if fields else role

@@ -20,7 +20,14 @@ import peewee
 from identityctl.errors import Conflict
 from identityctl.security.usernames import username_key
 from identityctl.store import db
-from identityctl.store.models import ALL_MODELS, Grant, Role, SchemaVersion, UserRole
+from identityctl.store.models import (
+    ALL_MODELS,
+    Grant,
+    ResourceServer,
+    Role,
+    SchemaVersion,
+    UserRole,
+)
 from identityctl.store.startup import lock_in_transaction
 
 
@@ -110,6 +117,10 @@ def _create_grants() -> None:
     db.database.create_tables([Grant], safe=True)
 
 
+def _create_resource_servers() -> None:
+    db.database.create_tables([ResourceServer], safe=True)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (1, "create the initial schema", _create_tables),
     (2, "index the open ceremony sessions of a user", _index_open_ceremony_sessions),
@@ -120,6 +131,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
      _drop_user_locked_until),
     (6, "roles (scopes users hold) and who holds them", _create_roles),
     (7, "grants: what a person let each client have", _create_grants),
+    (8, "resource servers: the team's APIs tokens may be issued for", _create_resource_servers),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

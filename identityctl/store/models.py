@@ -339,9 +339,20 @@ class Grant(BaseModel):
         primary_key = peewee.CompositeKey("user", "application")
 
 
+class ResourceServer(BaseModel):
+    """An API (an MCP server of the team's, say) identityctl issues tokens for: its RFC 8707
+    resource identifier, and the scopes its tokens may carry."""
+
+    id = peewee.CharField(primary_key=True, default=new_id)
+    identifier = peewee.CharField(unique=True)
+    name = peewee.CharField()
+    scopes = JSONField(default=list)
+    created_at = peewee.DoubleField(default=now)
+
+
 ALL_MODELS: list[type[BaseModel]] = [
     SchemaVersion, OrganizationUnit, UserType, User, Theme, Flow, Application,
     PasskeyCredential, CeremonySession, FlowExecution, SigningKey, AuthorizationRequest,
     AuthorizationCode, RefreshToken, RevokedToken, AuditEvent, Throttle, ServiceSecret,
-    Role, UserRole, Grant,
+    Role, UserRole, Grant, ResourceServer,
 ]

@@ -22,7 +22,7 @@ from identityctl.oauth.consent import ConsentRequest, consent_required
 from identityctl.oauth.errors import AccessDenied, OAuthError, ServerError, UntrustedRedirect
 from identityctl.oauth.parameters import RawParameters, parse_scope, read_parameters
 from identityctl.security.secrets import new_token, token_hash
-from identityctl.services import flow_execution, roles
+from identityctl.services import flow_execution, resource_servers, roles
 from identityctl.services.catalog import oauth_config
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import is_usable
@@ -58,6 +58,7 @@ def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = 
     state = parameters.get("state")
     try:
         request = validate_request(client, parameters, redirect_uri=redirect_uri)
+        resource_servers.check_requested_resources(ctx, request.resources, request.scope)
         request_id = new_token(24)
         oauth_store.create_authorization_request(
             request_id=request_id, application_id=client.application_id,

@@ -16,7 +16,7 @@ from identityctl.oauth.errors import OAuthError, UntrustedRedirect
 from identityctl.oauth.parameters import Parameters
 from identityctl.security import passwords
 from identityctl.services import catalog as catalog_service
-from identityctl.services import outbound
+from identityctl.services import outbound, resource_servers
 from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.catalog import oauth_config
 from identityctl.services.context import ServiceContext
@@ -53,7 +53,8 @@ def _from_document(ctx: ServiceContext, url: str,
             allow_private=oauth.client_documents_allow_private,
             ca_bundle=oauth.client_documents_ca_bundle))
         metadata = validate_document(fetched.document, url=url,
-                                     allowed_scopes=tuple(oauth.registration_scopes))
+                                     allowed_scopes=resource_servers.registrable_scopes(ctx),
+                                     default_scopes=tuple(oauth.registration_scopes))
     except outbound.FetchRefused as refused:
         audit.record(DOCUMENT_ACTION, "failure", actor=url,
                      details={"code": refused.code, "detail": refused.detail})

@@ -18,7 +18,7 @@ from identityctl.oauth.errors import OAuthError
 from identityctl.oauth.registration import validate_client_metadata
 from identityctl.security.tokens import require_scope
 from identityctl.services import catalog as catalog_service
-from identityctl.services import throttle
+from identityctl.services import resource_servers, throttle
 from identityctl.services.context import ServiceContext
 from identityctl.store import audit
 
@@ -44,7 +44,8 @@ def register(ctx: ServiceContext, document: Any, *, access_token: str | None,
             _check_initial_access_token(ctx, access_token)
         throttle.count_registration(ctx, action=REGISTER_ACTION, client_address=client_address)
         metadata = validate_client_metadata(
-            document, allowed_scopes=tuple(ctx.config.oauth.registration_scopes))
+            document, allowed_scopes=resource_servers.registrable_scopes(ctx),
+            default_scopes=tuple(ctx.config.oauth.registration_scopes))
     except (OAuthError, Unauthorized, Forbidden) as refusal:
         audit.record(REGISTER_ACTION, "failure", actor=actor, client_address=client_address,
                      details={"code": refusal.code})

@@ -39,7 +39,7 @@ from identityctl.oauth.parameters import (
 from identityctl.oauth.resource_indicators import token_audience
 from identityctl.security.secrets import new_token, token_hash
 from identityctl.security.tokens import ACCESS_TOKEN_TYP, ID_TOKEN_TYP
-from identityctl.services import roles
+from identityctl.services import resource_servers, roles
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import is_usable
 from identityctl.services.oauth.clients import authenticate_client
@@ -169,6 +169,7 @@ def _client_credentials(ctx: ServiceContext, client: Client, parameters: Paramet
                         client_address: str) -> dict[str, Any]:
     scope = validate_client_credentials(client,
                                         requested_scope=parse_scope(parameters.get("scope")))
+    resource_servers.check_requested_resources(ctx, parameters.resources, scope)
     issued = _issue(ctx, client, subject=client.client_id, scope=scope,
                     audience=token_audience(parameters.resources, authorized=[],
                                             issuer=ctx.config.issuer))
