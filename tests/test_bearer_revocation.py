@@ -32,8 +32,10 @@ from tests.test_oauth_helpers import (
 from tests.test_passkey_helpers import PasskeyClient, assert_error
 
 #: Every route whose resource reads `Authorization: Bearer`, and /mcp (served beside Falcon).
+#: /oauth2/register/{client_id} reads an RFC 7592 registration access token: opaque, checked
+#: by its hash, and gone with the registration (tests/test_oauth_registration.py).
 BEARER_ROUTES = {"/oauth2/userinfo", "/register/passkey/start", "/register/passkey/finish",
-                 "/oauth2/register", "/mcp"}
+                 "/oauth2/register", "/oauth2/register/{client_id}", "/mcp"}
 PACKAGE = Path(identityctl.__file__).parent
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import requests
 
+from identityctl.errors import NotFound
 from identityctl.services import catalog
 from identityctl.services.context import ServiceContext
 from identityctl.services.oauth.registration import remove_idle_clients
@@ -171,3 +172,43 @@ def test_self_registered_clients_unused_for_the_idle_days_are_removed(
     remaining = {catalog.oauth_config(app)["clientId"] for app in catalog.list_applications()}
     assert remaining == {used, admins.client_id}
     assert idle not in remaining
+
+
+def test_a_client_reads_and_deletes_its_own_registration_rfc_7592(
+        open_registration: Service) -> None:
+    service = open_registration
+    registered = register(service, native_app(scope="openid profile")).json()
+    uri, token = registered["registration_client_uri"], registered["registration_access_token"]
+    assert uri == service.url(f"/oauth2/register/{registered['client_id']}")
+
+    def read(bearer: str | None, at: str = uri) -> requests.Response:
+        headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
+        return service.http.get(at, headers=headers, timeout=30)
+
+    answer = read(token)
+    assert answer.status_code == 200 and answer.headers["Cache-Control"] == "no-store"
+    assert answer.json() == registered
+    # No token, a wrong one, another client's: all alike, nothing said about which exist.
+    other = register(service, native_app()).json()
+    for bearer, at in ((None, uri), ("wrong", uri), (other["registration_access_token"], uri),
+                       (token, service.url("/oauth2/register/no-such-client"))):
+        assert_error(read(bearer, at), 401, "invalid_token")
+
+    # A person signed in through it; deleting the registration ends that at once.
+    application = catalog.require_application_by_client_id(registered["client_id"])
+    client = RegisteredClient(application_id=application["id"],
+                              client_id=registered["client_id"], secret=None,
+                              redirect_uri=LOOPBACK, auth_method="none")
+    rp = OAuthDriver(service)
+    tokens = rp.tokens(rp.authorization(client, scope="openid profile"))
+    assert rp.userinfo(tokens["access_token"]).status_code == 200
+    assert_error(service.http.delete(uri, timeout=30), 401, "invalid_token")
+    deleted = service.http.delete(uri, headers={"Authorization": f"Bearer {token}"},
+                                  timeout=30)
+    assert deleted.status_code == 204, deleted.text
+    assert rp.userinfo(tokens["access_token"]).status_code == 401
+    assert_oauth_error(rp.refresh(client, tokens["refresh_token"]), 401, "invalid_client")
+    assert_error(read(token), 401, "invalid_token")
+    with pytest.raises(NotFound):
+        catalog.require_application_by_client_id(registered["client_id"])
+    assert [e["outcome"] for e in audit.events(event="oauth.register_delete")] == ["success"]

@@ -70,16 +70,17 @@ def forget(user_id: str, application_id: str) -> bool:
                                      & (Grant.application == application_id)).execute())
 
 
-def token_families(user_id: str, application_id: str) -> set[str]:
-    """Every ``sid`` issued to the application for the person: the families of their
-    refresh tokens and of their redeemed codes (grants without refresh tokens)."""
+def token_families(application_id: str, user_id: str | None = None) -> set[str]:
+    """Every ``sid`` issued to the application (for one person, or anyone): the families of
+    its refresh tokens and of its redeemed codes (grants without refresh tokens)."""
     codes = AuthorizationCode.select(AuthorizationCode.refresh_family).where(
-        (AuthorizationCode.user == user_id) & (AuthorizationCode.application == application_id)
+        (AuthorizationCode.application == application_id)
         & AuthorizationCode.refresh_family.is_null(False))
     refresh = RefreshToken.select(RefreshToken.family).where(
-        (RefreshToken.user == user_id) & (RefreshToken.application == application_id)
+        (RefreshToken.application == application_id)
         & (RefreshToken.revoked == False))  # noqa: E712 - SQL, not Python truthiness
+    if user_id is not None:
+        codes = codes.where(AuthorizationCode.user == user_id)
+        refresh = refresh.where(RefreshToken.user == user_id)
     return {family for (family,) in codes.tuples()} | {
         family for (family,) in refresh.tuples()}
-
-

@@ -22,6 +22,7 @@ from identityctl.security.usernames import username_key
 from identityctl.store import db
 from identityctl.store.models import (
     ALL_MODELS,
+    ClientRegistration,
     Grant,
     ResourceServer,
     Role,
@@ -121,6 +122,10 @@ def _create_resource_servers() -> None:
     db.database.create_tables([ResourceServer], safe=True)
 
 
+def _create_client_registrations() -> None:
+    db.database.create_tables([ClientRegistration], safe=True)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (1, "create the initial schema", _create_tables),
     (2, "index the open ceremony sessions of a user", _index_open_ceremony_sessions),
@@ -132,6 +137,8 @@ MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (6, "roles (scopes users hold) and who holds them", _create_roles),
     (7, "grants: what a person let each client have", _create_grants),
     (8, "resource servers: the team's APIs tokens may be issued for", _create_resource_servers),
+    (9, "registration access tokens of self-registered clients (RFC 7592)",
+     _create_client_registrations),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

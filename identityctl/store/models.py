@@ -350,9 +350,20 @@ class ResourceServer(BaseModel):
     created_at = peewee.DoubleField(default=now)
 
 
+class ClientRegistration(BaseModel):
+    """RFC 7592: the registration access token (hashed) with which a client that registered
+    itself reads or deletes its registration."""
+
+    application = peewee.ForeignKeyField(Application, primary_key=True, on_delete="CASCADE")
+    token_hash = peewee.CharField()
+    #: The client information response of RFC 7591 §3.2.1, as registered (read back as is).
+    metadata = JSONField(default=dict)
+    created_at = peewee.DoubleField(default=now)
+
+
 ALL_MODELS: list[type[BaseModel]] = [
     SchemaVersion, OrganizationUnit, UserType, User, Theme, Flow, Application,
     PasskeyCredential, CeremonySession, FlowExecution, SigningKey, AuthorizationRequest,
     AuthorizationCode, RefreshToken, RevokedToken, AuditEvent, Throttle, ServiceSecret,
-    Role, UserRole, Grant, ResourceServer,
+    Role, UserRole, Grant, ResourceServer, ClientRegistration,
 ]

@@ -207,6 +207,25 @@ class RegisterResource(_OAuthResource):
         _preflight(resp, "POST")
 
 
+@falcon.before(_cross_origin)
+class RegistrationResource(_OAuthResource):
+    """GET / DELETE /oauth2/register/{client_id}: a client's own registration (RFC 7592),
+    with its registration access token."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, client_id: str) -> None:
+        _no_store(resp)
+        resp.media = registration.read_registration(self.context, client_id,
+                                                    bearer_token(req))
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, client_id: str) -> None:
+        registration.delete_registration(self.context, client_id, bearer_token(req),
+                                         client_address=req.context.client_address)
+        resp.status = falcon.HTTP_204
+
+    def on_options(self, req: falcon.Request, resp: falcon.Response, client_id: str) -> None:
+        _preflight(resp, "GET, DELETE")
+
+
 def add_oauth_routes(app: falcon.App, context: ServiceContext) -> None:
     app.add_route(discovery.AUTHORIZE_PATH, AuthorizeResource(context))
     app.add_route(discovery.CALLBACK_PATH, CallbackResource(context))
@@ -218,6 +237,7 @@ def add_oauth_routes(app: falcon.App, context: ServiceContext) -> None:
     app.add_route(discovery.JWKS_PATH, JwksResource(context))
     app.add_route(discovery.LOGOUT_PATH, LogoutResource(context))
     app.add_route(discovery.REGISTER_PATH, RegisterResource(context))
+    app.add_route(discovery.REGISTER_PATH + "/{client_id}", RegistrationResource(context))
     metadata = MetadataResource(context)
     app.add_route(discovery.OPENID_CONFIGURATION_PATH, metadata)
     app.add_route(discovery.AUTHORIZATION_SERVER_PATH, metadata)
@@ -307,6 +327,11 @@ _CLIENT_METADATA = {
         "scope": _string("Space-separated, within oauth.registration_scopes."),
         "client_uri": _string("https URL."), "logo_uri": _string("https URL.")},
 }
+_REGISTERED = {"type": "object", "required": ["client_id"], "properties": {
+    "client_id": {"type": "string"}, "client_id_issued_at": {"type": "integer"},
+    "registration_access_token": _string("RFC 7592: reads or deletes this registration."),
+    "registration_client_uri": {"type": "string", "format": "uri"},
+    **_CLIENT_METADATA["properties"]}}
 
 OPENAPI_PATHS = {
     discovery.AUTHORIZE_PATH: {"get": {
@@ -329,18 +354,36 @@ OPENAPI_PATHS = {
                        "needs an initial access token (scope client_registration) as Bearer.",
         "requestBody": json_body(_CLIENT_METADATA),
         "responses": {
-            "201": json_response("The registered client (client_id, client_id_issued_at and "
-                                 "the metadata as registered).", {
-                                     "type": "object", "required": ["client_id"],
-                                     "properties": {"client_id": {"type": "string"},
-                                                    "client_id_issued_at": {"type": "integer"},
-                                                    **_CLIENT_METADATA["properties"]}}),
+            "201": json_response("The registered client (client_id, client_id_issued_at, "
+                                 "the metadata as registered, and the RFC 7592 "
+                                 "registration_access_token and registration_client_uri).",
+                                 _REGISTERED),
             "400": _oauth_error("invalid_client_metadata (confidential_registration_unsupported, "
                                 "scope_not_allowed), invalid_redirect_uri."),
             "401": error_response("missing_token, invalid_token (\"token\" mode)."),
             "403": error_response("insufficient_scope (\"token\" mode)."),
             "404": error_response("registration_disabled (oauth.dynamic_registration off)."),
             "429": error_response("too_many_attempts (oauth.registrations_per_address).")}}},
+    discovery.REGISTER_PATH + "/{client_id}": {
+        "parameters": [{"name": "client_id", "in": "path", "required": True,
+                        "schema": {"type": "string"}}],
+        "get": {
+            "summary": "Read a client's own registration (RFC 7592 §2.1)",
+            "operationId": "oauthRegistrationRead",
+            "description": "Authorization: Bearer <registration_access_token>.",
+            "responses": {
+                "200": json_response("The registration, as registered.", _REGISTERED),
+                "401": error_response("invalid_token: no token, a wrong one, or an unknown "
+                                      "client (not told apart).")}},
+        "delete": {
+            "summary": "Delete a client's own registration (RFC 7592 §2.3)",
+            "operationId": "oauthRegistrationDelete",
+            "description": "Authorization: Bearer <registration_access_token>. The client, its "
+                           "grants and every token it holds end at once.",
+            "responses": {
+                "204": {"description": "Deleted."},
+                "401": error_response("invalid_token: no token, a wrong one, or an unknown "
+                                      "client (not told apart).")}}},
     discovery.CALLBACK_PATH: {"post": {
         "summary": "Hand a completed sign-in back: the hosted UI's last step",
         "operationId": "oauthCallback",

@@ -4,7 +4,10 @@ of their token families (``sid``) ends as a logout or a refresh-token replay end
 
 from __future__ import annotations
 
+from typing import Any
+
 from identityctl.errors import NotFound
+from identityctl.services import catalog
 from identityctl.services.catalog import require_application_by_client_id
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import require_user
@@ -29,9 +32,19 @@ def revoke_grant(ctx: ServiceContext, user: str, client_id: str, *,
         raise NotFound(f"{person.username} has no grant to {client_id}.",
                        code="grant_not_found")
     client = client_of(application)
-    families = store.token_families(person.id, application["id"])
+    families = store.token_families(application["id"], person.id)
     for family in families:
         end_grant(ctx, family, client)
     audit.record("oauth.grant_revoke", "success", actor=actor, user_id=person.id,
                  details={"clientId": client_id, "families": len(families)})
     return len(families)
+
+
+def remove_client(ctx: ServiceContext, application: dict[str, Any], *, actor: str) -> None:
+    """Delete a client and end at once every token it holds (RFC 7592 §2.3: deleting a
+    registration invalidates its grants and tokens), not only the refresh tokens that go
+    with its rows."""
+    client = client_of(application)
+    for family in store.token_families(application["id"]):
+        end_grant(ctx, family, client)
+    catalog.delete_application(application["id"], actor=actor)

@@ -14,13 +14,17 @@ import time
 from typing import Any
 
 from identityctl.errors import Forbidden, NotFound, Unauthorized
+from identityctl.oauth.discovery import REGISTER_PATH
 from identityctl.oauth.errors import OAuthError
 from identityctl.oauth.registration import validate_client_metadata
+from identityctl.security.secrets import new_token, token_hash
 from identityctl.security.tokens import require_scope
 from identityctl.services import catalog as catalog_service
 from identityctl.services import resource_servers, throttle
 from identityctl.services.context import ServiceContext
-from identityctl.store import audit
+from identityctl.services.oauth.grants import remove_client
+from identityctl.store import audit, client_registrations
+from identityctl.store.db import transaction
 
 REGISTER_ACTION = "oauth.register"
 #: About one registration in this many also removes idle self-registered clients.
@@ -54,20 +58,7 @@ def register(ctx: ServiceContext, document: Any, *, access_token: str | None,
         remove_idle_clients(ctx)
     grant_types = list(metadata.grant_types)
     client_id = catalog_service.new_client_id()
-    application, _ = catalog_service.create_application({
-        "name": f"{metadata.client_name} [{client_id[:8]}]",
-        "description": "Registered itself (RFC 7591)"
-                       + (f"; client_uri {metadata.client_uri}" if metadata.client_uri else ""),
-        "inboundAuthConfig": [{"type": "oauth2", "config": {
-            "clientId": client_id, "redirectUris": list(metadata.redirect_uris),
-            "grantTypes": grant_types,
-            "publicClient": True, "tokenEndpointAuthMethod": "none",
-            "scopes": list(metadata.scope)}}],
-    }, actor=actor, marks={"selfRegistered": True})
-    audit.record(REGISTER_ACTION, "success", actor=actor, client_address=client_address,
-                 details={"applicationId": application["id"], "clientId": client_id,
-                          "clientName": metadata.client_name})
-    return {
+    response = {
         "client_id": client_id, "client_id_issued_at": int(time.time()),
         "client_name": metadata.client_name, "redirect_uris": list(metadata.redirect_uris),
         "grant_types": grant_types, "response_types": ["code"],
@@ -75,6 +66,62 @@ def register(ctx: ServiceContext, document: Any, *, access_token: str | None,
         **({"client_uri": metadata.client_uri} if metadata.client_uri else {}),
         **({"logo_uri": metadata.logo_uri} if metadata.logo_uri else {}),
     }
+    registration_token = new_token()
+    with transaction():  # the client, its registration access token and the event together
+        application, _ = catalog_service.create_application({
+            "name": f"{metadata.client_name} [{client_id[:8]}]",
+            "description": "Registered itself (RFC 7591)"
+                           + (f"; client_uri {metadata.client_uri}" if metadata.client_uri
+                              else ""),
+            "inboundAuthConfig": [{"type": "oauth2", "config": {
+                "clientId": client_id, "redirectUris": list(metadata.redirect_uris),
+                "grantTypes": grant_types,
+                "publicClient": True, "tokenEndpointAuthMethod": "none",
+                "scopes": list(metadata.scope)}}],
+        }, actor=actor, marks={"selfRegistered": True})
+        client_registrations.save(application["id"], token_hash(registration_token), response)
+        audit.record(REGISTER_ACTION, "success", actor=actor, client_address=client_address,
+                     details={"applicationId": application["id"], "clientId": client_id,
+                              "clientName": metadata.client_name})
+    return _with_management(ctx, response, registration_token)
+
+
+def _with_management(ctx: ServiceContext, response: dict[str, Any],
+                     registration_token: str) -> dict[str, Any]:
+    """RFC 7592 §3: where and with what the client reads or deletes its registration."""
+    return {**response, "registration_access_token": registration_token,
+            "registration_client_uri":
+                f"{ctx.config.base_url}{REGISTER_PATH}/{response['client_id']}"}
+
+
+def _registration(client_id: str, registration_token: str | None
+                  ) -> client_registrations.RegistrationRecord:
+    """RFC 7592 §2: the registration the token is for; an unknown client, a wrong token and
+    no token are all 401 invalid_token (nothing said about which client ids exist)."""
+    found = client_registrations.find(client_id, token_hash(registration_token)) \
+        if registration_token else None
+    if found is None:
+        raise Unauthorized("The registration access token is not valid for this client.",
+                           code="invalid_token")
+    return found
+
+
+def read_registration(ctx: ServiceContext, client_id: str,
+                      registration_token: str | None) -> dict[str, Any]:
+    """RFC 7592 §2.1: the client's registration, as registered."""
+    found = _registration(client_id, registration_token)
+    assert registration_token is not None  # _registration refuses a missing one
+    return _with_management(ctx, found.metadata, registration_token)
+
+
+def delete_registration(ctx: ServiceContext, client_id: str, registration_token: str | None,
+                        *, client_address: str = "") -> None:
+    """RFC 7592 §2.3: the client goes, with its grants and every token it holds."""
+    found = _registration(client_id, registration_token)
+    remove_client(ctx, catalog_service.get_application(found.application_id),
+                  actor=f"dcr:{client_id}")
+    audit.record("oauth.register_delete", "success", actor=f"dcr:{client_id}",
+                 client_address=client_address, details={"clientId": client_id})
 
 
 def remove_idle_clients(ctx: ServiceContext) -> int:
@@ -88,7 +135,7 @@ def remove_idle_clients(ctx: ServiceContext) -> int:
         marks = catalog_service.oauth_config(application)
         if (marks.get("selfRegistered") or marks.get("clientDocument")) \
                 and last_used.get(application["id"], time.time()) < cutoff:
-            catalog_service.delete_application(application["id"], actor="idle-client-removal")
+            remove_client(ctx, application, actor="idle-client-removal")
             removed += 1
     return removed
 
