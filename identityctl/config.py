@@ -134,6 +134,30 @@ class FlowConfig:
 
 
 @dataclass(frozen=True)
+class SessionConfig:
+    """The browser session at the identity service: single sign-on (services/sessions.py)."""
+
+    #: A session unused this long ends (seconds).
+    idle_timeout: int = 28_800
+    #: A session ends this long after its sign-in, however much it is used (seconds).
+    absolute_timeout: int = 604_800
+    #: Changing passkeys, password or recovery settings needs a sign-in this recent.
+    reauth_window: int = 300
+
+
+@dataclass(frozen=True)
+class DeliveriesConfig:
+    """The outbox (services/deliveries.py): back-channel logout notices, later mail and
+    webhooks."""
+
+    #: Seconds one delivery may take; an instance's claim on a message lasts three times as
+    #: long, then another instance (or this one restarted) delivers it.
+    timeout: int = 10
+    #: A message still undelivered this many hours after it was queued is given up.
+    give_up_hours: int = 24
+
+
+@dataclass(frozen=True)
 class SecurityConfig:
     """Brute-force throttling (services/throttle.py; the properties in docs/security.md)."""
 
@@ -184,6 +208,8 @@ class Config:
     gate_client: GateClientConfig = field(default_factory=GateClientConfig)
     mcp: McpConfig = field(default_factory=McpConfig)
     flow: FlowConfig = field(default_factory=FlowConfig)
+    session: SessionConfig = field(default_factory=SessionConfig)
+    deliveries: DeliveriesConfig = field(default_factory=DeliveriesConfig)
     security: SecurityConfig = field(default_factory=SecurityConfig)
     #: File the configuration came from ("" when built in code); relative paths resolve here.
     source: str = ""

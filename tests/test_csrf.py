@@ -6,8 +6,9 @@ without a CORS preflight is an HTML form (``application/x-www-form-urlencoded``,
 ``multipart/form-data``, ``text/plain``): those bodies are refused with 415 before anything
 happens. A JSON post needs a preflight, which these endpoints never grant; and a browser
 names the page's origin in ``Origin``, which must be the service's own or one of
-``passkey.allowed_origins`` (403 ``cross_origin_refused``). No cookie is ever set, so there
-is no ambient credential to ride on in the first place. docs/security.md, "CSRF and cookies".
+``passkey.allowed_origins`` (403 ``cross_origin_refused``). The one cookie, the browser
+session a completed sign-in starts, is SameSite=Lax: another site's POST or fetch never
+carries it. docs/security.md, "CSRF and cookies".
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ def test_the_token_endpoint_stays_open_to_cross_origin_spas(service: Service) ->
     assert "Set-Cookie" not in issued.headers
 
 
-def test_no_response_of_the_gate_or_the_flow_sets_a_cookie(service: Service,
+def test_only_a_completed_sign_in_sets_a_cookie_and_only_the_session_one(service: Service,
                                                            rp: OAuthDriver) -> None:
     client = register_client()
     link = rp.gate_link(client, state="s", code_challenge="x" * 43,
@@ -178,9 +179,14 @@ def test_no_response_of_the_gate_or_the_flow_sets_a_cookie(service: Service,
     answered = rp.callback(link["authId"], assertion)
     assert answered.status_code == 200, answered.text
     assert query_of(answered.json()["redirect_uri"])["code"]
-    responses += [answered, rp.callback(link["authId"], assertion)]
+    responses.append(rp.callback(link["authId"], assertion))
 
     for response in responses:
         assert "Set-Cookie" not in response.headers, (response.url, response.headers)
         assert not response.cookies, response.url
-    assert not service.http.cookies
+    # The one cookie: the browser session a completed sign-in starts (single sign-on).
+    cookie = answered.headers["Set-Cookie"]
+    name, _, attributes = cookie.partition(";")
+    assert name.startswith("__Host-identityctl-session=") and len(name) > 60
+    assert sorted(part.strip() for part in attributes.split(";")) == [
+        "HttpOnly", "Max-Age=604800", "Path=/", "SameSite=Lax", "Secure"]  # no Domain

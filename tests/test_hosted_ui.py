@@ -68,14 +68,14 @@ class Browser:
         self.page.screenshot(path=str(ARTIFACTS / "hosted-ui" / f"{self.name}-{self.shots:02d}-"
                                       f"{what}.png"), full_page=True)
 
-    def authorize(self) -> None:
+    def authorize(self, **extra: str) -> None:
         self.verifier = secrets.token_urlsafe(48)
         self.nonce, self.state = secrets.token_urlsafe(12), secrets.token_urlsafe(12)
         query = urlencode({"response_type": "code", "client_id": self.client_id,
                            "redirect_uri": REDIRECT_URI, "scope": "openid profile",
                            "state": self.state, "nonce": self.nonce,
                            "code_challenge": s256_challenge(self.verifier),
-                           "code_challenge_method": "S256"})
+                           "code_challenge_method": "S256", **extra})
         self.page.goto(self.service.url(f"/oauth2/authorize?{query}"))
         self.page.wait_for_selector("#step button")
 
@@ -150,8 +150,9 @@ def test_sign_up_sign_out_and_sign_in_with_passkey_and_password(user_browser: Br
     assert with_passkey["sub"] == user.id
     assert "passkey" in with_passkey["amr"]
 
-    # The password fallback: a wrong password first, then the right one.
-    ui.authorize()
+    # The password fallback: a wrong password first, then the right one (prompt=login: the
+    # browser's session would answer otherwise).
+    ui.authorize(prompt="login")
     ui.page.get_by_label("Username").fill(username)
     ui.page.get_by_label("Password").fill("not my password")
     ui.click("Sign in with password")

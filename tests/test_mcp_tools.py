@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import json
+import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,7 +22,9 @@ from identityctl.errors import InvalidField
 from identityctl.flow.definition import validate_flow
 from identityctl.mcp.tools import INSTRUCTIONS
 from identityctl.services import directory as directory_service
+from identityctl.services import sessions as sessions_service
 from identityctl.services.catalog import THEME_PLACEHOLDER
+from identityctl.services.context import ServiceContext
 from identityctl.store import audit, catalog
 from tests.conftest import Service
 from tests.support.mcp_clients import (
@@ -38,7 +42,8 @@ from tests.support.mcp_clients import (
 
 TOOL_NAMES = ALL_TOOLS
 WRITING_TOOLS = {"svc_create_application", "svc_update_application", "svc_create_flow",
-                 "svc_update_flow", "create_role", "grant_role", "revoke_role"}
+                 "svc_update_flow", "create_role", "grant_role", "revoke_role",
+                 "end_user_sessions"}
 
 
 @pytest.fixture(params=["http", "stdio"])
@@ -429,3 +434,19 @@ def test_roles_are_created_given_and_taken_with_the_role_tools(tools: Callable[.
     actor = "mcp:stdio" if transport == "stdio" else f"mcp:{ADMIN_SUBJECT}"
     assert {event["actor"] for event in audit.events(event="role.grant")
             if event["userId"] == person.id} == {actor}
+
+
+def test_an_assistant_signs_a_user_out_everywhere(tools: Callable[..., Any],
+                                                  service: Service) -> None:
+    person = directory_service.create_user(username=f"roam-{uuid.uuid4().hex[:6]}",
+                                           attributes={})
+    context = ServiceContext.for_config(service.config)
+    for _ in range(2):
+        sessions_service.start(context, user_id=person.id, auth_time=time.time(),
+                               amr=["pwd"], client_address="127.0.0.1")
+
+    async def scenario(session: ClientSession) -> dict[str, Any]:
+        return await call(session, "end_user_sessions", {"user": person.username})
+
+    assert tools(scenario) == {"user_id": person.id, "username": person.username, "ended": 2}
+    assert sessions_service.list_user_sessions(context, person.id) == []

@@ -21,6 +21,7 @@ import requests
 from identityctl.oauth.pkce import s256_challenge
 from identityctl.services import catalog
 from identityctl.services import roles as roles_service
+from identityctl.services.sessions import COOKIE as SESSION_COOKIE
 from identityctl.store.directory import UserRecord
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator
@@ -87,12 +88,31 @@ class OAuthDriver:
 
     # --- front channel --------------------------------------------------------------------
 
-    def authorize(self, client: RegisteredClient, **params: Any) -> requests.Response:
-        """GET /oauth2/authorize (not following the redirect); None values are left out."""
+    def authorize(self, client: RegisteredClient, *, session: str | None = None,
+                  **params: Any) -> requests.Response:
+        """GET /oauth2/authorize (not following the redirect), with the browser's ``session``
+        cookie when given; None values are left out."""
         query = {"response_type": "code", "client_id": client.client_id,
                  "redirect_uri": client.redirect_uri, "scope": "openid", **params}
         return self.service.get("/oauth2/authorize", allow_redirects=False,
-                                params={k: v for k, v in query.items() if v is not None})
+                                params={k: v for k, v in query.items() if v is not None},
+                                headers={"Cookie": f"{SESSION_COOKIE}={session}"}
+                                if session else {})
+
+    def session_sign_in(self, client: RegisteredClient, *,
+                        roles: tuple[str, ...] = ()) -> tuple[UserRecord, str, dict[str, str]]:
+        """A new user signs in for ``client`` in a browser: the user, the session cookie's
+        value (the Secure cookie a real browser keeps on localhost; requests would not),
+        and what the client's redirect URI got."""
+        link = self.gate_link(client, code_challenge=s256_challenge("v" * 43),
+                              code_challenge_method="S256")
+        user, assertion = self.signed_in_user(roles)
+        answered = self.callback(link["authId"], assertion)
+        assert answered.status_code == 200, answered.text
+        cookie = answered.headers["Set-Cookie"].split(";")[0]
+        name, _, value = cookie.partition("=")
+        assert name == SESSION_COOKIE
+        return user, value, query_of(answered.json()["redirect_uri"])
 
     def gate_link(self, client: RegisteredClient, **params: Any) -> dict[str, str]:
         """The hosted UI link authorize answers: its query (authId, applicationId, ...)."""

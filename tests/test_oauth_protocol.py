@@ -181,7 +181,8 @@ def test_a_valid_request_keeps_what_the_code_will_be_bound_to() -> None:
     ({"response_type": None}, UnsupportedResponseType),
     ({"code_challenge": None, "code_challenge_method": None}, InvalidRequest),
     ({"scope": "openid admin"}, InvalidScope),
-    ({"prompt": "none"}, OAuthError),
+    ({"prompt": "none login"}, InvalidRequest),
+    ({"max_age": "-1"}, InvalidRequest),
     ({"request": "eyJ..."}, OAuthError),
 ])
 def test_invalid_requests_are_refused(overrides: dict[str, str | None],

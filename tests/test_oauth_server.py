@@ -112,7 +112,8 @@ def test_a_repeated_client_id_is_a_page_error(rp: OAuthDriver, service: Service)
      "invalid_request"),
     ({"response_type": "token"}, "unsupported_response_type"),
     ({"scope": "openid admin"}, "invalid_scope"),
-    ({"prompt": "none"}, "login_required"),
+    ({"prompt": "none", "code_challenge": s256_challenge("v" * 43),
+      "code_challenge_method": "S256"}, "login_required"),  # no session answers it
 ])
 def test_later_errors_go_back_to_the_client_with_state_and_iss(
         rp: OAuthDriver, service: Service, change: dict, error: str) -> None:

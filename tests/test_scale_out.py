@@ -26,6 +26,7 @@ import requests
 from identityctl.config import load_config
 from identityctl.oauth.pkce import s256_challenge
 from identityctl.services.catalog import oauth_config
+from identityctl.services.sessions import COOKIE as SESSION_COOKIE
 from tests.conftest import PG_URL_ENV, Service, free_port
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.flows import FlowClient
@@ -201,9 +202,7 @@ def test_a_registration_token_finished_on_both_instances_at_once_stores_one_pass
     assert len(json.loads(listed.stdout)) == 1
 
 
-def test_an_oauth_code_flow_alternating_between_the_instances(on: Cluster) -> None:
-    """authorize on A -> password flow on B -> callback on A -> token on B -> refresh on A."""
-    redirect_uri = "https://app.example/callback"
+def _server_app(on: Cluster, redirect_uri: str) -> RegisteredClient:
     made = identityctl("app", "create", "--template", "Server", "--name",
                        f"across {uuid.uuid4().hex[:8]}", "--redirect-uri", redirect_uri,
                        "--sign-in-flow", "default-basic-flow", "--json",
@@ -211,14 +210,25 @@ def test_an_oauth_code_flow_alternating_between_the_instances(on: Cluster) -> No
     assert made.returncode == 0, made.stderr
     created = json.loads(made.stdout)
     settings = oauth_config(created)
-    client = RegisteredClient(application_id=created["id"], client_id=settings["clientId"],
-                              secret=created["clientSecret"], redirect_uri=redirect_uri,
-                              auth_method=settings["tokenEndpointAuthMethod"])
+    return RegisteredClient(application_id=created["id"], client_id=settings["clientId"],
+                            secret=created["clientSecret"], redirect_uri=redirect_uri,
+                            auth_method=settings["tokenEndpointAuthMethod"])
+
+
+def _password_user(on: Cluster) -> tuple[str, str, str]:
+    """A new user with a password: username, password, id."""
     username, password = f"across-{uuid.uuid4().hex[:8]}", "across instances 9c41 pw"
     user = identityctl("user", "create", "--username", username, "--password-stdin", "--json",
                        input=password + "\n", config=on.config_path)
     assert user.returncode == 0, user.stderr
-    user_id = json.loads(user.stdout)["id"]
+    return username, password, json.loads(user.stdout)["id"]
+
+
+def test_an_oauth_code_flow_alternating_between_the_instances(on: Cluster) -> None:
+    """authorize on A -> password flow on B -> callback on A -> token on B -> refresh on A."""
+    redirect_uri = "https://app.example/callback"
+    client = _server_app(on, redirect_uri)
+    username, password, user_id = _password_user(on)
     a, b = OAuthDriver(on.a.service), OAuthDriver(on.b.service)
 
     # A: the client sends the browser to authorize; A hands it to the hosted sign-in page.
@@ -261,3 +271,38 @@ def test_an_oauth_code_flow_alternating_between_the_instances(on: Cluster) -> No
         "grant_type": "authorization_code", "code": back["code"], "redirect_uri": redirect_uri,
         "code_verifier": verifier})
     assert replayed.status_code == 400, replayed.text
+
+
+def test_signed_in_through_one_instance_signed_in_through_the_other(on: Cluster) -> None:
+    """Sign in to app 1 through A; app 2 through B gets a code with no sign-in (the browser
+    session lives in the shared store); B's logout ends it for A too."""
+    first, second = (_server_app(on, f"https://app{n}.example/callback") for n in (1, 2))
+    username, password, user_id = _password_user(on)
+    a, b = OAuthDriver(on.a.service), OAuthDriver(on.b.service)
+    link = a.gate_link(first, code_challenge=s256_challenge("v" * 43),
+                       code_challenge_method="S256")
+    flow = FlowClient(a.service, link["applicationId"])
+    flow.start()
+    done = flow.act("password", username=username, password=password)
+    answered = a.callback(link["authId"], done["assertion"])
+    assert answered.status_code == 200, answered.text
+    session = answered.headers["Set-Cookie"].split(";")[0].partition("=")[2]
+
+    verifier = secrets.token_urlsafe(48)
+    through_b = b.authorize(second, session=session, code_challenge=s256_challenge(verifier),
+                            code_challenge_method="S256")
+    assert through_b.status_code == 302
+    back = query_of(through_b.headers["Location"])
+    assert through_b.headers["Location"].startswith(second.redirect_uri) and back["code"]
+    exchanged = a.client_post("/oauth2/token", second, {
+        "grant_type": "authorization_code", "code": back["code"],
+        "redirect_uri": second.redirect_uri, "code_verifier": verifier})
+    assert exchanged.status_code == 200, exchanged.text
+    assert a.verified(exchanged.json()["id_token"], audience=second.client_id)["sub"] == user_id
+
+    signed_out = b.service.http.get(b.service.url("/oauth2/logout"), timeout=30,
+                                    headers={"Cookie": f"{SESSION_COOKIE}={session}"})
+    assert signed_out.status_code == 200
+    after = a.authorize(first, session=session, prompt="none",
+                        code_challenge=s256_challenge(verifier), code_challenge_method="S256")
+    assert query_of(after.headers["Location"])["error"] == "login_required"

@@ -74,10 +74,10 @@ def test_the_graph_starts_at_its_start_node_wherever_it_is_listed() -> None:
     assert FlowGraph(nodes[::-1]).start == "start"
 
 
-def test_a_walk_from_the_start_waits_at_the_first_prompt_without_running_a_task() -> None:
+def test_a_walk_from_the_start_runs_the_session_check_and_waits_at_the_first_prompt() -> None:
     graph, tasks = graph_of(PASSWORD), ScriptedTasks()
     assert graph.walk(graph.start, tasks) == Halt(INCOMPLETE, "prompt_credentials")
-    assert tasks.ran == []
+    assert tasks.ran == ["sso_check"]  # no session answered (authorize checks it first)
 
 
 def test_tasks_that_succeed_run_in_order_until_the_end_completes_the_flow() -> None:

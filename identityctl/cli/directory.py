@@ -243,8 +243,21 @@ def user_set_password(
     password = read_new_password(from_stdin=password_stdin)
     with console.status("Hashing the password (argon2id)..."):
         directory_service.set_password(found.id, password, actor=ACTOR)
-    done(f"password set for {found.username}", as_json=as_json,
-         data={"id": found.id, "username": found.username, "hasPassword": True})
+    ended = end_sessions(found.id, "password changed")
+    done(f"password set for {found.username}" + (f"; {ended} session(s) ended" if ended
+                                                  else ""), as_json=as_json,
+         data={"id": found.id, "username": found.username, "hasPassword": True,
+               "sessionsEnded": ended})
+
+
+def end_sessions(user_id: str, reason: str) -> int:
+    """A changed credential or standing ends the user's sign-in sessions everywhere (their
+    clients are told by back-channel logout)."""
+    from identityctl.services import sessions
+    from identityctl.services.context import ServiceContext
+
+    return sessions.end_user_sessions(ServiceContext.for_config(Session.config()), user_id,
+                                      actor=ACTOR, reason=reason)
 
 
 def _change_status(user: str, change: str, as_json: bool) -> None:
@@ -256,7 +269,51 @@ def _change_status(user: str, change: str, as_json: bool) -> None:
     else:
         updated = directory_service.set_status(
             user, "disabled" if change == "disable" else "active", actor=ACTOR)
+    if change == "disable":  # refused at their next use anyway; ended, clients are told
+        end_sessions(updated.id, "user disabled")
     done(f"{updated.username} is now {updated.status}", as_json=as_json, data=updated.to_api())
+
+
+@command(user_app, "sessions")
+def user_sessions(user: str = typer.Argument(..., metavar="ID|USERNAME"),
+                  as_json: bool = JsonOption) -> None:
+    """List a user's sign-in sessions (single sign-on): when and how they signed in, last
+    use, expiry, and from where.
+
+        identityctl user sessions alice
+    """
+    from identityctl.services import sessions
+    from identityctl.services.context import ServiceContext
+
+    config = Session.connected()
+    records = [record.to_api() for record in sessions.list_user_sessions(
+        ServiceContext.for_config(config), user)]
+    rows = [{**record, "amr": " ".join(record["amr"]), "signedIn": when(record["authTime"]),
+             "lastSeen": when(record["lastSeenAt"]), "expires": when(record["expiresAt"])}
+            for record in records]
+    show_table(rows, [("id", "Session"), ("signedIn", "Signed in"), ("amr", "With"),
+                      ("lastSeen", "Last used"), ("expires", "Expires"),
+                      ("clientAddress", "From")],
+               title="Sessions", as_json=as_json, json_data=records)
+
+
+@command(user_app, "end-sessions")
+def userend_sessions(user: str = typer.Argument(..., metavar="ID|USERNAME"),
+                      yes: bool = YesOption, as_json: bool = JsonOption) -> None:
+    """Sign a user out everywhere: end every session, every token of a client signed in
+    through one, and tell clients with a back-channel logout URI (asks first unless --yes).
+
+        identityctl user end-sessions alice --yes
+    """
+    from identityctl.services import directory as directory_service
+
+    Session.connected()
+    found = directory_service.require_user(user)
+    if not yes:
+        typer.confirm(f"End every session of {found.username}?", abort=True, err=True)
+    ended = end_sessions(found.id, "ended by an administrator")
+    done(f"ended {ended} session(s) of {found.username}", as_json=as_json,
+         data={"id": found.id, "username": found.username, "ended": ended})
 
 
 @command(user_app, "disable")

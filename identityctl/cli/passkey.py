@@ -6,8 +6,6 @@ command; an admin lets it happen with a token: `identityctl token --scope system
 
 from __future__ import annotations
 
-import functools
-
 import typer
 
 from identityctl.cli.common import Session, command
@@ -60,10 +58,16 @@ def passkey_rename(user: str = UserArgument, credential_id: str = CredentialArgu
 @command(passkey_app, "delete", context_settings=_ID_MAY_START_WITH_DASH)
 def passkey_delete(user: str = UserArgument, credential_id: str = CredentialArgument,
                    yes: bool = YesOption, as_json: bool = JsonOption) -> None:
-    """Remove one of USER's passkeys; it can no longer sign in (asks first unless --yes)."""
+    """Remove one of USER's passkeys; it can no longer sign in, and the user's sessions
+    end (it may have been lost; asks first unless --yes)."""
+    from identityctl.cli.directory import end_sessions
     from identityctl.services.passkeys import admin
 
     Session.connected()
-    confirm_and_delete(f"passkey {credential_id} of {user}", credential_id,
-                       functools.partial(admin.delete_credential, user), yes=yes,
+
+    def delete(credential: str, *, actor: str) -> None:
+        admin.delete_credential(user, credential, actor=actor)
+        end_sessions(user, "passkey removed")
+
+    confirm_and_delete(f"passkey {credential_id} of {user}", credential_id, delete, yes=yes,
                        as_json=as_json, shown={"user": user})

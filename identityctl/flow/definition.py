@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from identityctl.errors import InvalidField
@@ -29,6 +30,9 @@ EXECUTORS: dict[str, tuple[str, ...]] = {
     "ProvisioningExecutor": (),
     "AuthorizationExecutor": (),
     "AuthAssertExecutor": (),
+    #: Marks where the flow accepts the browser's existing sign-in (single sign-on); its
+    #: optional property ``maxAge`` bounds the sign-in's age. A flow without it always asks.
+    "SSOCheckExecutor": (),
 }
 #: Executors (name, mode) after which the flow knows who the user is.
 USER_ESTABLISHING = {("BasicAuthExecutor", ""), ("IdentifyingExecutor", ""),
@@ -52,6 +56,23 @@ def successors(node: dict[str, Any]) -> list[str]:
     nexts = [node[key] for key in _NEXT_KEYS if node.get(key)]
     nexts += [prompt["action"]["nextNode"] for prompt in node.get("prompts", [])]
     return nexts
+
+
+@dataclass(frozen=True, slots=True)
+class SessionCheck:
+    """Where a flow accepts an existing browser session, and how old its sign-in may be."""
+
+    max_age: int | None
+
+
+def session_check(nodes: list[dict[str, Any]]) -> SessionCheck | None:
+    """The flow's ``SSOCheckExecutor`` (the reference system's name), or None: a flow
+    without one signs the person in every time (a fresh passkey for this application)."""
+    for node in nodes:
+        if executor_of(node) == ("SSOCheckExecutor", ""):
+            properties = (node.get("executor") or {}).get("properties") or {}
+            return SessionCheck(max_age=properties.get("maxAge"))
+    return None
 
 
 def _check_node(node: Any, index: int) -> str:
@@ -96,6 +117,10 @@ def _check_node(node: Any, index: int) -> str:
         if name == "PasskeyAuthExecutor" and mode in PASSKEY_MODES_NEEDING_RP \
                 and not properties.get("relyingPartyId"):
             raise _fail(where, f"executor {name} (mode {mode}) needs property relyingPartyId")
+        max_age = properties.get("maxAge")
+        if name == "SSOCheckExecutor" and max_age is not None and (
+                not isinstance(max_age, int) or isinstance(max_age, bool) or max_age < 0):
+            raise _fail(where, "property maxAge must be a number of seconds (0 or more)")
         if not node.get("onSuccess"):
             raise _fail(where, "a TASK_EXECUTION needs onSuccess")
     elif kind == "START" and not node.get("onSuccess"):

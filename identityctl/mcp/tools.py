@@ -55,6 +55,7 @@ from identityctl.mcp.schemas import (
 from identityctl.services import catalog as catalog_service
 from identityctl.services import directory as directory_service
 from identityctl.services import roles as roles_service
+from identityctl.services import sessions as sessions_service
 from identityctl.services.context import ServiceContext
 from identityctl.store import db
 
@@ -79,7 +80,8 @@ Rules:
 - svc_integrate_react_sdk explains how a React app signs users in and up with this service.
 - Roles carry scopes; only a person holding a role that carries a scope can grant it to a
   client (the role admin carries system: administering this service). list_roles,
-  create_role, grant_role and revoke_role manage them."""
+  create_role, grant_role and revoke_role manage them.
+- end_user_sessions signs a user out everywhere (their single sign-on sessions)."""
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 CREATES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
@@ -382,6 +384,15 @@ def revoke_role(user: UserName, role: RoleName) -> UserRoles:
     return _user_roles(user)
 
 
+# --- sessions (ours) ---------------------------------------------------------------------------
+
+
+class EndedSessions(BaseModel):
+    user_id: str
+    username: str
+    ended: Annotated[int, Field(description="How many sign-in sessions ended.")]
+
+
 # --- the server -----------------------------------------------------------------------------
 
 
@@ -432,12 +443,22 @@ def build_server(context: ServiceContext) -> MCPServer[Any]:
         url = service_url or config.base_url
         return react_sdk.integration_guide(service_url=url, issuer=config.oauth.issuer or url)
 
+    def end_user_sessions(user: UserName) -> EndedSessions:
+        """Sign a user out everywhere: end every sign-in session (single sign-on) and every
+        token of a client signed in through one; clients with a back-channel logout URI are
+        told."""
+        person = directory_service.require_user(user)
+        ended = sessions_service.end_user_sessions(context, person.id, actor=current_actor(),
+                                                   reason="ended by an administrator")
+        return EndedSessions(user_id=person.id, username=person.username, ended=ended)
+
     with _root_logging_kept():
         server: MCPServer[Any] = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS,
                                            version=__version__)
     # The SDK logs every stateless request and expected tool error at INFO.
     logging.getLogger("mcp").setLevel(logging.WARNING)
-    tools = [*_TOOLS, (svc_integrate_react_sdk, "integrate the React SDK", READ_ONLY)]
+    tools = [*_TOOLS, (svc_integrate_react_sdk, "integrate the React SDK", READ_ONLY),
+             (end_user_sessions, "end user sessions", REPLACES)]
     for function, operation, hints in tools:
         server.add_tool(_reporting_failures(function, operation), name=function.__name__,
                         description=inspect.cleandoc(function.__doc__ or ""), annotations=hints)

@@ -24,16 +24,12 @@ from identityctl.oauth.errors import (
 )
 from identityctl.oauth.parameters import Parameters, granted_scope, parse_scope
 from identityctl.oauth.registration import redirect_uri_matches
+from identityctl.oauth.sso import parse_max_age
 
+#: ``select_account`` is accepted and means nothing more here: the page always lets the
+#: person choose which account to sign in with.
 PROMPTS = ("none", "login", "consent", "select_account")
 MAX_STATE_LENGTH = 2048
-
-
-class LoginRequired(OAuthError):
-    """OIDC Core §3.1.2.6: ``prompt=none`` cannot be honoured (there is no sign-in session)."""
-
-    error = code = "login_required"
-    message = "The user must sign in."
 
 
 @dataclass(slots=True)
@@ -49,6 +45,8 @@ class AuthorizationParameters:
     resources: tuple[str, ...]
     #: OIDC ``prompt`` values; ``consent`` makes the person approve again.
     prompts: tuple[str, ...] = ()
+    #: OIDC ``max_age``: a sign-in older than this many seconds does not count.
+    max_age: int | None = None
 
 
 def trusted_redirect_uri(client: Client, redirect_uri: str | None) -> str:
@@ -83,10 +81,10 @@ def validate_request(client: Client, parameters: Parameters, *,
     if any(prompt not in PROMPTS for prompt in prompts):
         raise InvalidRequest(f"prompt must be among {', '.join(PROMPTS)}.",
                              code="prompt_unsupported")
-    # Every authorization runs a fresh sign-in, so max_age and prompt=login always hold.
-    if "none" in prompts:
-        raise LoginRequired("prompt=none: there is no sign-in session to reuse; every "
-                            "authorization asks the user to sign in.")
+    if "none" in prompts and len(prompts) > 1:
+        raise InvalidRequest("prompt=none cannot be combined with other values.",
+                             code="prompt_unsupported")
+    max_age = parse_max_age(parameters.get("max_age"))
     state = parameters.get("state")
     if state is not None and len(state) > MAX_STATE_LENGTH:
         raise InvalidRequest(f"state is limited to {MAX_STATE_LENGTH} characters.",
@@ -100,7 +98,7 @@ def validate_request(client: Client, parameters: Parameters, *,
     return AuthorizationParameters(
         redirect_uri=redirect_uri, scope=scope, state=state, nonce=parameters.get("nonce"),
         code_challenge=challenge, code_challenge_method=pkce.S256 if challenge else None,
-        resources=parameters.resources, prompts=tuple(prompts))
+        resources=parameters.resources, prompts=tuple(prompts), max_age=max_age)
 
 
 class _OidcRequestError(OAuthError):

@@ -78,3 +78,15 @@ def user_claims(*, subject: str, username: str, attributes: dict[str, Any], upda
             if claim in available:
                 released[claim] = available[claim]
     return released
+
+
+#: OpenID Connect Back-Channel Logout 1.0 §2.4: the event a logout token carries.
+BACKCHANNEL_LOGOUT_EVENT = "http://schemas.openid.net/event/backchannel-logout"
+
+
+def logout_token_claims(*, client_id: str, subject: str, session_id: str,
+                        jti: str) -> dict[str, Any]:
+    """A logout token's claims (iss, iat and exp are added when it is signed): no nonce,
+    the client as audience, the person and the session (``sid``) the client knows."""
+    return {"aud": client_id, "sub": subject, "sid": session_id, "jti": jti,
+            "events": {BACKCHANNEL_LOGOUT_EVENT: {}}}

@@ -55,7 +55,10 @@ def provider_metadata(*, issuer: str, base_url: str, signing_algorithms: list[st
         "code_challenge_methods_supported": list(pkce.METHODS),
         "claims_supported": sorted({*_ID_TOKEN_CLAIMS,
                                     *(c for names in SCOPE_CLAIMS.values() for c in names)}),
-        "prompt_values_supported": ["login"],
+        "prompt_values_supported": ["none", "login", "consent", "select_account"],
+        # OpenID Connect Back-Channel Logout 1.0 §2.1: logout tokens carry sid.
+        "backchannel_logout_supported": True,
+        "backchannel_logout_session_supported": True,
         "authorization_response_iss_parameter_supported": True,
         "request_parameter_supported": False,
         "request_uri_parameter_supported": False,

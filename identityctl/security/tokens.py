@@ -30,6 +30,8 @@ from identityctl.errors import Forbidden, Unauthorized
 ASSERTION_TYP = "assertion+jwt"
 ACCESS_TOKEN_TYP = "at+jwt"
 ID_TOKEN_TYP = "JWT"
+#: OpenID Connect Back-Channel Logout 1.0 §2.4 (explicit typing, RFC 8725 §3.11).
+LOGOUT_TOKEN_TYP = "logout+jwt"
 KEY_CACHE_SECONDS = 30.0
 LEEWAY_SECONDS = 5
 

@@ -17,13 +17,13 @@ from identityctl.server.heap import settle_heap
 from identityctl.server.mcp_endpoint import McpDispatcher
 from identityctl.server.waitress_errors import use_json_errors
 from identityctl.services.context import ServiceContext
+from identityctl.services.deliveries import Deliverer
 from identityctl.store import db
 
 
-def served_app(config: Config) -> Callable[..., Any]:
+def served_app(config: Config, context: ServiceContext) -> Callable[..., Any]:
     """The WSGI app: Falcon, behind the /mcp dispatcher when the MCP server is enabled, each
     request giving its database connection back when it ends."""
-    context = ServiceContext.for_config(config)  # one per process: one cache of the keys
     app: Any = create_app(config, context)
     if config.mcp.enabled:
         app = McpDispatcher(app, context)
@@ -50,8 +50,10 @@ class ConnectionReturning:
 
 def make_server(config: Config, *, host: str, port: int, threads: int,
                 sockets: list[socket.socket] | None = None) -> BaseWSGIServer | MultiSocketServer:
-    """A waitress server on host:port, or on ``sockets`` already bound (worker processes)."""
-    app = served_app(config)
+    """A waitress server on host:port, or on ``sockets`` already bound (worker processes),
+    with the thread that delivers the outbox."""
+    context = ServiceContext.for_config(config)  # one per process: one cache of the keys
+    app = served_app(config, context)
     listen: dict[str, Any] = {"sockets": sockets} if sockets else {"host": host, "port": port}
     servers: dict[Any, Any] = {}  # waitress's socket map: its servers, then their channels
     server = waitress.create_server(
@@ -66,8 +68,13 @@ def make_server(config: Config, *, host: str, port: int, threads: int,
         channel_timeout=30, connection_limit=1000)
     # waitress's own refusals (413, 431, 400, 501, 500) in our JSON shape with our headers.
     use_json_errors(servers, max_body_bytes=config.server.max_body_bytes)
-    # waitress wraps the app (proxy headers): keep a handle to release what the app holds.
-    server.close_app = getattr(app, "close", lambda: None)
+    deliverer = Deliverer(context, interval=1.0).start()
+
+    def close_app() -> None:  # waitress wraps the app (proxy headers): keep our own handle
+        deliverer.stop()
+        getattr(app, "close", lambda: None)()
+
+    server.close_app = close_app
     return server
 
 

@@ -239,6 +239,16 @@ def _validate_redirect_uri(index: int, uri: object) -> str:
     return uri
 
 
+def _check_backchannel_logout_uri(field: str, uri: object) -> None:
+    """OpenID Connect Back-Channel Logout 1.0 §2.2: an absolute http(s) URL without a
+    fragment (https in production; the service POSTs logout tokens to it)."""
+    if not isinstance(uri, str):
+        raise InvalidField(field, "must be a URL")
+    parts = urlsplit(uri)
+    if parts.scheme not in ("http", "https") or not parts.hostname or "#" in uri:
+        raise InvalidField(field, f"{uri!r} is not an absolute http(s) URL without a fragment")
+
+
 def _validate_oauth(config: dict[str, Any], template: str) -> dict[str, Any]:
     prefix = "inboundAuthConfig[0].config"
     grants = config.get("grantTypes") or (["client_credentials"] if template == "M2M"
@@ -270,7 +280,11 @@ def _validate_oauth(config: dict[str, Any], template: str) -> dict[str, Any]:
     token = config.get("token") or {}
     if not isinstance(token, dict):
         raise InvalidField(f"{prefix}.token", "must be an object")
-    return {"redirectUris": redirect_uris, "grantTypes": grants,
+    logout_uri = config.get("backchannelLogoutUri")
+    if logout_uri is not None:
+        _check_backchannel_logout_uri(f"{prefix}.backchannelLogoutUri", logout_uri)
+    return {**({"backchannelLogoutUri": logout_uri} if logout_uri else {}),
+            "redirectUris": redirect_uris, "grantTypes": grants,
             "responseTypes": ["code"] if "authorization_code" in grants else [],
             "tokenEndpointAuthMethod": method,
             # PKCE is on for every client unless a confidential one turns it off explicitly.

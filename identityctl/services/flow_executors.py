@@ -271,6 +271,9 @@ _EXECUTORS: dict[tuple[str, str], Executor] = {
     ("ProvisioningExecutor", ""): Executor(_provision),
     ("AuthorizationExecutor", ""): Executor(_authorize),
     ("AuthAssertExecutor", ""): Executor(_sign_in_assertion),
+    # Reached only when no session answered the request (authorize checks it before the
+    # flow starts, services/sessions.py): the flow goes on to its sign-in.
+    ("SSOCheckExecutor", ""): Executor(lambda step, properties: SUCCESS),
 }
 
 

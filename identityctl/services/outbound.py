@@ -142,3 +142,22 @@ def _max_age(cache_control: str) -> float:
     if found is None:
         return DEFAULT_MAX_AGE
     return min(float(found.group(1)), LONGEST_MAX_AGE)
+
+
+#: One pool for deliveries to the team's own services (back-channel logout; later webhooks):
+#: addresses an administrator registered, so private ones are allowed; no redirects followed.
+_DELIVERIES = urllib3.PoolManager(num_pools=16, maxsize=2, retries=False)
+
+
+def post_form(url: str, fields: dict[str, str], *, timeout: float) -> int:
+    """POST ``fields`` form-encoded to ``url``; the HTTP status. Raises FetchRefused when
+    the service cannot be reached in time."""
+    try:
+        response = _DELIVERIES.request(
+            "POST", url, fields=fields, encode_multipart=False, redirect=False,
+            timeout=urllib3.Timeout(connect=timeout, read=timeout),
+            headers={"User-Agent": "identityctl (deliveries)"})
+    except urllib3.exceptions.HTTPError as error:
+        raise FetchRefused("unreachable", f"{url} could not be reached.", str(error)) \
+            from None
+    return response.status

@@ -22,11 +22,14 @@ from identityctl.security.usernames import username_key
 from identityctl.store import db
 from identityctl.store.models import (
     ALL_MODELS,
+    BrowserSession,
     ClientRegistration,
     Grant,
+    OutboxMessage,
     ResourceServer,
     Role,
     SchemaVersion,
+    SessionGrant,
     UserRole,
 )
 from identityctl.store.startup import lock_in_transaction
@@ -126,6 +129,10 @@ def _create_client_registrations() -> None:
     db.database.create_tables([ClientRegistration], safe=True)
 
 
+def _create_sessions_and_outbox() -> None:
+    db.database.create_tables([BrowserSession, SessionGrant, OutboxMessage], safe=True)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (1, "create the initial schema", _create_tables),
     (2, "index the open ceremony sessions of a user", _index_open_ceremony_sessions),
@@ -139,6 +146,8 @@ MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (8, "resource servers: the team's APIs tokens may be issued for", _create_resource_servers),
     (9, "registration access tokens of self-registered clients (RFC 7592)",
      _create_client_registrations),
+    (10, "browser sessions (single sign-on), the clients signed in through them, and an "
+         "outbox of deliveries", _create_sessions_and_outbox),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -361,9 +361,63 @@ class ClientRegistration(BaseModel):
     created_at = peewee.DoubleField(default=now)
 
 
+class BrowserSession(BaseModel):
+    """A person's sign-in at the identity service, kept in their browser as an opaque cookie
+    (stored here by its hash): single sign-on for every application, from any instance."""
+
+    id = peewee.CharField(primary_key=True)  # token_hash of the cookie's value
+    user = peewee.ForeignKeyField(User, on_delete="CASCADE", backref="browser_sessions")
+    auth_time = peewee.DoubleField()
+    amr = JSONField(default=list)
+    created_at = peewee.DoubleField(default=now)
+    last_seen_at = peewee.DoubleField(default=now)
+    expires_at = peewee.DoubleField()  # absolute: idle expiry counts from last_seen_at
+    ended_at = peewee.DoubleField(null=True)
+    client_address = peewee.CharField(default="")
+
+
+class SessionGrant(BaseModel):
+    """A client signed in through a browser session, and the token family (``sid``) it got:
+    what ending the session ends, and whom back-channel logout tells."""
+
+    session = peewee.ForeignKeyField(BrowserSession, on_delete="CASCADE", backref="grants")
+    family = peewee.CharField()
+    application = peewee.ForeignKeyField(Application, on_delete="CASCADE")
+    user = peewee.ForeignKeyField(User, on_delete="CASCADE")
+    created_at = peewee.DoubleField(default=now)
+
+    class Meta:
+        primary_key = peewee.CompositeKey("session", "family")
+
+
+class OutboxMessage(BaseModel):
+    """Something to deliver outside (a back-channel logout notice; later mail, webhooks),
+    committed with the change that caused it and delivered by any instance, once."""
+
+    id = peewee.CharField(primary_key=True, default=new_id)
+    kind = peewee.CharField()
+    target = peewee.TextField()
+    payload = JSONField(default=dict)
+    created_at = peewee.DoubleField(default=now)
+    attempts = peewee.IntegerField(default=0)
+    next_attempt_at = peewee.DoubleField(default=now)
+    #: An instance delivering it holds it until then (a crashed one's claim runs out).
+    claimed_until = peewee.DoubleField(null=True)
+    delivered_at = peewee.DoubleField(null=True)
+    #: Given up after its kind's retry time.
+    failed_at = peewee.DoubleField(null=True)
+    last_error = peewee.TextField(default="")
+
+    class Meta:
+        # PERF: finding what is due seeks the undelivered messages by time; delivered ones
+        # (the history) are never scanned (bench/outbox.py).
+        indexes = ((("delivered_at", "failed_at", "next_attempt_at"), False),)
+
+
 ALL_MODELS: list[type[BaseModel]] = [
     SchemaVersion, OrganizationUnit, UserType, User, Theme, Flow, Application,
     PasskeyCredential, CeremonySession, FlowExecution, SigningKey, AuthorizationRequest,
     AuthorizationCode, RefreshToken, RevokedToken, AuditEvent, Throttle, ServiceSecret,
-    Role, UserRole, Grant, ResourceServer, ClientRegistration,
+    Role, UserRole, Grant, ResourceServer, ClientRegistration, BrowserSession, SessionGrant,
+    OutboxMessage,
 ]

@@ -72,8 +72,9 @@ def _assets(config: Config, application_id: str | None) -> pages.Assets:
 
 
 def flow_page(config: Config, *, mode: str, application_id: str, auth_id: str,
-              execution_id: str = "") -> str:
-    """The sign-in (or sign-up) page of an authorization request."""
+              execution_id: str = "", resume: bool = False) -> str:
+    """The sign-in (or sign-up) page of an authorization request; with ``resume``, the
+    consent of a person the browser's session signed in."""
     application = gate_application(application_id)
     first_step = authorization.pending_first_step(auth_id=auth_id, application_id=application.id,
                                           execution_id=execution_id)
@@ -86,6 +87,7 @@ def flow_page(config: Config, *, mode: str, application_id: str, auth_id: str,
     main = pages.render(
         "gate.html", mode=mode, heading=title, application_name=application.name,
         application_id=application.id, auth_id=auth_id, execution_id=execution_id,
+        resume="session" if resume and not signing_up else "",
         first_step=json.dumps(first_step) if first_step and not signing_up else "",
         flow_url=config.base_url + FLOW_PATH, callback_url=config.base_url + CALLBACK_PATH,
         consent_url=config.base_url + CONSENT_PATH,

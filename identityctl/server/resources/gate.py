@@ -26,7 +26,7 @@ def write_page(resp: falcon.Response, page: str, *, status: int = 200) -> None:
 
 
 class GatePageResource:
-    """GET /gate/signin and /gate/signup ?authId&applicationId[&executionId]."""
+    """GET /gate/signin and /gate/signup ?authId&applicationId[&executionId][&resume]."""
 
     def __init__(self, context: ServiceContext, mode: str) -> None:
         self.context = context
@@ -36,7 +36,8 @@ class GatePageResource:
         write_page(resp, gate.flow_page(
             self.context.config, mode=self.mode,
             application_id=_required(req, "applicationId"), auth_id=_required(req, "authId"),
-            execution_id=req.get_param("executionId") or ""))
+            execution_id=req.get_param("executionId") or "",
+            resume=req.get_param("resume") == "session"))
 
 
 def _required(req: falcon.Request, name: str) -> str:
@@ -105,7 +106,9 @@ OPENAPI_PATHS = {
     f"{gate.GATE_PATH}/{gate.SIGN_IN}": _page(
         "Hosted sign-in page", "gateSignIn",
         [*_REQUEST_PARAMETERS, _query("executionId", "The flow execution authorize started.",
-                                      required=False)], _PAGE_ERRORS),
+                                      required=False),
+         _query("resume", "\"session\": the browser's session signed the person in; the "
+                "page asks only their consent.", required=False)], _PAGE_ERRORS),
     f"{gate.GATE_PATH}/{gate.SIGN_UP}": _page(
         "Hosted sign-up page (the application's registration flow)", "gateSignUp",
         _REQUEST_PARAMETERS, f"{_PAGE_ERRORS}, registration_disabled"),

@@ -17,6 +17,7 @@ from identityctl.oauth.errors import InvalidRequest
 from identityctl.server.openapi import error_response, json_body, json_response
 from identityctl.server.requests import bearer_token, json_object, json_value, string_field
 from identityctl.server.resources.gate import write_page
+from identityctl.services import sessions
 from identityctl.services.context import ServiceContext
 from identityctl.services.oauth import (
     authorization,
@@ -79,8 +80,9 @@ class AuthorizeResource(_OAuthResource):
     def _authorize(self, req: falcon.Request, resp: falcon.Response,
                    parameters: dict[str, Any]) -> None:
         resp.status = falcon.HTTP_302
-        resp.location = authorization.authorize(self.context, parameters,
-                                                 client_address=req.context.client_address)
+        resp.location = authorization.authorize(
+            self.context, parameters, client_address=req.context.client_address,
+            session_cookie=req.cookies.get(sessions.COOKIE))
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         self._authorize(req, resp, req.params)
@@ -89,17 +91,37 @@ class AuthorizeResource(_OAuthResource):
         self._authorize(req, resp, _form(req))
 
 
+def _set_session_cookie(resp: falcon.Response, value: str, max_age: int) -> None:
+    """The browser session (services/sessions.py): ``__Host-`` with Secure and path /,
+    HttpOnly (no script reads it), SameSite=Lax (sent on top-level navigations to
+    /oauth2/authorize, never on another site's POST or fetch)."""
+    resp.set_cookie(sessions.COOKIE, value, max_age=max_age, path="/", secure=True,
+                    http_only=True, same_site="Lax")
+
+
 class CallbackResource(_OAuthResource):
-    """POST /oauth2/auth/callback {authId, assertion} -> {redirect_uri}."""
+    """POST /oauth2/auth/callback {authId, assertion} -> {redirect_uri} (or a consent
+    question); {authId, resume: "session"} when the browser's session signed the person in
+    and only their consent is missing."""
 
     json_body = True
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = json_object(req)
-        resp.media = authorization.complete_authorization(
-            self.context, auth_id=string_field(body, "authId"),
-            assertion=string_field(body, "assertion"),
-            client_address=req.context.client_address).to_api()
+        auth_id = string_field(body, "authId")
+        cookie = req.cookies.get(sessions.COOKIE)
+        if body.get("resume") == "session":
+            handed = authorization.resume_with_session(
+                self.context, auth_id=auth_id, session_cookie=cookie,
+                client_address=req.context.client_address)
+        else:
+            handed = authorization.complete_authorization(
+                self.context, auth_id=auth_id, assertion=string_field(body, "assertion"),
+                client_address=req.context.client_address, session_cookie=cookie)
+        if handed.new_session:
+            _set_session_cookie(resp, handed.new_session,
+                                self.context.config.session.absolute_timeout)
+        resp.media = handed.to_api()
 
 
 class ConsentResource(_OAuthResource):
@@ -174,8 +196,11 @@ class MetadataResource(_OAuthResource):
 class LogoutResource(_OAuthResource):
     """RP-initiated logout: back to the client's registered URI, or a signed-out page."""
 
-    def _logout(self, resp: falcon.Response, parameters: dict[str, Any]) -> None:
-        location = logout.logout(self.context, parameters)
+    def _logout(self, req: falcon.Request, resp: falcon.Response,
+                parameters: dict[str, Any]) -> None:
+        location = logout.logout(self.context, parameters,
+                                 session_cookie=req.cookies.get(sessions.COOKIE))
+        _set_session_cookie(resp, "", 0)  # the browser forgets it
         if location is None:
             write_page(resp, gate.signed_out_page(self.context.config))
         else:
@@ -183,10 +208,10 @@ class LogoutResource(_OAuthResource):
             resp.location = location
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self._logout(resp, req.params)
+        self._logout(req, resp, req.params)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self._logout(resp, _form(req))
+        self._logout(req, resp, _form(req))
 
 
 @falcon.before(_cross_origin)
@@ -387,9 +412,14 @@ OPENAPI_PATHS = {
     discovery.CALLBACK_PATH: {"post": {
         "summary": "Hand a completed sign-in back: the hosted UI's last step",
         "operationId": "oauthCallback",
-        "requestBody": json_body({"type": "object", "required": ["authId", "assertion"],
+        "description": "A completed sign-in starts the browser's session: the answer sets "
+                       "the __Host-identityctl-session cookie (single sign-on). With "
+                       "{authId, resume: \"session\"} instead of an assertion, the browser's "
+                       "session is who signed in (the consent page after single sign-on).",
+        "requestBody": json_body({"type": "object", "required": ["authId"],
                                   "properties": {"authId": _string("From the gate link."),
-                                                 "assertion": _string("From the flow.")}}),
+                                                 "assertion": _string("From the flow."),
+                                                 "resume": {"enum": ["session"]}}}),
         "responses": {
             "200": json_response("Where the browser goes next: redirect_uri with code, state "
                                  "and iss (or error=access_denied, with `refused` for the "
@@ -398,7 +428,8 @@ OPENAPI_PATHS = {
                                  _HAND_OFF),
             "400": error_response("missing_field, authorization_request_invalid (unknown, "
                                   "expired or used)."),
-            "401": error_response("invalid_token (the assertion), assertion_reused.")}}},
+            "401": error_response("invalid_token (the assertion), assertion_reused, "
+                                  "session_expired (resume without a live session).")}}},
     discovery.CONSENT_PATH: {"post": {
         "summary": "The person's answer to a consent question of the hosted UI",
         "operationId": "oauthConsent",

@@ -1,9 +1,12 @@
 """``/oauth2/authorize`` and the hand-off from the hosted sign-in (RFC 6749 §4.1.1-4.1.2,
-OIDC Core §3.1.2): validate and store the request, run the application's sign-in flow, then
-answer the client's redirect URI with a one-time code."""
+OIDC Core §3.1.2): validate and store the request; answer it from the browser's session
+where the application's flow allows (single sign-on), else run the flow's sign-in; then
+answer the client's redirect URI with a one-time code, after the person's consent where a
+client needs one."""
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import time
 from dataclasses import dataclass
@@ -11,7 +14,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 from identityctl.errors import BadRequest, IdentityError, Unauthorized
+from identityctl.flow.definition import session_check
 from identityctl.oauth.authorization import (
+    AuthorizationParameters,
     error_response_url,
     success_response_url,
     trusted_redirect_uri,
@@ -21,8 +26,9 @@ from identityctl.oauth.client import Client
 from identityctl.oauth.consent import ConsentRequest, consent_required
 from identityctl.oauth.errors import AccessDenied, OAuthError, ServerError, UntrustedRedirect
 from identityctl.oauth.parameters import RawParameters, parse_scope, read_parameters
+from identityctl.oauth.sso import ConsentRequired, LoginRequired, session_answers
 from identityctl.security.secrets import new_token, token_hash
-from identityctl.services import flow_execution, resource_servers, roles
+from identityctl.services import catalog, flow_execution, resource_servers, roles, sessions
 from identityctl.services.catalog import oauth_config
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import is_usable
@@ -33,14 +39,17 @@ from identityctl.store import oauth as oauth_store
 from identityctl.store.db import transaction
 from identityctl.store.directory import UserRecord
 from identityctl.store.oauth import IssuedToken, StoredAuthorizationRequest
+from identityctl.store.sessions import SessionRecord
 
 
-def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = "") -> str:
+def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = "",
+              session_cookie: str | None = None) -> str:
     """Where to send the browser for ``GET /oauth2/authorize``.
 
-    The hosted UI (with the stored request's opaque id) when the request is valid; the
-    client's redirect URI with an error once the redirect URI is trusted; an
-    :class:`UntrustedRedirect` (shown as a page) before that.
+    The client's redirect URI with a code when the browser's session answers the request
+    (no page at all); the hosted UI (with the stored request's opaque id) when the person
+    must sign in or consent; the client's redirect URI with an error once the redirect URI
+    is trusted; an :class:`UntrustedRedirect` (shown as a page) before that.
     """
     try:
         parameters = read_parameters(raw)
@@ -67,6 +76,15 @@ def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = 
             code_challenge_method=request.code_challenge_method,
             extra={"resources": list(request.resources), "prompts": list(request.prompts)},
             expires_at=time.time() + ctx.config.flow.execution_ttl)
+        session = _answering_session(ctx, application, request, session_cookie)
+        if session is not None:
+            answered = _continue(ctx, request_id, _signed_in_by(session), in_page=False,
+                                 client_address=client_address)
+            if answered.redirect_uri is not None:
+                return answered.redirect_uri
+            return _gate_link(ctx, request_id, client, resume=True)  # the consent page
+        if "none" in request.prompts:
+            raise LoginRequired("prompt=none, and no sign-in session answers this request.")
         first_step = _start_sign_in(ctx, client, request_id, client_address)
     except OAuthError as error:
         audit.record("oauth.authorize", "failure", actor=client.client_id,
@@ -77,9 +95,41 @@ def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = 
         "resources": list(request.resources), "prompts": list(request.prompts),
         "executionId": execution_id,
         "firstStep": first_step})
-    return f"{ctx.config.gate_url}/signin?" + urlencode(
-        {"authId": request_id, "applicationId": client.application_id,
-         "executionId": execution_id})
+    return _gate_link(ctx, request_id, client, execution_id=execution_id)
+
+
+def _gate_link(ctx: ServiceContext, request_id: str, client: Client, *,
+               execution_id: str = "", resume: bool = False) -> str:
+    """The hosted page for the request: a sign-in (an execution started), or, with
+    ``resume``, the consent of a person the session already signed in."""
+    query = {"authId": request_id, "applicationId": client.application_id}
+    if execution_id:
+        query["executionId"] = execution_id
+    if resume:
+        query["resume"] = "session"
+    return f"{ctx.config.gate_url}/signin?" + urlencode(query)
+
+
+def _answering_session(ctx: ServiceContext, application: dict[str, Any],
+                       request: AuthorizationParameters,
+                       session_cookie: str | None) -> SessionRecord | None:
+    """The browser's session, when it may stand for a sign-in for this request: the
+    application's flow accepts sessions (its SSOCheckExecutor) and neither the flow nor the
+    request (prompt=login, max_age) asks for a fresher sign-in."""
+    session = sessions.current(ctx, session_cookie)
+    if session is None or not application.get("authFlowId"):
+        return None
+    check = session_check(catalog.get_flow(application["authFlowId"])["nodes"])
+    if check is None or not session_answers(
+            auth_time=session.auth_time, now=time.time(), prompts=request.prompts,
+            max_age=request.max_age, flow_max_age=check.max_age):
+        return None
+    return session
+
+
+def _signed_in_by(session: SessionRecord) -> dict[str, Any]:
+    return {"sub": session.user_id, "authTime": session.auth_time, "amr": session.amr,
+            "session": session.id}
 
 
 def _start_sign_in(ctx: ServiceContext, client: Client, request_id: str,
@@ -120,6 +170,8 @@ class HandOff:
     refused: str | None = None
     consent: ConsentRequest | None = None
     consent_token: str | None = None
+    #: The cookie value of the session this sign-in started (set by the adapter).
+    new_session: str | None = None
 
     def to_api(self) -> dict[str, Any]:
         answer: dict[str, Any] = {"redirect_uri": self.redirect_uri}
@@ -131,35 +183,76 @@ class HandOff:
 
 
 def complete_authorization(ctx: ServiceContext, *, auth_id: str, assertion: str,
-                           client_address: str = "") -> HandOff:
+                           client_address: str = "",
+                           session_cookie: str | None = None) -> HandOff:
     """The hand-off from the hosted UI: a sign-in assertion for a pending request.
 
-    A code (or ``access_denied``) for the client's redirect URI, or a consent question when
-    the person must approve first (oauth/consent.py). The request and the assertion are both
+    Starts the browser's session (single sign-on), then answers: a code (or
+    ``access_denied``) for the client's redirect URI, or a consent question when the person
+    must approve first (oauth/consent.py). The request and the assertion are both
     single-use.
     """
     claims = ctx.tokens.verify_assertion(assertion)
-    pending = oauth_store.find_authorization_request(auth_id)
-    if pending is None:
-        raise BadRequest("The sign-in request is unknown, expired or already completed; "
-                         "start again from the application.", code="authorization_request_invalid")
+    if oauth_store.find_authorization_request(auth_id) is None:
+        raise _request_gone()
     if not oauth_store.use_once(IssuedToken(jti=str(claims["jti"]),
                                             expires_at=float(claims["exp"]))):
         raise Unauthorized("This sign-in assertion was already used.", code="assertion_reused")
     signed_in = {"sub": str(claims["sub"]),
                  "authTime": float(claims.get("auth_time") or claims["iat"]),
                  "amr": list(claims.get("amr") or [])}
+    cookie = None
+    if is_usable(directory.find_user_by_id(signed_in["sub"])):
+        cookie, session = sessions.start(
+            ctx, user_id=signed_in["sub"], auth_time=signed_in["authTime"],
+            amr=signed_in["amr"], client_address=client_address, replacing=session_cookie)
+        signed_in["session"] = session.id
+    answer = _continue(ctx, auth_id, signed_in, in_page=True, client_address=client_address)
+    return dataclasses.replace(answer, new_session=cookie)
+
+
+def resume_with_session(ctx: ServiceContext, *, auth_id: str, session_cookie: str | None,
+                        client_address: str = "") -> HandOff:
+    """The hosted page of a request the browser's session answered but for the person's
+    consent: ask it (the page sent no assertion; the session is who signed in)."""
+    session = sessions.current(ctx, session_cookie)
+    if session is None:
+        raise Unauthorized("Your sign-in session has ended; sign in again.",
+                           code="session_expired")
+    return _continue(ctx, auth_id, _signed_in_by(session), in_page=True,
+                     client_address=client_address)
+
+
+def _continue(ctx: ServiceContext, auth_id: str, signed_in: dict[str, Any], *,
+              in_page: bool, client_address: str) -> HandOff:
+    """A person signed in for a pending request: ask their consent where needed (on the
+    page; without one, ``prompt=none`` is ``consent_required`` and else the page is
+    needed: an empty answer), then the code or the refusal."""
+    pending = oauth_store.find_authorization_request(auth_id)
+    if pending is None:
+        raise _request_gone()
     application = catalog_store.get_application(pending.application_id)
     client = client_of(application)
     user = directory.find_user_by_id(signed_in["sub"])
-    if user is not None and _user_refusal(user, application, parse_scope(pending.scope)) is None \
-            and consent_required(described_itself=client.described_itself,
-                             requested=parse_scope(pending.scope),
-                             granted=grants.granted_scopes(user.id, application["id"]),
-                             prompts=pending.extra.get("prompts", ())):
-        return _ask_consent(auth_id, pending, signed_in, client, application)
+    scope = parse_scope(pending.scope)
+    prompts = pending.extra.get("prompts", ())
+    if user is not None and _user_refusal(user, application, scope) is None \
+            and consent_required(described_itself=client.described_itself, requested=scope,
+                                 granted=grants.granted_scopes(user.id, application["id"]),
+                                 prompts=prompts):
+        if in_page:
+            return _ask_consent(auth_id, pending, signed_in, client, application)
+        if "none" in prompts:
+            raise ConsentRequired(f"prompt=none, and the person has not approved "
+                                  f"{application['name']}.")
+        return HandOff()
     request = _consume(auth_id)
     return _hand_off(ctx, request, application, signed_in, client_address=client_address)
+
+
+def _request_gone() -> BadRequest:
+    return BadRequest("The sign-in request is unknown, expired or already completed; start "
+                      "again from the application.", code="authorization_request_invalid")
 
 
 def _ask_consent(auth_id: str, pending: StoredAuthorizationRequest, signed_in: dict[str, Any],
@@ -234,15 +327,19 @@ def _hand_off(ctx: ServiceContext, request: StoredAuthorizationRequest,
             request.redirect_uri, AccessDenied(refusal), state=request.state, issuer=issuer),
             refused=refusal)
     code = new_token()
-    with transaction():  # the grant, the code and the audit event land together
+    with transaction():  # the grant, the code, the session's record and the event together
         grants.remember(user.id, request.application_id, list(parse_scope(request.scope)))
+        family = sessions.record_client(
+            session_id=signed_in["session"], application_id=request.application_id,
+            user_id=user.id) if signed_in.get("session") else None
         oauth_store.create_code(
             code_hash=token_hash(code), application_id=request.application_id,
             user_id=user.id, redirect_uri=request.redirect_uri, scope=request.scope,
             nonce=request.nonce, code_challenge=request.code_challenge,
             code_challenge_method=request.code_challenge_method,
             auth_time=signed_in["authTime"], amr=signed_in["amr"],
-            extra={"resources": request.extra.get("resources", [])},
+            extra={"resources": request.extra.get("resources", []),
+                   **({"family": family} if family else {})},
             expires_at=time.time() + ctx.config.oauth.code_ttl)
         audit.record("oauth.authorize", "success", actor=oauth_config(application)["clientId"],
                      user_id=user.id, client_address=client_address)

@@ -6,6 +6,7 @@ from identityctl.errors import Unauthorized
 from identityctl.oauth.authorization import trusted_redirect_uri, with_query
 from identityctl.oauth.errors import OAuthError, UntrustedRedirect
 from identityctl.oauth.parameters import RawParameters, read_parameters
+from identityctl.services import sessions
 from identityctl.services.context import ServiceContext
 from identityctl.services.oauth.clients import client_of
 from identityctl.services.oauth.revocation import end_grant
@@ -13,8 +14,11 @@ from identityctl.store import audit
 from identityctl.store import catalog as catalog_store
 
 
-def logout(ctx: ServiceContext, raw: RawParameters) -> str | None:
-    """OIDC RP-Initiated Logout 1.0: end the grant named by the ID token's ``sid``.
+def logout(ctx: ServiceContext, raw: RawParameters, *,
+           session_cookie: str | None = None) -> str | None:
+    """OIDC RP-Initiated Logout 1.0: end the browser's session (every client signed in
+    through it, each told by back-channel logout where it asked to be), and the grant named
+    by the ID token's ``sid``.
 
     Returns where to send the browser (a registered redirect URI of the client, with
     ``state``), or None to show the signed-out page.
@@ -40,6 +44,7 @@ def logout(ctx: ServiceContext, raw: RawParameters) -> str | None:
             issued_to = catalog_store.find_application_by_client_id(client_id)
             end_grant(ctx, str(claims["sid"]), client_of(issued_to) if issued_to else None)
         audit.record("oauth.logout", "success", actor=client_id, user_id=str(claims["sub"]))
+    sessions.end_current(ctx, session_cookie, actor=client_id or "browser")
     target = parameters.get("post_logout_redirect_uri")
     if target is None:
         return None

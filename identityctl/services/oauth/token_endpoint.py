@@ -90,7 +90,9 @@ def _exchange_code(ctx: ServiceContext, client: Client, parameters: Parameters,
     scope = parse_scope(code.scope)
     resources = code.extra.get("resources", [])
     sign_in = SignIn(subject=user.id, auth_time=int(code.auth_time), amr=tuple(code.amr))
-    session_id = new_id()
+    # The family a browser session recorded for this client (so ending the session ends
+    # it, services/sessions.py), or a new one.
+    session_id = code.extra.get("family") or new_id()
     issued = _issue(ctx, client, subject=user.id, scope=scope, sign_in=sign_in, user=user,
                     audience=token_audience(parameters.resources, authorized=resources,
                                             issuer=ctx.config.issuer),

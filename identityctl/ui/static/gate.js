@@ -41,6 +41,7 @@
       "Passkeys cannot be used from this address: it is not one this service allows.",
     assertion_reused: "This sign-in was already used. Start again.",
     consent_invalid: "This approval has expired or was already answered. Start again.",
+    session_expired: "Your sign-in has ended. Sign in again.",
   };
   const CEREMONY_TEXT = {
     NotAllowedError:
@@ -115,7 +116,7 @@
   async function post(url, body) {
     let response;
     try {
-      response = await fetch(url, { method: "POST", credentials: "omit",
+      response = await fetch(url, { method: "POST", credentials: "same-origin",
         headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
     } catch (failure) {
       throw new ServiceError({ code: "network", message: "The service could not be reached. " +
@@ -426,6 +427,10 @@
     busy(true);
     showError("");
     try {
+      if (resume && page.resume === "session") {  // signed in already: only the consent
+        await handOff(await post(page.callbackUrl, { authId: page.authId, resume: "session" }));
+        return;
+      }
       const firstStep = resume && page.firstStep ? JSON.parse(page.firstStep) : null;
       await advance(firstStep || await post(page.flowUrl, {
         applicationId: page.applicationId,

@@ -1,0 +1,110 @@
+"""Browser sessions (single sign-on) and the clients signed in through each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from identityctl.store import db
+from identityctl.store.models import Application, BrowserSession, SessionGrant, now
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    id: str  # the hash of the cookie's value: never the value itself
+    user_id: str
+    auth_time: float
+    amr: list[str]
+    created_at: float
+    last_seen_at: float
+    expires_at: float
+    client_address: str
+
+    def to_api(self) -> dict[str, Any]:
+        return {"id": self.id[:12], "userId": self.user_id, "authTime": self.auth_time,
+                "amr": self.amr, "createdAt": self.created_at,
+                "lastSeenAt": self.last_seen_at, "expiresAt": self.expires_at,
+                "clientAddress": self.client_address}
+
+
+@dataclass(frozen=True, slots=True)
+class SessionGrantRecord:
+    session_id: str
+    family: str
+    application_id: str
+    client_id: str
+    user_id: str
+
+
+def _record(row: BrowserSession) -> SessionRecord:
+    return SessionRecord(id=row.id, user_id=row.user_id, auth_time=row.auth_time,
+                         amr=list(row.amr or []), created_at=row.created_at,
+                         last_seen_at=row.last_seen_at, expires_at=row.expires_at,
+                         client_address=row.client_address)
+
+
+def create(*, session_id: str, user_id: str, auth_time: float, amr: list[str],
+           expires_at: float, client_address: str) -> SessionRecord:
+    with db.transaction():
+        return _record(BrowserSession.create(
+            id=session_id, user=user_id, auth_time=auth_time, amr=amr, expires_at=expires_at,
+            client_address=client_address))
+
+
+def find_live(session_id: str, *, idle_since: float) -> SessionRecord | None:
+    """The session, unless it ended, passed its absolute expiry, or was unused since before
+    ``idle_since``."""
+    row = BrowserSession.get_or_none(
+        (BrowserSession.id == session_id) & BrowserSession.ended_at.is_null()
+        & (BrowserSession.expires_at > now()) & (BrowserSession.last_seen_at > idle_since))
+    return _record(row) if row else None
+
+
+def touch(session_id: str) -> None:
+    BrowserSession.update(last_seen_at=now()).where(BrowserSession.id == session_id).execute()
+
+
+def live_sessions_of(user_id: str, *, idle_since: float) -> list[SessionRecord]:
+    return [_record(row) for row in BrowserSession.select().where(
+        (BrowserSession.user == user_id) & BrowserSession.ended_at.is_null()
+        & (BrowserSession.expires_at > now()) & (BrowserSession.last_seen_at > idle_since))
+        .order_by(BrowserSession.created_at)]
+
+
+def end(session_ids: list[str]) -> list[str]:
+    """Mark sessions ended (in the caller's transaction); the ids that were still open."""
+    if not session_ids:
+        return []
+    open_ids = [row.id for row in BrowserSession.select(BrowserSession.id).where(
+        BrowserSession.id.in_(session_ids) & BrowserSession.ended_at.is_null())]
+    if open_ids:
+        BrowserSession.update(ended_at=now()).where(
+            BrowserSession.id.in_(open_ids) & BrowserSession.ended_at.is_null()).execute()
+    return open_ids
+
+
+def open_session_ids(user_id: str) -> list[str]:
+    return [row.id for row in BrowserSession.select(BrowserSession.id).where(
+        (BrowserSession.user == user_id) & BrowserSession.ended_at.is_null())]
+
+
+def add_grant(*, session_id: str, family: str, application_id: str, user_id: str) -> None:
+    SessionGrant.create(session=session_id, family=family, application=application_id,
+                        user=user_id)
+
+
+def move_grants(from_session: str, to_session: str) -> None:
+    """A new sign-in of the same person in the same browser keeps the clients signed in."""
+    SessionGrant.update(session=to_session).where(
+        SessionGrant.session == from_session).execute()
+
+
+def grants_of(session_ids: list[str]) -> list[SessionGrantRecord]:
+    if not session_ids:
+        return []
+    return [SessionGrantRecord(session_id=row.session_id, family=row.family,
+                               application_id=row.application_id,
+                               client_id=row.application.client_id, user_id=row.user_id)
+            for row in SessionGrant.select(SessionGrant, Application.client_id)
+            .join(Application).where(SessionGrant.session.in_(session_ids))]
+
