@@ -141,8 +141,6 @@ class SessionConfig:
     idle_timeout: int = 28_800
     #: A session ends this long after its sign-in, however much it is used (seconds).
     absolute_timeout: int = 604_800
-    #: Changing passkeys, password or recovery settings needs a sign-in this recent.
-    reauth_window: int = 300
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,15 @@ def service(tmp_path: Path) -> Iterator[Service]:
 
 
 @pytest.fixture
+def open_registration(tmp_path: Path) -> Iterator[Service]:
+    """A deployment where clients may register themselves (oauth.dynamic_registration)."""
+    running, stop = start_service(tmp_path, settings={
+        'dynamic_registration = "off"': 'dynamic_registration = "open"'})
+    yield running
+    stop()
+
+
+@pytest.fixture
 def cli(service: Service) -> Callable[..., Any]:
     """Run `identityctl --config <the service's config> ARGS` through Typer's runner."""
     runner = CliRunner()

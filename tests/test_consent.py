@@ -8,7 +8,6 @@ person's decision with it. Approvals are remembered per (person, client) with th
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +24,6 @@ from tests.test_oauth_helpers import OAuthDriver, RegisteredClient, query_of, re
 from tests.test_passkey_helpers import PasskeyClient, assert_error
 
 LOOPBACK = "http://127.0.0.1:33418/callback"
-
-
-@pytest.fixture
-def open_registration(tmp_path: Path) -> Iterator[Service]:
-    running, stop = start_service(tmp_path, settings={
-        'dynamic_registration = "off"': 'dynamic_registration = "open"'})
-    yield running
-    stop()
 
 
 def self_registered(service: Service) -> RegisteredClient:

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from identityctl.cli.main import app as cli_app
 from identityctl.services import roles
-from tests.conftest import Service, free_port, start_service
+from tests.conftest import Service, free_port
 from tests.support.processes import stop
 from tests.test_mcp_sign_in import Person, sign_in_with_the_sdk
 from tests.test_oauth_helpers import OAuthDriver, assert_oauth_error, query_of, register_client
@@ -41,22 +41,14 @@ def cli(service: Service, *args: str) -> Any:
 
 
 @pytest.fixture
-def identityctl(tmp_path: Path) -> Iterator[Service]:
-    running, stop_service = start_service(tmp_path, settings={
-        'dynamic_registration = "off"': 'dynamic_registration = "open"'})
-    yield running
-    stop_service()
-
-
-@pytest.fixture
-def notes_server(identityctl: Service) -> Iterator[str]:
+def notes_server(open_registration: Service) -> Iterator[str]:
     """The docs' example MCP server, registered with identityctl and running; its URL."""
     url = f"http://127.0.0.1:{free_port()}/mcp"
-    cli(identityctl, "resource-server", "add", url, "--scope", "notes:read", "--scope",
+    cli(open_registration, "resource-server", "add", url, "--scope", "notes:read", "--scope",
         "notes:write", "--name", "Team notes")
     process = subprocess.Popen(
         [sys.executable, str(EXAMPLE)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        env={**os.environ, "IDENTITYCTL_ISSUER": identityctl.config.issuer, "NOTES_URL": url})
+        env={**os.environ, "IDENTITYCTL_ISSUER": open_registration.config.issuer, "NOTES_URL": url})
     metadata = url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
     deadline = time.monotonic() + 30
     while True:
@@ -74,24 +66,24 @@ def notes_server(identityctl: Service) -> Iterator[str]:
 
 
 def test_the_sdk_signs_in_to_the_example_server_through_identityctl(
-        identityctl: Service, notes_server: str) -> None:
+        open_registration: Service, notes_server: str) -> None:
     unauthenticated = requests.post(notes_server, json={}, timeout=10)
     assert unauthenticated.status_code == 401
     metadata = requests.get(notes_server.replace(
         "/mcp", "/.well-known/oauth-protected-resource/mcp"), timeout=10).json()
     assert metadata == {"resource": notes_server, "scopes_supported": ["notes:read"],
-                        "authorization_servers": [identityctl.config.issuer],
+                        "authorization_servers": [open_registration.config.issuer],
                         "bearer_methods_supported": ["header"]}
 
-    signed_in = sign_in_with_the_sdk(identityctl, server_url=notes_server,
+    signed_in = sign_in_with_the_sdk(open_registration, server_url=notes_server,
                                      person=Person(roles=()))
     assert set(signed_in.tools) == NOTES_TOOLS
     tokens = signed_in.storage.tokens
     assert tokens is not None
-    claims = OAuthDriver(identityctl).verified(tokens.access_token, audience=notes_server)
+    claims = OAuthDriver(open_registration).verified(tokens.access_token, audience=notes_server)
     assert claims["scope"] == "notes:read"
     # Bound to the notes server: identityctl's own /mcp refuses it.
-    refused = identityctl.http.post(identityctl.url("/mcp"), timeout=30, json={
+    refused = open_registration.http.post(open_registration.url("/mcp"), timeout=30, json={
         "jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers={
         "Authorization": f"Bearer {tokens.access_token}",
         "Accept": "application/json, text/event-stream"})
@@ -99,8 +91,8 @@ def test_the_sdk_signs_in_to_the_example_server_through_identityctl(
     assert set(signed_in.list_again()) == NOTES_TOOLS  # and it keeps working
 
 
-def test_resources_nobody_registered_are_refused(identityctl: Service) -> None:
-    rp, client = OAuthDriver(identityctl), register_client("SPA")
+def test_resources_nobody_registered_are_refused(open_registration: Service) -> None:
+    rp, client = OAuthDriver(open_registration), register_client("SPA")
     answer = rp.authorize(client, resource="https://unknown.example/api", scope="openid",
                           code_challenge="E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
                           code_challenge_method="S256")
@@ -113,10 +105,10 @@ def test_resources_nobody_registered_are_refused(identityctl: Service) -> None:
         "invalid_target", "resource_unknown")
 
 
-def test_a_token_for_a_resource_server_carries_only_its_scopes(identityctl: Service) -> None:
+def test_a_token_for_a_resource_server_carries_only_its_scopes(open_registration: Service) -> None:
     api = "https://orders.example.com/api"
-    cli(identityctl, "resource-server", "add", api, "--scope", "orders:read")
-    rp = OAuthDriver(identityctl)
+    cli(open_registration, "resource-server", "add", api, "--scope", "orders:read")
+    rp = OAuthDriver(open_registration)
     m2m = register_client("M2M", scopes=["system", "orders:read"])
     assert_oauth_error(rp.client_post("/oauth2/token", m2m, {
         "grant_type": "client_credentials", "resource": api, "scope": "system"}), 400,
@@ -129,15 +121,15 @@ def test_a_token_for_a_resource_server_carries_only_its_scopes(identityctl: Serv
 
 
 def test_self_registered_clients_may_ask_for_a_resource_servers_scopes(
-        identityctl: Service) -> None:
+        open_registration: Service) -> None:
     def register(scope: str | None) -> requests.Response:
         metadata = {"client_name": "Notes app", "redirect_uris": ["http://127.0.0.1:1/cb"],
                     **({"scope": scope} if scope else {})}
-        return identityctl.http.post(identityctl.url("/oauth2/register"), json=metadata,
+        return open_registration.http.post(open_registration.url("/oauth2/register"), json=metadata,
                                      timeout=30)
 
     assert register("notes:read").status_code == 400  # not registered yet
-    cli(identityctl, "resource-server", "add", "https://notes.example/mcp", "--scope",
+    cli(open_registration, "resource-server", "add", "https://notes.example/mcp", "--scope",
         "notes:read")
     assert register("notes:read").json()["scope"] == "notes:read"
     # Asking nothing still gets oauth.registration_scopes only.
@@ -145,33 +137,34 @@ def test_self_registered_clients_may_ask_for_a_resource_servers_scopes(
 
 
 def test_the_cli_registers_lists_and_removes_resource_servers_saying_what_is_wrong(
-        identityctl: Service) -> None:
+        open_registration: Service) -> None:
     runner = CliRunner()
 
     def run(*args: str) -> Any:
-        return runner.invoke(cli_app, ["--config", str(identityctl.config_path),
+        return runner.invoke(cli_app, ["--config", str(open_registration.config_path),
                                        "resource-server", *args])
 
     for bad, says in ((["https://x.example/#frag", "--scope", "a"], "absolute URL"),
                       (["https://x.example/", "--scope", "openid"], "own scopes"),
-                      ([identityctl.config.mcp_audience, "--scope", "a"], "identityctl's own")):
+                      ([open_registration.config.mcp_audience, "--scope", "a"],
+                       "identityctl's own")):
         refused = run("add", *bad)
         assert refused.exit_code != 0 and says in refused.output, refused.output
-    created = cli(identityctl, "resource-server", "add", "https://x.example/api",
+    created = cli(open_registration, "resource-server", "add", "https://x.example/api",
                   "--scope", "x:read", "--name", "X")
     assert created["identifier"] == "https://x.example/api" and created["scopes"] == ["x:read"]
     assert run("add", "https://x.example/api", "--scope", "x:read").exit_code != 0
-    assert [server["name"] for server in cli(identityctl, "resource-server", "list")] == ["X"]
-    removed = cli(identityctl, "resource-server", "remove", "https://x.example/api", "--yes")
+    assert [server["name"] for server in cli(open_registration, "resource-server", "list")] == ["X"]
+    removed = cli(open_registration, "resource-server", "remove", "https://x.example/api", "--yes")
     assert removed["identifier"] == "https://x.example/api"
-    assert cli(identityctl, "resource-server", "list") == []
+    assert cli(open_registration, "resource-server", "list") == []
 
 
-def test_a_role_decides_who_may_grant_a_resource_servers_scope(identityctl: Service) -> None:
+def test_a_role_decides_who_may_grant_a_resource_servers_scope(open_registration: Service) -> None:
     api = "https://orders.example.com/api"
-    cli(identityctl, "resource-server", "add", api, "--scope", "orders:write")
+    cli(open_registration, "resource-server", "add", api, "--scope", "orders:write")
     roles.create_role(name="orders-editor", scopes=["orders:write"], actor="test")
-    rp = OAuthDriver(identityctl)
+    rp = OAuthDriver(open_registration)
     client = register_client("SPA", scopes=["openid", "orders:write"])
     link = rp.gate_link(client, resource=api, scope="openid orders:write",
                         code_challenge="E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",

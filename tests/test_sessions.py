@@ -29,6 +29,7 @@ from identityctl.store import db
 from tests.conftest import Service, free_port, make_deployment
 from tests.support.processes import stop, wait_for_health
 from tests.support.relying_party import RelyingParty, relying_party
+from tests.test_consent import self_registered
 from tests.test_oauth_helpers import OAuthDriver, RegisteredClient, query_of, register_client
 from tests.test_scale_out import _serve
 
@@ -179,36 +180,28 @@ def _logout_while_the_service_dies(service: Service, party: RelyingParty, server
 
 
 def test_a_session_still_asks_consent_of_a_client_that_described_itself(
-        tmp_path: Path) -> None:
-    from tests.conftest import start_service
-    from tests.test_consent import self_registered
+        open_registration: Service) -> None:
+    service = open_registration
+    rp = OAuthDriver(service)
+    _, session, _ = rp.session_sign_in(register_client("SPA"))
+    client = self_registered(service)
+    challenge = {"code_challenge": s256_challenge("v" * 43), "code_challenge_method": "S256"}
+    refused = rp.authorize(client, session=session, prompt="none", **challenge)
+    assert answered_without_a_page(refused, client)["error"] == "consent_required"
 
-    service, stop_service = start_service(tmp_path, settings={
-        'dynamic_registration = "off"': 'dynamic_registration = "open"'})
-    try:
-        rp = OAuthDriver(service)
-        _, session, _ = rp.session_sign_in(register_client("SPA"))
-        client = self_registered(service)
-        challenge = {"code_challenge": s256_challenge("v" * 43),
-                     "code_challenge_method": "S256"}
-        refused = rp.authorize(client, session=session, prompt="none", **challenge)
-        assert answered_without_a_page(refused, client)["error"] == "consent_required"
-
-        page = rp.authorize(client, session=session, **challenge)
-        link = query_of(page.headers["Location"])
-        assert page.headers["Location"].startswith(service.config.gate_url)
-        assert link["resume"] == "session" and "executionId" not in link
-        cookie = {"Cookie": f"__Host-identityctl-session={session}"}
-        # Without the session the page cannot go on; with it, the consent question.
-        assert service.post("/oauth2/auth/callback", {"authId": link["authId"],
-                                                      "resume": "session"}).status_code == 401
-        asked = service.post("/oauth2/auth/callback", {"authId": link["authId"],
-                                                       "resume": "session"}, headers=cookie)
-        assert asked.status_code == 200 and "consent" in asked.json(), asked.text
-        allowed = rp.consent(link["authId"], asked.json()["consentToken"])
-        assert "code" in query_of(allowed.json()["redirect_uri"])
-        # Approved once: the session now answers without a page.
-        assert "code" in answered_without_a_page(
-            rp.authorize(client, session=session, **challenge), client)
-    finally:
-        stop_service()
+    page = rp.authorize(client, session=session, **challenge)
+    link = query_of(page.headers["Location"])
+    assert page.headers["Location"].startswith(service.config.gate_url)
+    assert link["resume"] == "session" and "executionId" not in link
+    cookie = {"Cookie": f"__Host-identityctl-session={session}"}
+    # Without the session the page cannot go on; with it, the consent question.
+    assert service.post("/oauth2/auth/callback", {"authId": link["authId"],
+                                                  "resume": "session"}).status_code == 401
+    asked = service.post("/oauth2/auth/callback", {"authId": link["authId"],
+                                                   "resume": "session"}, headers=cookie)
+    assert asked.status_code == 200 and "consent" in asked.json(), asked.text
+    allowed = rp.consent(link["authId"], asked.json()["consentToken"])
+    assert "code" in query_of(allowed.json()["redirect_uri"])
+    # Approved once: the session now answers without a page.
+    assert "code" in answered_without_a_page(
+        rp.authorize(client, session=session, **challenge), client)
