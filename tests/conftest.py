@@ -98,6 +98,16 @@ def service(tmp_path: Path) -> Iterator[Service]:
     stop()
 
 
+def added_applications() -> list[dict[str, Any]]:
+    """The applications besides the built-in account page's client (every deployment has
+    it: services/bootstrap.py)."""
+    from identityctl.services import catalog
+    from identityctl.services.account import ACCOUNT_CLIENT_ID
+
+    return [app for app in catalog.list_applications()
+            if catalog.oauth_config(app).get("clientId") != ACCOUNT_CLIENT_ID]
+
+
 @pytest.fixture
 def open_registration(tmp_path: Path) -> Iterator[Service]:
     """A deployment where clients may register themselves (oauth.dynamic_registration)."""

@@ -21,8 +21,10 @@ import identityctl
 from identityctl.server.app import create_app
 from identityctl.server.mcp_endpoint import McpDispatcher
 from identityctl.services import directory
+from identityctl.services.account import ACCOUNT_CLIENT_ID
 from tests.conftest import Service, start_service
 from tests.support.authenticator import SoftAuthenticator
+from tests.test_account import Account
 from tests.test_oauth_helpers import (
     OAuthDriver,
     RegisteredClient,
@@ -34,8 +36,15 @@ from tests.test_passkey_helpers import PasskeyClient, assert_error
 #: Every route whose resource reads `Authorization: Bearer`, and /mcp (served beside Falcon).
 #: /oauth2/register/{client_id} reads an RFC 7592 registration access token: opaque, checked
 #: by its hash, and gone with the registration (tests/test_oauth_registration.py).
+#: The account API reads the account page's access token (services/account.py).
+ACCOUNT_ROUTES = {"/account/api/" + path for path in (
+    "profile", "passkeys", "passkeys/start", "passkeys/finish", "passkeys/link",
+    "passkeys/{credential_id}", "sessions", "sessions/{family}", "password", "consents",
+    # The other device's calls carry a link, not a bearer token (the base class reads one
+    # for the routes that need it).
+    "enrol/start", "enrol/finish")}
 BEARER_ROUTES = {"/oauth2/userinfo", "/register/passkey/start", "/register/passkey/finish",
-                 "/oauth2/register", "/oauth2/register/{client_id}", "/mcp"}
+                 "/oauth2/register", "/oauth2/register/{client_id}", "/mcp", *ACCOUNT_ROUTES}
 PACKAGE = Path(identityctl.__file__).parent
 
 
@@ -57,7 +66,9 @@ def _routes(app: falcon.App) -> dict[str, object]:
 
 def test_every_route_that_reads_a_bearer_token_is_covered_here(service: Service) -> None:
     reading = {path for path, resource in _routes(create_app(service.config)).items()
-               if _reads_bearer_token(inspect.getsource(type(resource)))}
+               if any(_reads_bearer_token(inspect.getsource(cls))
+                      for cls in type(resource).__mro__  # a base class may read it
+                      if cls.__module__.startswith("identityctl."))}
     assert _reads_bearer_token(inspect.getsource(McpDispatcher))
     assert reading | {"/mcp"} == BEARER_ROUTES
     # Only the request helpers read a bearer token from the header (the token endpoint's
@@ -211,3 +222,14 @@ def test_other_grants_of_the_same_user_keep_working(rp: OAuthDriver, service: Se
     assert user.status == "active"
     _, other = _user_token_for_mcp(rp, service)
     assert _mcp_call(service, other["access_token"]).status_code == 200
+
+
+def test_a_revoked_account_token_no_longer_reads_or_changes_the_account(
+        service: Service) -> None:
+    me = Account(service)
+    assert me.call("GET", "/profile").status_code == 200
+    revoked = service.http.post(service.url("/oauth2/revoke"), timeout=30, data={
+        "token": me.token, "client_id": ACCOUNT_CLIENT_ID})  # the page's sign-out (RFC 7009)
+    assert revoked.status_code == 200
+    for method, path in (("GET", "/profile"), ("GET", "/passkeys"), ("POST", "/passkeys/link")):
+        assert_error(me.call(method, path, {}), 401, "invalid_token")

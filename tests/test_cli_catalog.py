@@ -55,7 +55,7 @@ def test_an_spa_from_its_template_is_a_public_client_without_secret(cli: Cli) ->
     assert shop["themeId"] == ok_json(cli, "theme", "show", "default")["id"]
     shown = ok_json(cli, "app", "show", oauth(shop)["clientId"])
     assert shown == {key: value for key, value in shop.items() if key != "clientSecret"}
-    assert [app["name"] for app in ok_json(cli, "app", "list")] == ["Shop"]
+    assert [app["name"] for app in ok_json(cli, "app", "list")] == ["Shop", "Your account"]
 
 
 def test_an_application_gets_the_default_flows_or_the_ones_named(cli: Cli) -> None:
@@ -83,7 +83,8 @@ def test_a_confidential_client_secret_is_shown_once_and_stored_hashed(cli: Cli) 
                  "--redirect-uri", REDIRECT, "--theme", "default")
     assert result.exit_code == 0, result.output
     assert "only time the secret is shown" in result.stdout
-    client_id = oauth(ok_json(cli, "app", "list")[0])["clientId"]
+    [backend] = [app for app in ok_json(cli, "app", "list") if app["name"] == "Backend"]
+    client_id = oauth(backend)["clientId"]
     secret = re.search(r"│ (\S+) +│", result.stdout).group(1)
     assert verify_password(catalog.client_secret_hash(client_id), secret)
     assert secret not in cli("app", "show", client_id).stdout

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from identityctl.services import catalog
-from tests.conftest import Service, start_service
+from tests.conftest import Service, added_applications, start_service
 from tests.support.https import Answer, Publisher, https_publisher
 from tests.test_oauth_helpers import OAuthDriver, RegisteredClient
 
@@ -116,7 +116,7 @@ def test_each_unsafe_or_invalid_document_is_refused_saying_why(
     if route == "slow":
         publisher.trickle[path] = 0.2
     assert reason in _refusal(service_with_documents, url)
-    assert catalog.list_applications() == []
+    assert added_applications() == []
 
 
 def test_a_document_on_a_private_address_is_refused_unless_configured(

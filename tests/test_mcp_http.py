@@ -11,7 +11,7 @@ from typing import Any
 
 from identityctl.services.catalog import application_templates
 from identityctl.store import catalog
-from tests.conftest import Service
+from tests.conftest import Service, added_applications
 from tests.support.mcp_clients import (
     ALL_TOOLS,
     admin_token,
@@ -51,7 +51,7 @@ def test_concurrent_clients_on_a_multi_threaded_server(service: Service) -> None
     created = run(all_clients())
     assert sorted(app["name"] for app in created) == sorted(f"worker {i}" for i in range(CLIENTS))
     assert len({app["id"] for app in created}) == CLIENTS
-    assert len(catalog.list_applications()) == CLIENTS
+    assert len(added_applications()) == CLIENTS
     handles = {flow["handle"] for flow in catalog.list_flows(limit=100)[1]}
     assert {f"concurrent-{i}" for i in range(CLIENTS)} <= handles
 

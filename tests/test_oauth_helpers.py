@@ -145,15 +145,24 @@ class OAuthDriver:
             "authId": auth_id, "consentToken": consent_token, "decision": decision})
 
     def authorization(self, client: RegisteredClient, *, pkce: bool = True,
-                      roles: tuple[str, ...] = (), **params: Any) -> Authorization:
-        """authorize -> sign in -> callback: the code, as the client's redirect URI gets it."""
+                      roles: tuple[str, ...] = (),
+                      person: tuple[UserRecord, SoftAuthenticator] | None = None,
+                      **params: Any) -> Authorization:
+        """authorize -> sign in -> callback: the code, as the client's redirect URI gets it.
+        A new user signs in (holding ``roles``), or ``person`` with their passkey."""
         verifier = secrets.token_urlsafe(48) if pkce else None
         state, nonce = secrets.token_urlsafe(8), secrets.token_urlsafe(8)
         if verifier:
             params = {"code_challenge": s256_challenge(verifier),
                       "code_challenge_method": "S256", **params}
         link = self.gate_link(client, state=state, nonce=nonce, **params)
-        user, assertion = self.signed_in_user(roles)
+        if person is None:
+            user, assertion = self.signed_in_user(roles)
+        else:
+            user, authenticator = person
+            finished = self.passkeys.sign_in(authenticator, user.id)
+            assert finished.status_code == 200, finished.text
+            assertion = finished.json()["assertion"]
         answered = self.callback(link["authId"], assertion)
         assert answered.status_code == 200, answered.text
         if "consent" in answered.json():  # a client that described itself: the person allows

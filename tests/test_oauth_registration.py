@@ -22,7 +22,7 @@ from identityctl.services.context import ServiceContext
 from identityctl.services.oauth.registration import remove_idle_clients
 from identityctl.store import audit
 from identityctl.store.models import Application
-from tests.conftest import Service, start_service
+from tests.conftest import Service, added_applications, start_service
 from tests.test_oauth_helpers import (
     OAuthDriver,
     RegisteredClient,
@@ -125,7 +125,7 @@ def test_a_native_app_registers_itself_and_signs_a_person_in_from_any_loopback_p
 def test_metadata_a_self_registered_client_may_not_have_is_refused_saying_why(
         open_registration: Service, metadata: Any, error: str, code: str) -> None:
     assert_oauth_error(register(open_registration, metadata), 400, error, code)
-    assert catalog.list_applications() == []
+    assert added_applications() == []
 
 
 def test_registrations_are_throttled_per_address(open_registration: Service) -> None:
@@ -169,7 +169,7 @@ def test_self_registered_clients_unused_for_the_idle_days_are_removed(
     rp.tokens(rp.authorization(client))  # used today
 
     assert remove_idle_clients(ServiceContext.for_config(service.config)) == 1
-    remaining = {catalog.oauth_config(app)["clientId"] for app in catalog.list_applications()}
+    remaining = {catalog.oauth_config(app)["clientId"] for app in added_applications()}
     assert remaining == {used, admins.client_id}
     assert idle not in remaining
 

@@ -23,7 +23,8 @@ import requests
 
 from identityctl.oauth.claims import BACKCHANNEL_LOGOUT_EVENT
 from identityctl.oauth.pkce import s256_challenge
-from identityctl.services import catalog
+from identityctl.services import catalog, directory
+from identityctl.services.passkeys.admin import list_credentials
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.browser import PasskeyPage, chromium, needs_chromium
@@ -39,6 +40,7 @@ class App:
     name: str
     client_id: str
     redirect_uri: str
+    display_name: str = ""
 
 
 @dataclass
@@ -75,7 +77,7 @@ def make_app(name: str, rp: RelyingParty, **oauth: Any) -> App:
     document["name"] = f"App {name} {uuid.uuid4().hex[:6]}"
     application = catalog.create_application(document)[0]
     return App(name=name, client_id=catalog.oauth_config(application)["clientId"],
-               redirect_uri=redirect_uri)
+               redirect_uri=redirect_uri, display_name=application["name"])
 
 
 @pytest.fixture
@@ -86,17 +88,24 @@ def apps(service: Service, rp: RelyingParty) -> tuple[App, App]:
 class Person:
     """A person with a passkey in a browser tab."""
 
-    def __init__(self, service: Service, browser: Any) -> None:
+    def __init__(self, service: Service, browser: Any, *, password: str | None = None) -> None:
+        """With ``password``: a password, and the passkey not on this browser's
+        authenticator (which then can make one for the person)."""
         self.service = service
         passkeys = PasskeyClient(service)
         self.user = passkeys.new_user(email=f"sso-{uuid.uuid4().hex[:8]}@example.com")
         authenticator = SoftAuthenticator()
         passkeys.enrolled(self.user, authenticator)
         self.tab = PasskeyPage(browser)
-        self.tab.add_passkey(authenticator.credentials[0])
+        self.password = password
+        if password is None:
+            self.tab.add_passkey(authenticator.credentials[0])
+        else:
+            directory.set_password(self.user.id, password, actor="test")
 
     def visit(self, app: App, *, sign_in: bool = False, **params: str) -> Visit:
-        """authorize for ``app``; with ``sign_in``, sign in with the passkey on the page."""
+        """authorize for ``app``; with ``sign_in``, sign in on the page (passkey, or the
+        person's password)."""
         page = self.tab.page
         visit = Visit(back={}, verifier=secrets.token_urlsafe(48),
                       nonce=secrets.token_urlsafe(8))
@@ -113,7 +122,11 @@ class Person:
                            "code_challenge_method": "S256", **params})
         try:
             page.goto(self.service.url(f"/oauth2/authorize?{query}"))
-            if sign_in:
+            if sign_in and self.password:
+                page.get_by_label("Username").fill(self.user.username)
+                page.get_by_label("Password").fill(self.password)
+                page.get_by_role("button", name="Sign in with password").click()
+            elif sign_in:
                 page.get_by_role("button", name="Sign in with a passkey").click()
                 page.get_by_role("button", name="Use my passkey").click()
             page.wait_for_url(app.redirect_uri + "*")
@@ -216,3 +229,45 @@ def test_logging_out_at_a_signs_out_everywhere_and_tells_b_by_back_channel(
     time.sleep(2.5)  # a few delivery rounds: nothing more arrives
     assert rp.logout_tokens == {"b": [logout_token]}
     assert claims_a["sid"]  # A had no back-channel endpoint: nothing was sent for it
+
+
+def test_the_account_page_manages_passkeys_and_signed_in_applications(
+        service: Service, browser: Any, apps: tuple[App, App]) -> None:
+    """Signed in at A, the person opens /account (single sign-on: no page), adds a passkey
+    here and, with a one-time link, on another device, renames one, and signs A out."""
+    a, _ = apps
+    person = Person(service, browser, password="correct horse battery")
+    tokens_a, _ = tokens(service, a, person.visit(a, sign_in=True))
+    page = person.tab.page
+    page.goto(service.url("/account"))
+    page.locator("#username").filter(has_text=person.user.username).wait_for()
+    person.tab.screenshot("account", "signed-in")
+
+    page.get_by_role("button", name="Add a passkey on this device").click()
+    page.get_by_role("status").filter(has_text="Passkey added").wait_for()
+    assert len(list_credentials(person.user.id)) == 2
+    page.once("dialog", lambda dialog: dialog.accept("Work laptop"))
+    page.get_by_role("button", name="Rename").first.click()
+    page.get_by_role("cell", name="Work laptop").wait_for()
+
+    page.get_by_role("button", name="Add a passkey on another device").click()
+    link = page.locator("#another-device a").get_attribute("href")
+    person.tab.screenshot("account", "link-for-another-device")
+    other_device = PasskeyPage(browser)
+    try:
+        other_device.page.goto(link)
+        other_device.page.get_by_role("button", name="Create a passkey").click()
+        other_device.page.locator("#done").wait_for()
+        other_device.screenshot("account", "other-device-enrolled")
+    finally:
+        other_device.close()
+    assert len(list_credentials(person.user.id)) == 3
+
+    row = page.get_by_role("row").filter(has_text=a.display_name)
+    row.get_by_role("button", name="Sign out").click()
+    page.get_by_role("status").filter(has_text="Signed out of").wait_for()
+    refreshed = requests.post(service.url("/oauth2/token"), timeout=30, data={
+        "grant_type": "refresh_token", "refresh_token": tokens_a["refresh_token"],
+        "client_id": a.client_id})
+    assert refreshed.json()["error"] == "invalid_grant"
+    person.tab.screenshot("account", "after-signing-out-a")

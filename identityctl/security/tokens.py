@@ -32,6 +32,8 @@ ACCESS_TOKEN_TYP = "at+jwt"
 ID_TOKEN_TYP = "JWT"
 #: OpenID Connect Back-Channel Logout 1.0 §2.4 (explicit typing, RFC 8725 §3.11).
 LOGOUT_TOKEN_TYP = "logout+jwt"
+#: A one-time link to add a passkey on another device (the account page).
+ENROLMENT_LINK_TYP = "enrolment-link+jwt"
 KEY_CACHE_SECONDS = 30.0
 LEEWAY_SECONDS = 5
 
@@ -119,6 +121,10 @@ class SignedTokens:
         """The claims of a sign-in assertion addressed to this issuer. Assertions are not
         revocable: they live ``oauth.assertion_ttl`` and prove one recent sign-in."""
         return self._verify(token, typ=ASSERTION_TYP, audience=self.issuer)
+
+    def verify_enrolment_link(self, token: str) -> dict[str, Any]:
+        """A link to add a passkey on another device, of this issuer, unexpired."""
+        return self._verify(token, typ=ENROLMENT_LINK_TYP, audience=self.issuer)
 
     def verify_id_token(self, token: str) -> dict[str, Any]:
         """The claims of an ID token this service issued (a logout's ``id_token_hint``: it

@@ -19,7 +19,8 @@ from identityctl.oauth.discovery import CALLBACK_PATH, CONSENT_PATH
 #: The state-changing endpoints the hosted UI calls with ``fetch`` from its pages
 #: (identityctl/ui/static/gate.js). No cookies are involved, but a page of another site must
 #: not drive them in a visitor's browser either (docs/security.md, "CSRF and cookies").
-BROWSER_POSTS = frozenset({"/flow/execute", CALLBACK_PATH, CONSENT_PATH})
+BROWSER_POSTS = frozenset({"/flow/execute", CALLBACK_PATH, CONSENT_PATH,
+                           "/account/api/enrol/start", "/account/api/enrol/finish"})
 
 access_log = logging.getLogger("identityctl.access")
 

@@ -16,6 +16,7 @@ import falcon
 from identityctl import __version__
 
 RESOURCE_MODULES: tuple[str, ...] = (
+    "identityctl.server.resources.account",
     "identityctl.server.resources.flow",
     "identityctl.server.resources.gate",
     "identityctl.server.resources.health",

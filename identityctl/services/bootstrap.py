@@ -14,6 +14,7 @@ from identityctl.config import Config
 from identityctl.errors import Conflict
 from identityctl.flow.definition import validate_flow
 from identityctl.security.keys import generate_signing_key
+from identityctl.services import account
 from identityctl.services import catalog as catalog_service
 from identityctl.services import directory as directory_service
 from identityctl.services import roles as roles_service
@@ -145,7 +146,25 @@ def seed(config: Config) -> list[str]:
                     lambda flow=flow: catalog_service.create_flow(flow, actor="init"),
                     exists_code="flow_exists"):
                 made.append(f"flow '{flow['handle']}' ({flow['flowType']})")
+        if _create_if_absent(
+                lambda: catalog.find_application_by_client_id(account.ACCOUNT_CLIENT_ID),
+                lambda: catalog_service.create_application(
+                    account_application(config), actor="init"),
+                exists_code="application_exists"):
+            made.append(f"application '{account.ACCOUNT_CLIENT_ID}' (the account page)")
     return made
+
+
+def account_application(config: Config) -> dict[str, Any]:
+    """The account page's client (``/account``): public, PKCE, no refresh token (a reload
+    signs in again through the browser's session)."""
+    return {"name": "Your account", "template": "SPA",
+            "description": "identityctl's own account page (built in).",
+            "inboundAuthConfig": [{"type": "oauth2", "config": {
+                "clientId": account.ACCOUNT_CLIENT_ID, "publicClient": True,
+                "tokenEndpointAuthMethod": "none", "grantTypes": ["authorization_code"],
+                "redirectUris": [config.base_url + "/account"],
+                "scopes": ["openid", "profile", "email", account.ACCOUNT_SCOPE]}}]}
 
 
 def _create_if_absent(find: Callable[[], object], create: Callable[[], object], *,

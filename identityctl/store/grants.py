@@ -84,3 +84,42 @@ def token_families(application_id: str, user_id: str | None = None) -> set[str]:
         refresh = refresh.where(RefreshToken.user == user_id)
     return {family for (family,) in codes.tuples()} | {
         family for (family,) in refresh.tuples()}
+
+
+@dataclass(slots=True)
+class SignedInClient:
+    """A token family of a person's: a client they are signed in to, until it ends."""
+
+    family: str
+    client_id: str
+    application: str
+    signed_in_at: float | None
+    last_used_at: float
+    expires_at: float
+    address: str
+
+    def to_api(self) -> dict[str, Any]:
+        return {"id": self.family, "clientId": self.client_id, "application": self.application,
+                "signedInAt": self.signed_in_at, "lastUsedAt": self.last_used_at,
+                "expiresAt": self.expires_at, "address": self.address}
+
+
+def signed_in_clients(user_id: str) -> list[SignedInClient]:
+    """The person's live refresh-token families: each family's current (unrotated) token."""
+    rows = (RefreshToken.select(RefreshToken, Application.client_id, Application.name)
+            .join(Application)
+            .where((RefreshToken.user == user_id) & (RefreshToken.revoked == False)  # noqa: E712
+                   & RefreshToken.rotated_at.is_null() & (RefreshToken.expires_at > now()))
+            .order_by(RefreshToken.created_at.desc()))
+    return [SignedInClient(family=row.family, client_id=row.application.client_id,
+                           application=row.application.name, signed_in_at=row.auth_time,
+                           last_used_at=row.created_at, expires_at=row.expires_at,
+                           address=str((row.extra or {}).get("address", "")))
+            for row in rows]
+
+
+def family_of(user_id: str, family: str) -> str | None:
+    """The application id of the person's token family ``family``, or None (not theirs)."""
+    row = (RefreshToken.select(RefreshToken.application)
+           .where((RefreshToken.user == user_id) & (RefreshToken.family == family)).first())
+    return row.application_id if row else None

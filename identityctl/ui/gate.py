@@ -65,7 +65,7 @@ def theme_stylesheet(application_id: str | None) -> str:
     return theme.stylesheet(chosen)
 
 
-def _assets(config: Config, application_id: str | None) -> pages.Assets:
+def assets(config: Config, application_id: str | None) -> pages.Assets:
     query = f"?{urlencode({'applicationId': application_id})}" if application_id else ""
     return pages.Assets(theme_stylesheet=f"{config.base_url}{THEME_PATH}{query}",
                         static=config.base_url + STATIC_PATH)
@@ -95,16 +95,17 @@ def flow_page(config: Config, *, mode: str, application_id: str, auth_id: str,
         signup_url=(f"{config.gate_url}/{SIGN_UP}?{urlencode(request)}"
                     if application.registration_enabled else ""))
     return pages.page(title=f"{title} | {application.name}", main=main,
-                      assets=_assets(config, application.id), script="gate.js")
+                      assets=assets(config, application.id),
+                      scripts=("webauthn.js", "gate.js"))
 
 
 def error_page(config: Config, error: UntrustedRedirect) -> str:
     return pages.message_page(title=error.message, text=error.description,
                               detail=f"Error code: {error.code}",
-                              assets=_assets(config, None))
+                              assets=assets(config, None))
 
 
 def signed_out_page(config: Config) -> str:
     return pages.message_page(title="You are signed out",
                               text="You can close this window, or return to the application "
-                                   "to sign in again.", assets=_assets(config, None))
+                                   "to sign in again.", assets=assets(config, None))

@@ -46,12 +46,13 @@ class Assets:
     static: str
 
 
-def page(*, title: str, main: str, assets: Assets, script: str = "") -> str:
-    """A whole page around already-rendered ``main`` (and one deferred ``script`` file)."""
-    scripts = (f'<script src="{html.escape(f"{assets.static}/{script}", quote=True)}" defer>'
-               "</script>") if script else ""
+def page(*, title: str, main: str, assets: Assets, scripts: tuple[str, ...] = ()) -> str:
+    """A whole page around already-rendered ``main`` (and deferred ``scripts``, run in
+    order)."""
+    tags = "".join(f'<script src="{html.escape(f"{assets.static}/{script}", quote=True)}" '
+                   'defer></script>' for script in scripts)
     layout = _template("page.html")
-    return layout.substitute(title=html.escape(title), main=main, scripts=scripts,
+    return layout.substitute(title=html.escape(title), main=main, scripts=tags,
                              theme_stylesheet=html.escape(assets.theme_stylesheet, quote=True),
                              static=html.escape(assets.static, quote=True))
 

@@ -98,7 +98,8 @@ def _exchange_code(ctx: ServiceContext, client: Client, parameters: Parameters,
                                             issuer=ctx.config.issuer),
                     nonce=code.nonce, session_id=session_id, with_refresh_token=True)
     refresh = _new_refresh_token(ctx, client, issued, family=session_id, user=user,
-                                 scope=scope, sign_in=sign_in, resources=resources)
+                                 scope=scope, sign_in=sign_in, resources=resources,
+                                 client_address=client_address)
     with transaction():  # the audit event commits with the redemption, in one write
         redeemed = oauth_store.redeem_code(code_hash, issued=issued.tokens,
                                            refresh_token=refresh, session_id=session_id)
@@ -150,7 +151,7 @@ def _refresh(ctx: ServiceContext, client: Client, parameters: Parameters,
     # The successor keeps the scope of the grant: narrowing applies to this access token only.
     successor = _new_refresh_token(ctx, client, issued, family=stored.family, user=user,
                                    scope=parse_scope(stored.scope), sign_in=sign_in,
-                                   resources=resources)
+                                   resources=resources, client_address=client_address)
     if successor is None or not oauth_store.rotate_refresh_token(presented_hash, successor):
         _refuse_refresh_replay(ctx, stored.family, stored.user_id, client, client_address)
     audit.record("oauth.token", "success", actor=client.client_id, user_id=user.id,
@@ -240,14 +241,17 @@ def released_claims(user: UserRecord, scope: tuple[str, ...]) -> dict[str, Any]:
 
 def _new_refresh_token(ctx: ServiceContext, client: Client, issued: IssuedResponse, *,
                        family: str, user: UserRecord, scope: tuple[str, ...], sign_in: SignIn,
-                       resources: list[str]) -> NewRefreshToken | None:
+                       resources: list[str], client_address: str) -> NewRefreshToken | None:
+    """The refresh token to store (with where it was used from: the person's account page
+    lists their sessions by client, time and address)."""
     if issued.refresh_token is None:
         return None
     ttl = client.ttl("refreshTokenTtl", ctx.config.oauth.refresh_token_ttl)
     return NewRefreshToken(
         token_hash=token_hash(issued.refresh_token), family=family,
         application_id=client.application_id, user_id=user.id, scope=" ".join(scope),
-        auth_time=sign_in.auth_time, amr=list(sign_in.amr), extra={"resources": resources},
+        auth_time=sign_in.auth_time, amr=list(sign_in.amr),
+        extra={"resources": resources, "address": client_address},
         access_token=issued.access_token, expires_at=time.time() + ttl)
 
 

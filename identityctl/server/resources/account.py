@@ -1,0 +1,259 @@
+"""The account page (``/account``, ``/account/enrol``) and its REST API (``/account/api``).
+
+The API takes the account page's access token (scope ``account``) and acts for its own user
+(services/account.py). The two ``/account/api/enrol`` calls are the other device's, which
+holds a one-time link instead of a token: they are browser posts with the Origin check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+
+from identityctl.errors import MissingField
+from identityctl.passkey import codec
+from identityctl.server.openapi import error_response, json_body, json_response
+from identityctl.server.requests import bearer_token, json_object, object_field, string_field
+from identityctl.server.resources.gate import write_page
+from identityctl.services import account
+from identityctl.services.context import ServiceContext
+from identityctl.ui import account_page
+
+API = "/account/api"
+ENROL_START, ENROL_FINISH = f"{API}/enrol/start", f"{API}/enrol/finish"
+CREDENTIAL = "publicKeyCredential"
+
+
+class _AccountResource:
+    json_body = True
+
+    def __init__(self, context: ServiceContext) -> None:
+        self.context = context
+
+    def holder(self, req: falcon.Request, resp: falcon.Response) -> account.AccountHolder:
+        resp.set_header("Cache-Control", "no-store")
+        return account.account_holder(self.context, bearer_token(req))
+
+
+def _ceremony(started: Any) -> dict[str, Any]:
+    return {"publicKeyCredentialCreationOptions": started.options,
+            "sessionToken": started.session_token}
+
+
+class PageResource:
+    def __init__(self, context: ServiceContext, *, enrol: bool = False) -> None:
+        self.context, self.enrol = context, enrol
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        write_page(resp, account_page.page(self.context.config, enrol=self.enrol))
+
+
+class ProfileResource(_AccountResource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = account.profile(self.holder(req, resp))
+
+
+class PasskeysResource(_AccountResource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = {"passkeys": account.passkeys(self.holder(req, resp))}
+
+
+class PasskeyResource(_AccountResource):
+    def on_patch(self, req: falcon.Request, resp: falcon.Response, credential_id: str) -> None:
+        holder = self.holder(req, resp)
+        resp.media = account.rename_passkey(holder, credential_id,
+                                            string_field(json_object(req), "name"))
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, credential_id: str) -> None:
+        account.delete_passkey(self.context, self.holder(req, resp), credential_id)
+        resp.status = falcon.HTTP_204
+
+
+class PasskeyStartResource(_AccountResource):
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = _ceremony(account.start_passkey(
+            self.context, self.holder(req, resp), client_address=req.context.client_address))
+
+
+class PasskeyFinishResource(_AccountResource):
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        holder, body = self.holder(req, resp), json_object(req)
+        resp.status = falcon.HTTP_201
+        resp.media = account.finish_passkey(
+            self.context, user_id=holder.user.id,
+            credential=codec.json_credential(object_field(body, CREDENTIAL)),
+            session_token=string_field(body, "sessionToken"), name=body.get("credentialName"),
+            client_address=req.context.client_address)
+
+
+class EnrolmentLinkResource(_AccountResource):
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = account.enrolment_link(self.context, self.holder(req, resp))
+
+
+class EnrolStartResource(_AccountResource):
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.set_header("Cache-Control", "no-store")
+        username, started = account.start_linked_passkey(
+            self.context, string_field(json_object(req), "link"),
+            client_address=req.context.client_address)
+        resp.media = {"username": username, **_ceremony(started)}
+
+
+class EnrolFinishResource(_AccountResource):
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = json_object(req)
+        resp.status = falcon.HTTP_201
+        resp.media = account.finish_linked_passkey(
+            self.context, string_field(body, "link"),
+            credential=codec.json_credential(object_field(body, CREDENTIAL)),
+            session_token=string_field(body, "sessionToken"), name=body.get("credentialName"),
+            client_address=req.context.client_address)
+
+
+class SessionsResource(_AccountResource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = {"sessions": account.signed_in_clients(self.holder(req, resp))}
+
+
+class SessionResource(_AccountResource):
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, family: str) -> None:
+        account.sign_out_client(self.context, self.holder(req, resp), family)
+        resp.status = falcon.HTTP_204
+
+
+class PasswordResource(_AccountResource):
+    def on_put(self, req: falcon.Request, resp: falcon.Response) -> None:
+        holder = self.holder(req, resp)
+        account.change_password(self.context, holder,
+                                string_field(json_object(req), "password"))
+        resp.status = falcon.HTTP_204
+
+
+class ConsentsResource(_AccountResource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = {"consents": account.consents(self.holder(req, resp))}
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
+        holder = self.holder(req, resp)
+        client_id = req.get_param("clientId")
+        if not client_id:
+            raise MissingField("clientId")
+        account.revoke_consent(self.context, holder, client_id)
+        resp.status = falcon.HTTP_204
+
+
+def add_account_routes(app: falcon.App, context: ServiceContext) -> None:
+    app.add_route("/account", PageResource(context))
+    app.add_route("/account/enrol", PageResource(context, enrol=True))
+    app.add_route(f"{API}/profile", ProfileResource(context))
+    app.add_route(f"{API}/passkeys", PasskeysResource(context))
+    app.add_route(f"{API}/passkeys/start", PasskeyStartResource(context))
+    app.add_route(f"{API}/passkeys/finish", PasskeyFinishResource(context))
+    app.add_route(f"{API}/passkeys/link", EnrolmentLinkResource(context))
+    app.add_route(API + "/passkeys/{credential_id}", PasskeyResource(context))
+    app.add_route(ENROL_START, EnrolStartResource(context))
+    app.add_route(ENROL_FINISH, EnrolFinishResource(context))
+    app.add_route(f"{API}/sessions", SessionsResource(context))
+    app.add_route(API + "/sessions/{family}", SessionResource(context))
+    app.add_route(f"{API}/password", PasswordResource(context))
+    app.add_route(f"{API}/consents", ConsentsResource(context))
+
+
+_BEARER = "Authorization: Bearer <the account page's access token, scope account>."
+_DENIED = error_response("missing_token, invalid_token (revoked or expired), "
+                         "insufficient_scope (no account scope), user_inactive.")
+_STEP_UP = error_response("sign_in_too_old: the change needs a sign-in within "
+                          "passkey.enrolment_window (WWW-Authenticate: Bearer "
+                          "error=\"insufficient_user_authentication\", max_age).")
+_CEREMONY = json_response("WebAuthn creation options and the session token to finish with.",
+                          {"type": "object", "properties": {
+                              "publicKeyCredentialCreationOptions": {"type": "object"},
+                              "sessionToken": {"type": "string"}}})
+_FINISH_BODY = json_body({"type": "object", "required": ["sessionToken", CREDENTIAL],
+                          "properties": {"sessionToken": {"type": "string"},
+                                         CREDENTIAL: {"type": "object"},
+                                         "credentialName": {"type": "string"}}})
+_REGISTERED = json_response("The new passkey.", {"type": "object"})
+
+
+def _op(summary: str, operation: str, responses: dict[str, Any], **extra: Any) -> dict:
+    return {"summary": summary, "operationId": operation, "description": _BEARER,
+            "responses": {**responses, "401": _DENIED}, **extra}
+
+
+_PATH_ID = [{"name": "credential_id", "in": "path", "required": True,
+             "schema": {"type": "string"}}]
+
+OPENAPI_PATHS = {
+    f"{API}/profile": {"get": _op("The signed-in person's profile and roles",
+                                  "accountProfile", {"200": json_response("The profile.",
+                                                                          {"type": "object"})})},
+    f"{API}/passkeys": {"get": _op("The person's passkeys", "accountPasskeys", {
+        "200": json_response("{passkeys: [...]}", {"type": "object"})})},
+    f"{API}/passkeys/start": {"post": _op(
+        "Start adding a passkey on this device (needs a recent sign-in)", "accountPasskeyStart",
+        {"200": _CEREMONY, "401": _STEP_UP})},
+    f"{API}/passkeys/finish": {"post": _op(
+        "Finish adding a passkey on this device", "accountPasskeyFinish",
+        {"201": _REGISTERED, "400": error_response("the passkey errors of docs/errors.md"),
+         "403": error_response("token_for_another_user: another person's ceremony.")},
+        requestBody=_FINISH_BODY)},
+    f"{API}/passkeys/link": {"post": _op(
+        "A one-time link (10 minutes) to add a passkey on another device", "accountPasskeyLink",
+        {"200": json_response("{url, expiresAt}", {"type": "object"})})},
+    API + "/passkeys/{credential_id}": {
+        "parameters": _PATH_ID,
+        "patch": _op("Rename a passkey", "accountPasskeyRename",
+                     {"200": json_response("The passkey.", {"type": "object"}),
+                      "404": error_response("credential_not_found.")},
+                     requestBody=json_body({"type": "object", "required": ["name"],
+                                            "properties": {"name": {"type": "string"}}})),
+        "delete": _op("Delete a passkey (needs a recent sign-in; never the last way to sign "
+                      "in)", "accountPasskeyDelete",
+                      {"204": {"description": "Deleted."},
+                       "404": error_response("credential_not_found."),
+                       "409": error_response("last_credential.")})},
+    ENROL_START: {"post": {
+        "summary": "The other device opened an enrolment link: start its passkey",
+        "operationId": "accountEnrolStart",
+        "requestBody": json_body({"type": "object", "required": ["link"],
+                                  "properties": {"link": {"type": "string"}}}),
+        "responses": {"200": _CEREMONY, "401": error_response(
+            "invalid_token (not a link, expired), link_used, user_inactive.")}}},
+    ENROL_FINISH: {"post": {
+        "summary": "The other device's passkey (with the link again)",
+        "operationId": "accountEnrolFinish",
+        "requestBody": json_body({"type": "object", "required": ["link", "sessionToken",
+                                                                 CREDENTIAL],
+                                  "properties": {"link": {"type": "string"},
+                                                 "sessionToken": {"type": "string"},
+                                                 CREDENTIAL: {"type": "object"},
+                                                 "credentialName": {"type": "string"}}}),
+        "responses": {"201": _REGISTERED,
+                      "400": error_response("the passkey errors of docs/errors.md")}}},
+    f"{API}/sessions": {"get": _op("The clients the person is signed in to (refresh-token "
+                                   "grants: client, when, address)", "accountSessions",
+                                   {"200": json_response("{sessions: [...]}",
+                                                         {"type": "object"})})},
+    API + "/sessions/{family}": {
+        "parameters": [{"name": "family", "in": "path", "required": True,
+                        "schema": {"type": "string"}}],
+        "delete": _op("Sign out of one client (its refresh fails from now on)",
+                      "accountSessionEnd", {"204": {"description": "Ended."},
+                                            "404": error_response("session_not_found.")})},
+    f"{API}/password": {"put": _op(
+        "Set or change the password (needs a recent sign-in)", "accountPassword",
+        {"204": {"description": "Set."}, "400": error_response("weak_password.")},
+        requestBody=json_body({"type": "object", "required": ["password"],
+                               "properties": {"password": {"type": "string"}}}))},
+    f"{API}/consents": {
+        "get": _op("The consents (grants) the person gave clients", "accountConsents",
+                   {"200": json_response("{consents: [...]}", {"type": "object"})}),
+        "delete": _op("Revoke a consent: the client's tokens end now", "accountConsentRevoke",
+                      {"204": {"description": "Revoked."},
+                       "404": error_response("grant_not_found.")},
+                      parameters=[{"name": "clientId", "in": "query", "required": True,
+                                   "schema": {"type": "string"}}])},
+}

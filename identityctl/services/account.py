@@ -1,0 +1,203 @@
+"""The person's own account (``/account`` and its API): profile, passkeys, the clients they
+are signed in to, password, and the consents they gave.
+
+Every call carries an access token with scope ``account`` of this issuer, and acts for the
+token's own user only. Changing credentials (adding or removing a passkey, the password)
+needs a sign-in within ``passkey.enrolment_window``, whatever the token's age: an older one is
+refused with RFC 9470's ``insufficient_user_authentication`` and ``max_age``, and the page
+signs the person in again (with their passkey).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import segno
+
+from identityctl.errors import Conflict, Forbidden, NotFound, Unauthorized
+from identityctl.passkey.codec import CredentialReader
+from identityctl.security.tokens import ENROLMENT_LINK_TYP, require_scope
+from identityctl.services import directory as directory_service
+from identityctl.services.context import ServiceContext
+from identityctl.services.directory import is_usable
+from identityctl.services.oauth import grants as grants_service
+from identityctl.services.oauth.clients import client_of
+from identityctl.services.oauth.revocation import end_grant
+from identityctl.services.passkeys import ceremonies
+from identityctl.services.passkeys import sessions as ceremony_sessions
+from identityctl.services.passkeys.admin import delete_credential, rename_credential
+from identityctl.services.roles import roles_of
+from identityctl.store import audit, directory
+from identityctl.store import catalog as catalog_store
+from identityctl.store import grants as grant_store
+from identityctl.store import oauth as oauth_store
+from identityctl.store import passkeys as passkey_store
+from identityctl.store.directory import UserRecord
+from identityctl.store.oauth import IssuedToken
+
+ACCOUNT_SCOPE = "account"
+ACCOUNT_CLIENT_ID = "identityctl-account"
+#: A link to add a passkey on another device works this long, once.
+ENROLMENT_LINK_TTL = 600
+
+
+@dataclass(frozen=True, slots=True)
+class AccountHolder:
+    """Who an account call acts for, and when they last signed in."""
+
+    user: UserRecord
+    auth_time: float
+
+    @property
+    def actor(self) -> str:
+        return f"account:{self.user.id}"
+
+
+def account_holder(ctx: ServiceContext, bearer_token: str | None) -> AccountHolder:
+    """The user an account call acts for: its access token's, with scope ``account``."""
+    if not bearer_token:
+        raise Unauthorized("Your account needs 'Authorization: Bearer <token>' (sign in on "
+                           "the account page).", code="missing_token",
+                           headers={"WWW-Authenticate": 'Bearer realm="identityctl"'})
+    claims = ctx.tokens.verify_access_token(bearer_token, audience=ctx.config.issuer)
+    require_scope(claims, ACCOUNT_SCOPE)
+    user = directory.find_user_by_id(str(claims["sub"]))
+    if user is None or not is_usable(user):
+        raise Unauthorized("The account is disabled or no longer exists.",
+                           code="user_inactive")
+    return AccountHolder(user=user, auth_time=float(claims.get("auth_time") or 0))
+
+
+def require_recent_sign_in(ctx: ServiceContext, holder: AccountHolder) -> None:
+    """Changing credentials needs a fresh sign-in (RFC 9470 step-up)."""
+    window = ctx.config.passkey.enrolment_window
+    if time.time() - holder.auth_time > window:
+        raise Unauthorized(
+            "This change needs a recent sign-in; sign in again with your passkey.",
+            code="sign_in_too_old", headers={"WWW-Authenticate": (
+                f'Bearer error="insufficient_user_authentication", max_age={window}')})
+
+
+def profile(holder: AccountHolder) -> dict[str, Any]:
+    return {**holder.user.to_api(), "roles": [role.name for role in roles_of(holder.user.id)],
+            "authTime": holder.auth_time}
+
+
+# --- passkeys ---------------------------------------------------------------------------------
+
+
+def passkeys(holder: AccountHolder) -> list[dict[str, Any]]:
+    return [record.to_api() for record in passkey_store.list_credentials(holder.user.id)]
+
+
+def rename_passkey(holder: AccountHolder, credential_id: str, name: str) -> dict[str, Any]:
+    return rename_credential(holder.user.id, credential_id, name, actor=holder.actor).to_api()
+
+
+def delete_passkey(ctx: ServiceContext, holder: AccountHolder, credential_id: str) -> None:
+    """Remove one of the person's passkeys; never their last way to sign in."""
+    require_recent_sign_in(ctx, holder)
+    own = passkey_store.list_credentials(holder.user.id)
+    if not any(record.credential_id == credential_id for record in own):
+        raise NotFound("You have no passkey with this id.", code="credential_not_found")
+    if len(own) == 1 and not holder.user.password_hash is not None:
+        raise Conflict("This is your only way to sign in: add another passkey or a password "
+                       "first.", code="last_credential")
+    delete_credential(holder.user.id, credential_id, actor=holder.actor)
+
+
+def start_passkey(ctx: ServiceContext, holder: AccountHolder, *,
+                  client_address: str) -> ceremonies.CeremonyStart:
+    """Add a passkey on this device: the creation options for the person."""
+    require_recent_sign_in(ctx, holder)
+    return ceremonies.start_registration(ctx, user_id=holder.user.id,
+                                         rp_id=ctx.config.passkey.rp_id,
+                                         client_address=client_address)
+
+
+def finish_passkey(ctx: ServiceContext, *, user_id: str, credential: CredentialReader,
+                   session_token: str, name: Any, client_address: str) -> dict[str, Any]:
+    """The passkey the person's device made, for the ceremony ``session_token`` started for
+    ``user_id`` (another person's ceremony token is refused)."""
+    session = ceremony_sessions.open_session(session_token, ceremony=passkey_store.REGISTRATION,
+                                             now=time.time())
+    if session.user_id != user_id:
+        raise Forbidden("This passkey ceremony is another person's.",
+                        code="token_for_another_user")
+    return ceremonies.finish_registration(
+        ctx, credential=credential, session_token=session_token, credential_name=name,
+        client_address=client_address).to_api()
+
+
+def enrolment_link(ctx: ServiceContext, holder: AccountHolder) -> dict[str, Any]:
+    """A one-time link (and its QR code's text) with which another device adds a passkey for
+    this person, for ``ENROLMENT_LINK_TTL`` seconds. It lives in the URL's fragment, which
+    browsers never send to a server or in a Referer."""
+    require_recent_sign_in(ctx, holder)
+    token = ctx.tokens.sign({"sub": holder.user.id, "aud": ctx.config.issuer},
+                            typ=ENROLMENT_LINK_TYP, ttl=ENROLMENT_LINK_TTL)
+    audit.record("passkey.enrolment_link", "success", actor=holder.actor,
+                 user_id=holder.user.id)
+    url = f"{ctx.config.base_url}/account/enrol#{token}"
+    return {"url": url, "expiresAt": time.time() + ENROLMENT_LINK_TTL,
+            "qrCode": segno.make(url, error="m").svg_data_uri(scale=3)}
+
+
+def start_linked_passkey(ctx: ServiceContext, link_token: str, *,
+                         client_address: str) -> tuple[str, ceremonies.CeremonyStart]:
+    """The other device opened the link: the link is spent, and the ceremony starts for the
+    person it was made for. Returns their username (shown on the page) and the ceremony."""
+    claims = ctx.tokens.verify_enrolment_link(link_token)
+    if not oauth_store.use_once(IssuedToken(jti=str(claims["jti"]),
+                                            expires_at=float(claims["exp"]))):
+        raise Unauthorized("This link was used already; make a new one on your account page.",
+                           code="link_used")
+    user = directory.find_user_by_id(str(claims["sub"]))
+    if user is None or not is_usable(user):
+        raise Unauthorized("The account is disabled or no longer exists.",
+                           code="user_inactive")
+    return user.username, ceremonies.start_registration(
+        ctx, user_id=user.id, rp_id=ctx.config.passkey.rp_id, client_address=client_address)
+
+
+def finish_linked_passkey(ctx: ServiceContext, link_token: str, *, credential: CredentialReader,
+                          session_token: str, name: Any, client_address: str) -> dict[str, Any]:
+    """The other device's passkey: it shows the (spent) link again, and the ceremony must be
+    the one started for the link's person."""
+    claims = ctx.tokens.verify_enrolment_link(link_token)
+    return finish_passkey(ctx, user_id=str(claims["sub"]), credential=credential,
+                          session_token=session_token, name=name,
+                          client_address=client_address)
+
+
+# --- signed-in clients, password, consents ------------------------------------------------------
+
+
+def signed_in_clients(holder: AccountHolder) -> list[dict[str, Any]]:
+    return [record.to_api() for record in grant_store.signed_in_clients(holder.user.id)]
+
+
+def sign_out_client(ctx: ServiceContext, holder: AccountHolder, family: str) -> None:
+    """End one of the person's token families: that client's refresh fails from now on."""
+    application_id = grant_store.family_of(holder.user.id, family)
+    if application_id is None:
+        raise NotFound("You have no session with this id.", code="session_not_found")
+    end_grant(ctx, family, client_of(catalog_store.get_application(application_id)))
+    audit.record("account.session_end", "success", actor=holder.actor, user_id=holder.user.id,
+                 details={"family": family})
+
+
+def change_password(ctx: ServiceContext, holder: AccountHolder, new_password: str) -> None:
+    """Set or change the person's password (after a recent sign-in)."""
+    require_recent_sign_in(ctx, holder)
+    directory_service.set_password(holder.user.id, new_password, actor=holder.actor)
+
+
+def consents(holder: AccountHolder) -> list[dict[str, Any]]:
+    return [grant.to_api() for grant in grants_service.list_grants(user=holder.user.id)]
+
+
+def revoke_consent(ctx: ServiceContext, holder: AccountHolder, client_id: str) -> int:
+    return grants_service.revoke_grant(ctx, holder.user.id, client_id, actor=holder.actor)

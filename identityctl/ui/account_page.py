@@ -1,0 +1,34 @@
+"""The account page (``/account``) and the page another device opens to add a passkey
+(``/account/enrol``): shells like the gate's, run by ``ui/static/account.js``.
+
+The page is a public client of identityctl itself (``identityctl-account``, authorization
+code + PKCE). It keeps its access token in memory only: a reload signs in again through
+``/oauth2/authorize``, which the browser's session answers without a page (single
+sign-on). No token is ever stored in the browser.
+"""
+
+from __future__ import annotations
+
+from identityctl.config import Config
+from identityctl.oauth.discovery import AUTHORIZE_PATH, LOGOUT_PATH, TOKEN_PATH
+from identityctl.services.account import ACCOUNT_CLIENT_ID, ACCOUNT_SCOPE
+from identityctl.ui import pages
+from identityctl.ui.gate import assets
+
+ACCOUNT_PATH = "/account"
+
+
+def redirect_uri(config: Config) -> str:
+    return config.base_url + ACCOUNT_PATH
+
+
+def page(config: Config, *, enrol: bool = False) -> str:
+    title = "Add a passkey" if enrol else "Your account"
+    main = pages.render(
+        "account.html", mode="enrol" if enrol else "account", heading=title,
+        client_id=ACCOUNT_CLIENT_ID, scope=f"openid profile email {ACCOUNT_SCOPE}",
+        redirect_uri=redirect_uri(config), authorize_url=config.base_url + AUTHORIZE_PATH,
+        token_url=config.base_url + TOKEN_PATH, logout_url=config.base_url + LOGOUT_PATH,
+        api_url=config.base_url + ACCOUNT_PATH + "/api")
+    return pages.page(title=title, main=main, assets=assets(config, None),
+                      scripts=("webauthn.js", "account.js"))

@@ -1,0 +1,287 @@
+// The account page: a public client of identityctl itself (authorization code + PKCE), then
+// the person's profile, passkeys, signed-in applications, password and consents through
+// /account/api. The access token lives in memory only; a reload signs in again, which the
+// browser's session answers without a page. /account/enrol is the other device's page: it
+// adds a passkey with the one-time link in its fragment. No framework, no inline code.
+"use strict";
+
+(() => {
+  const root = document.getElementById("account");
+  if (!root) return;
+  const page = root.dataset;
+  const $ = (id) => document.getElementById(id);
+  const content = $("content");
+  const { creationOptions, credentialJSON } = window.identityctlWebAuthn;
+  const PENDING = "identityctl-account-pkce";
+  let accessToken = "";
+  let idToken = "";
+
+  const TEXT = {
+    sign_in_too_old: "For this change, sign in again first.",
+    last_credential: "This is your only way to sign in. Add another passkey or a password " +
+      "first.",
+    weak_password: "Choose a longer or less common password (at least 8 characters, not " +
+      "your username).",
+    link_used: "This link was used already. Make a new one on your account page.",
+    NotAllowedError: "The passkey request was cancelled or timed out.",
+    InvalidStateError: "This device already has a passkey for your account.",
+  };
+
+  // --- small helpers ------------------------------------------------------------------------
+
+  function element(tag, attributes = {}, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attributes)) {
+      if (name === "onclick") node.addEventListener("click", value);
+      else if (value !== undefined && value !== null) node.setAttribute(name, value);
+    }
+    node.append(...children.filter((child) => child !== null && child !== undefined));
+    return node;
+  }
+
+  function button(text, onclick, secondary = false) {
+    return element("button", { type: "button", class: secondary ? "secondary" : null, onclick },
+      text);
+  }
+
+  function showError(text) {
+    $("error").textContent = text || "";
+    $("error").hidden = !text;
+  }
+
+  function setStatus(text) {
+    $("status").textContent = text || "";
+  }
+
+  function when(seconds) {
+    return seconds ? new Date(seconds * 1000).toLocaleString() : "—";
+  }
+
+  function base64url(bytes) {
+    let binary = "";
+    for (const byte of new Uint8Array(bytes)) binary += String.fromCharCode(byte);
+    return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  }
+
+  function randomText() {
+    return base64url(crypto.getRandomValues(new Uint8Array(32)));
+  }
+
+  class Refused extends Error {
+    constructor(body, status) {
+      super((body && (body.description || body.message)) || `HTTP ${status}`);
+      this.code = (body && body.code) || `http_${status}`;
+      this.status = status;
+    }
+  }
+
+  async function call(method, path, body, bearer = true) {
+    const headers = { "Content-Type": "application/json" };
+    if (bearer) headers.Authorization = `Bearer ${accessToken}`;
+    const response = await fetch(page.apiUrl + path, { method, headers, credentials: "omit",
+      body: body === undefined ? undefined : JSON.stringify(body) });
+    const data = response.status === 204 ? {} : await response.json().catch(() => ({}));
+    if (!response.ok) throw new Refused(data, response.status);
+    return data;
+  }
+
+  function messageFor(failure) {
+    return TEXT[failure.code] || TEXT[failure.name] || failure.message ||
+      "Something went wrong. Try again.";
+  }
+
+  // --- signing in (authorization code + PKCE) -------------------------------------------------
+
+  async function signIn(extra = {}) {
+    const verifier = randomText();
+    const state = randomText();
+    const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier));
+    sessionStorage.setItem(PENDING, JSON.stringify({ verifier, state }));
+    const query = new URLSearchParams({ response_type: "code", client_id: page.clientId,
+      redirect_uri: page.redirectUri, scope: page.scope, state,
+      code_challenge: base64url(digest), code_challenge_method: "S256", ...extra });
+    window.location.assign(`${page.authorizeUrl}?${query}`);
+  }
+
+  async function finishSignIn(params) {
+    const pending = JSON.parse(sessionStorage.getItem(PENDING) || "null");
+    sessionStorage.removeItem(PENDING);
+    history.replaceState(null, "", page.redirectUri);
+    if (!pending || pending.state !== params.get("state")) {
+      throw new Refused({ description: "The sign-in did not come back as expected. Sign in " +
+        "again." }, 400);
+    }
+    const response = await fetch(page.tokenUrl, { method: "POST", credentials: "omit",
+      headers: { "Content-Type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ grant_type: "authorization_code", code: params.get("code"),
+        redirect_uri: page.redirectUri, client_id: page.clientId,
+        code_verifier: pending.verifier }) });
+    const tokens = await response.json();
+    if (!response.ok) throw new Refused(tokens, response.status);
+    accessToken = tokens.access_token;
+    idToken = tokens.id_token || "";
+  }
+
+  // Changes that need a recent sign-in: offer it when the service asks for one.
+  async function guarded(action) {
+    showError("");
+    try {
+      await action();
+    } catch (failure) {
+      showError(messageFor(failure));
+      if (failure.code === "sign_in_too_old") {
+        $("error").append(" ", button("Sign in again", () => signIn({ prompt: "login" })));
+      }
+    }
+  }
+
+  // --- the account ----------------------------------------------------------------------------
+
+  function section(title, ...children) {
+    const id = `section-${title.toLowerCase().replace(/[^a-z]+/g, "-")}`;
+    return element("section", { "aria-labelledby": id, class: "account-section" },
+      element("h2", { id }, title), ...children);
+  }
+
+  function table(headings, rows) {
+    if (!rows.length) return element("p", { class: "status" }, "None.");
+    return element("table", {},
+      element("thead", {}, element("tr", {}, ...headings.map((h) => element("th", {}, h)))),
+      element("tbody", {}, ...rows.map((cells) => element("tr", {},
+        ...cells.map((cell) => element("td", {}, cell))))));
+  }
+
+  async function addPasskeyHere() {
+    const started = await call("POST", "/passkeys/start", {});
+    setStatus("Follow your device's prompt to create a passkey…");
+    const credential = await navigator.credentials.create(
+      { publicKey: creationOptions(started.publicKeyCredentialCreationOptions) });
+    await call("POST", "/passkeys/finish", { sessionToken: started.sessionToken,
+      publicKeyCredential: credentialJSON(credential),
+      credentialName: `Passkey on ${navigator.platform || "this device"}` });
+    setStatus("Passkey added.");
+    await render();
+  }
+
+  async function linkForAnotherDevice(where) {
+    const link = await call("POST", "/passkeys/link", {});
+    where.replaceChildren(
+      element("p", {}, "On your other device, scan this code or open the link. It works " +
+        `once, until ${new Date(link.expiresAt * 1000).toLocaleTimeString()}.`),
+      element("img", { src: link.qrCode, alt: "QR code of the link", width: "180",
+        height: "180" }),
+      element("p", {}, element("a", { href: link.url, class: "link" }, link.url)));
+  }
+
+  async function render() {
+    const [profile, passkeys, sessions, consents] = await Promise.all([
+      call("GET", "/profile"), call("GET", "/passkeys"), call("GET", "/sessions"),
+      call("GET", "/consents")]);
+    const another = element("div", { id: "another-device" });
+    const passwordField = element("input", { id: "new-password", type: "password",
+      autocomplete: "new-password", required: "" });
+    const passwordForm = element("form", { id: "password-form" },
+      element("label", { for: "new-password" }, "New password (at least 8 characters)"),
+      passwordField, element("button", { type: "submit" },
+        profile.hasPassword ? "Change password" : "Set a password"));
+    passwordForm.addEventListener("submit", (event) => {
+      event.preventDefault();
+      guarded(async () => {
+        await call("PUT", "/password", { password: passwordField.value });
+        passwordField.value = "";
+        setStatus("Password saved.");
+      });
+    });
+    content.replaceChildren(
+      section("Profile", element("dl", {},
+        element("dt", {}, "Username"), element("dd", { id: "username" }, profile.username),
+        element("dt", {}, "Email"), element("dd", {}, (profile.attributes || {}).email || "—"),
+        element("dt", {}, "Roles"), element("dd", {}, (profile.roles || []).join(", ") || "—"))),
+      section("Passkeys",
+        table(["Name", "Added", "Last used", ""], passkeys.passkeys.map((key) => [
+          key.name, when(key.createdAt), when(key.lastUsedAt),
+          element("span", { class: "actions" },
+            button("Rename", () => guarded(async () => {
+              const name = window.prompt("New name for this passkey", key.name);
+              if (name) await call("PATCH", `/passkeys/${encodeURIComponent(key.credentialId)}`,
+                { name });
+              await render();
+            }), true),
+            button("Delete", () => guarded(async () => {
+              if (!window.confirm(`Delete the passkey "${key.name}"?`)) return;
+              await call("DELETE", `/passkeys/${encodeURIComponent(key.credentialId)}`);
+              setStatus("Passkey deleted.");
+              await render();
+            }), true))])),
+        element("p", { class: "actions" },
+          button("Add a passkey on this device", () => guarded(addPasskeyHere)),
+          button("Add a passkey on another device",
+            () => guarded(() => linkForAnotherDevice(another)), true)),
+        another),
+      section("Signed in to", table(["Application", "Since", "Last used", "From", ""],
+        sessions.sessions.map((entry) => [entry.application, when(entry.signedInAt),
+          when(entry.lastUsedAt), entry.address || "—",
+          button("Sign out", () => guarded(async () => {
+            await call("DELETE", `/sessions/${encodeURIComponent(entry.id)}`);
+            setStatus(`Signed out of ${entry.application}.`);
+            await render();
+          }), true)]))),
+      section("Password", passwordForm),
+      section("Applications you allowed", table(["Application", "May", ""],
+        consents.consents.map((grant) => [grant.application, grant.scopes.join(", "),
+          button("Revoke", () => guarded(async () => {
+            await call("DELETE", `/consents?${new URLSearchParams({ clientId: grant.clientId })}`);
+            setStatus(`${grant.application} no longer has access.`);
+            await render();
+          }), true)]))),
+      element("p", {}, button("Sign out everywhere", () => {
+        const query = new URLSearchParams({ id_token_hint: idToken });
+        window.location.assign(`${page.logoutUrl}?${query}`);
+      }, true)));
+  }
+
+  // --- the other device: a passkey from a one-time link --------------------------------------
+
+  async function enrol() {
+    const link = window.location.hash.slice(1);
+    history.replaceState(null, "", window.location.pathname);  // the link leaves the URL
+    if (!link) throw new Refused({ description: "This page needs the link from your " +
+      "account page." }, 400);
+    const started = await call("POST", "/enrol/start", { link }, false);
+    content.replaceChildren(
+      element("p", {}, `Add a passkey for ${started.username} on this device. A passkey ` +
+        "lets you sign in with your fingerprint, face or screen lock instead of a password."),
+      button("Create a passkey", () => guarded(async () => {
+        const credential = await navigator.credentials.create(
+          { publicKey: creationOptions(started.publicKeyCredentialCreationOptions) });
+        await call("POST", "/enrol/finish", { link, sessionToken: started.sessionToken,
+          publicKeyCredential: credentialJSON(credential),
+          credentialName: `Passkey on ${navigator.platform || "another device"}` }, false);
+        content.replaceChildren(element("p", { id: "done" },
+          "Your passkey is ready. You can sign in with it on this device."));
+      })));
+  }
+
+  async function start() {
+    try {
+      if (page.mode === "enrol") return await enrol();
+      const params = new URLSearchParams(window.location.search);
+      if (params.get("error")) {
+        history.replaceState(null, "", page.redirectUri);
+        throw new Refused({ description: params.get("error_description") ||
+          "The sign-in did not complete." }, 400);
+      }
+      if (!params.get("code")) return await signIn();
+      await finishSignIn(params);
+      await render();
+      $("heading").focus();
+    } catch (failure) {
+      showError(page.mode === "enrol" && failure.code === "invalid_token"
+        ? "This link has expired. Make a new one on your account page."
+        : messageFor(failure));
+    }
+    return undefined;
+  }
+
+  start();
+})();
