@@ -54,8 +54,10 @@ class Browser:
     """One user's browser (phone-sized, with a virtual platform authenticator) and the demo
     client's side of authorization code + PKCE."""
 
-    def __init__(self, service: Service, app: dict[str, Any], page: Any, name: str) -> None:
-        self.service, self.app, self.page, self.name = service, app, page, name
+    def __init__(self, service: Service, app: dict[str, Any], tab: PasskeyPage,
+                 name: str) -> None:
+        self.service, self.app, self.tab, self.name = service, app, tab, name
+        page = self.page = tab.page
         self.client_id = catalog.oauth_config(app)["clientId"]
         self.shots = 0
         self.verifier = self.nonce = self.state = ""
@@ -110,7 +112,7 @@ def user_browser(browser: Any, service: Service, demo_app: dict[str, Any],
                  request: pytest.FixtureRequest) -> Iterator[Browser]:
     (ARTIFACTS / "hosted-ui").mkdir(parents=True, exist_ok=True)
     tab = PasskeyPage(browser)
-    yield Browser(service, demo_app, tab.page, request.node.name)
+    yield Browser(service, demo_app, tab, request.node.name)
     tab.close()
 
 
@@ -195,3 +197,113 @@ def test_a_cancelled_passkey_explains_itself(user_browser: Browser, service: Ser
     # The password is still offered on the way back.
     ui.click("Use a password instead")
     ui.page.get_by_label("Password").wait_for()
+
+
+# --- the defects seen by a new user, each fixed -------------------------------------------------
+
+
+def password_user() -> Any:
+    username = f"eve-{uuid.uuid4().hex[:6]}"
+    return directory.create_user(username=username, password=PASSWORD)
+
+
+def test_enter_in_the_password_field_signs_in_with_the_password(user_browser: Browser) -> None:
+    ui, user = user_browser, password_user()
+    ui.authorize()
+    ui.page.get_by_label("Username").fill(user.username)
+    ui.page.get_by_label("Password").fill(PASSWORD)
+    ui.page.get_by_label("Password").press("Enter")  # not the passkey button, first on the form
+    assert ui.back_at_the_client()["amr"] == ["pwd"]
+
+
+def test_a_wrong_password_keeps_the_username_and_puts_the_cursor_in_the_password(
+        user_browser: Browser) -> None:
+    ui, user = user_browser, password_user()
+    ui.authorize()
+    ui.page.get_by_label("Username").fill(user.username)
+    ui.page.get_by_label("Password").fill("not the password")
+    ui.click("Sign in with password")
+    ui.page.get_by_role("alert").filter(has_text="not right").wait_for()
+    assert ui.page.get_by_label("Username").input_value() == user.username
+    assert ui.page.evaluate("document.activeElement.type") == "password"
+    ui.screenshot("wrong-password-kept")
+
+
+def test_sign_up_shows_the_rules_first_keeps_what_was_typed_and_speaks_plainly(
+        user_browser: Browser) -> None:
+    ui = user_browser
+    ui.authorize()
+    ui.page.get_by_role("link", name="Create an account").click()
+    ui.wait_for_step("Create account")
+    assert "At least 8 characters" in ui.page.locator(".hint").inner_text()  # before a try
+    assert "(optional)" in ui.page.locator("form#step").inner_text()
+    username = f"fay-{uuid.uuid4().hex[:6]}"
+    ui.page.get_by_label("Username").fill(username)
+    ui.page.get_by_label("Password").fill("short")
+    ui.page.get_by_label("Email").fill(f"{username}@example.com")
+    ui.click("Create account")
+    alert = ui.page.get_by_role("alert")
+    alert.filter(has_text="password").wait_for()
+    assert "inputs." not in alert.inner_text() and "_" not in alert.inner_text()
+    assert ui.page.get_by_label("Username").input_value() == username
+    assert ui.page.get_by_label("Email").input_value() == f"{username}@example.com"
+    ui.screenshot("weak-password-kept")
+
+    ui.page.get_by_label("Password").fill(PASSWORD)
+    ui.click("Create account")
+    ui.wait_for_step("Create a passkey")
+    assert "fingerprint, face or screen lock" in ui.page.locator("#notice").inner_text()
+    assert not ui.page.locator("#switch").is_visible()  # the account exists: no "sign in"
+    ui.screenshot("what-a-passkey-is")
+
+
+def test_a_passkey_prompt_can_be_cancelled_from_the_page(user_browser: Browser) -> None:
+    ui = user_browser
+    # The prompt waits for a touch that never comes.
+    ui.tab.cdp.send("WebAuthn.setAutomaticPresenceSimulation", {
+        "authenticatorId": ui.tab.authenticator_id, "enabled": False})
+    ui.authorize()
+    ui.click("Sign in with a passkey")
+    ui.wait_for_step("Use my passkey")
+    ui.click("Use my passkey")
+    ui.page.get_by_role("button", name="Cancel").click()
+    ui.page.get_by_role("alert").filter(has_text="cancelled").wait_for()
+    ui.screenshot("passkey-cancelled")
+
+
+def test_the_back_button_after_signing_in_offers_the_way_back_to_the_application(
+        user_browser: Browser) -> None:
+    ui, user = user_browser, password_user()
+    ui.authorize(prompt="login")
+    ui.page.get_by_label("Username").fill(user.username)
+    ui.page.get_by_label("Password").fill(PASSWORD)
+    ui.click("Sign in with password")
+    ui.back_at_the_client()
+    ui.page.go_back()
+    back = ui.page.get_by_role("link", name="Return to the application")
+    back.wait_for()
+    assert back.get_attribute("href") == "https://demo-client.example/"
+    assert "expired or was already used" in ui.page.inner_text("main")
+    assert "authorization_request_invalid" not in ui.page.inner_text("main")  # no codes
+    ui.screenshot("back-after-sign-in")
+
+
+def test_passkey_only_sign_up_gives_an_id_token_with_amr(user_browser: Browser,
+                                                        service: Service) -> None:
+    ui = user_browser
+    application = catalog.get_application(ui.app["id"])
+    passkey_only = catalog.require_flow_by_handle("default-passkey-flow", "REGISTRATION")
+    catalog.update_application({**application, "registrationFlowId": passkey_only["id"]})
+    ui.authorize()
+    ui.page.get_by_role("link", name="Create an account").click()
+    ui.wait_for_step("Continue")
+    ui.page.get_by_label("Username").fill(f"gus-{uuid.uuid4().hex[:6]}")
+    ui.click("Continue")
+    ui.wait_for_step("Create a passkey")
+    ui.click("Create a passkey")
+    assert "passkey" in ui.back_at_the_client()["amr"]
+
+
+def test_the_favicon_is_served(service: Service) -> None:
+    icon = service.get("/favicon.ico")
+    assert icon.status_code == 200 and icon.headers["Content-Type"] == "image/svg+xml"

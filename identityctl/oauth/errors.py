@@ -113,3 +113,5 @@ class UntrustedRedirect(OAuthError):
     """
 
     message = "This sign-in link is not valid."
+    #: Where the person can go back to (the application's own address), when known.
+    back_to: str | None = None

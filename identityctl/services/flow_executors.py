@@ -171,6 +171,8 @@ def _passkey_register_finish(step: StepRequest, properties: dict[str, Any]) -> T
     step.additional.update({"passkeyCredentialID": registered.credential_id,
                             "passkeyCredentialName": registered.name,
                             "credentialCreatedAt": ceremonies.rfc3339(registered.created_at)})
+    if step.user_id:  # making it needed the authenticator and its user verification
+        step.signed_in(step.user_id, ["passkey"])
     return SUCCESS
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from identityctl.config import Config
 from identityctl.errors import NotFound
@@ -76,8 +76,12 @@ def flow_page(config: Config, *, mode: str, application_id: str, auth_id: str,
     """The sign-in (or sign-up) page of an authorization request; with ``resume``, the
     consent of a person the browser's session signed in."""
     application = gate_application(application_id)
-    first_step = authorization.pending_first_step(auth_id=auth_id, application_id=application.id,
-                                          execution_id=execution_id)
+    try:
+        first_step = authorization.pending_first_step(
+            auth_id=auth_id, application_id=application.id, execution_id=execution_id)
+    except UntrustedRedirect as spent:
+        spent.back_to = _application_home(application.id)
+        raise
     request = {"authId": auth_id, "applicationId": application.id}
     signing_up = mode == SIGN_UP
     if signing_up and not application.registration_enabled:
@@ -100,9 +104,24 @@ def flow_page(config: Config, *, mode: str, application_id: str, auth_id: str,
 
 
 def error_page(config: Config, error: UntrustedRedirect) -> str:
-    return pages.message_page(title=error.message, text=error.description,
-                              detail=f"Error code: {error.code}",
-                              assets=assets(config, None))
+    """The page of a problem before the redirect is trusted: plain words, a way back to the
+    application when it is known (the code is for programs only)."""
+    back = ("Return to the application", error.back_to) if error.back_to else None
+    return pages.message_page(title=error.message, text=error.description, error=error.code,
+                              back=back, assets=assets(config, None))
+
+
+def _application_home(application_id: str) -> str | None:
+    """The origin of the application's first redirect URI: its own address to go back to
+    (the back button after a sign-in lands on a spent sign-in link)."""
+    try:
+        uris = catalog.oauth_config(catalog.get_application(application_id)).get(
+            "redirectUris") or []
+    except NotFound:
+        return None
+    parts = urlsplit(uris[0]) if uris else None
+    return f"{parts.scheme}://{parts.netloc}/" if parts and parts.scheme in ("http", "https") \
+        else None
 
 
 def signed_out_page(config: Config) -> str:

@@ -69,7 +69,13 @@ def static_file(name: str) -> StaticFile | None:
     return StaticFile(content=entry.read_bytes(), content_type=STATIC_TYPES[suffix])
 
 
-def message_page(*, title: str, text: str, assets: Assets, detail: str = "") -> str:
-    """A page that only says something: an error before the redirect is trusted, signed out."""
-    return page(title=title, assets=assets,
-                main=render("message.html", title=title, text=text, detail=detail))
+def message_page(*, title: str, text: str, assets: Assets, error: str = "",
+                 back: tuple[str, str] | None = None) -> str:
+    """A page that only says something: an error before the redirect is trusted, signed out.
+
+    ``error``: the stable code, for programs (a data attribute; people read the words).
+    ``back``: (text, URL) of a link back, e.g. to the application."""
+    back_text, back_url = back or ("", "")
+    return page(title=title, assets=assets, main=render(
+        "message.html", title=title, text=text, error=error, back_text=back_text,
+        back_url=back_url, back_hidden="" if back else "hidden"))

@@ -69,7 +69,19 @@ class StaticResource:
         resp.set_header("Cache-Control", "public, max-age=300")
 
 
+class FaviconResource:
+    """GET /favicon.ico: the icon browsers ask for on every page (an SVG)."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        found = pages.static_file("favicon.svg")
+        assert found is not None  # shipped in the package
+        resp.content_type = found.content_type
+        resp.data = found.content
+        resp.set_header("Cache-Control", "public, max-age=86400")
+
+
 def add_gate_routes(app: falcon.App, context: ServiceContext) -> None:
+    app.add_route("/favicon.ico", FaviconResource())
     app.add_route(f"{gate.GATE_PATH}/{gate.SIGN_IN}", GatePageResource(context, gate.SIGN_IN))
     app.add_route(f"{gate.GATE_PATH}/{gate.SIGN_UP}", GatePageResource(context, gate.SIGN_UP))
     app.add_route(gate.THEME_PATH, ThemeResource())
@@ -112,6 +124,9 @@ OPENAPI_PATHS = {
     f"{gate.GATE_PATH}/{gate.SIGN_UP}": _page(
         "Hosted sign-up page (the application's registration flow)", "gateSignUp",
         _REQUEST_PARAMETERS, f"{_PAGE_ERRORS}, registration_disabled"),
+    "/favicon.ico": {"get": {"summary": "The service's icon (SVG)", "operationId": "favicon",
+                             "responses": {"200": {"description": "image/svg+xml",
+                                                   "content": {"image/svg+xml": {}}}}}},
     gate.THEME_PATH: {"get": {
         "summary": "The application's theme as CSS custom properties", "operationId": "gateTheme",
         "parameters": [_query("applicationId", "Without it, the default theme.",

@@ -41,6 +41,17 @@
       "Passkeys cannot be used from this address: it is not one this service allows.",
     assertion_reused: "This sign-in was already used. Start again.",
     consent_invalid: "This approval has expired or was already answered. Start again.",
+    missing_field: "Fill in the fields marked required.",
+    invalid_field: "Check what you entered and try again.",
+    possible_clone: "This passkey could not be used safely. Use another way to sign in, or " +
+      "ask an administrator to check it.",
+    invalid_signature: "This passkey could not be checked. Try again, or use another way.",
+    unknown_credential: "This passkey is not registered here. Use another one, or another " +
+      "way to sign in.",
+    challenge_mismatch: "This passkey request has expired. Try again.",
+    user_verification_required: "Your device must confirm it is you (fingerprint, face or " +
+      "screen lock). Try again.",
+    network: "The service could not be reached. Check your connection and try again.",
     session_expired: "Your sign-in has ended. Sign in again.",
   };
   const CEREMONY_TEXT = {
@@ -99,10 +110,16 @@
     root.setAttribute("aria-busy", String(isBusy));
   }
 
+  // People read plain words, never a code or a field path: a code without its own text
+  // gets the general one.
+  const GENERAL = "That did not work. Check what you entered and try again.";
+
+  function textFor(code) {
+    return ERROR_TEXT[code] || GENERAL;
+  }
+
   function messageFor(failure) {
-    if (failure instanceof ServiceError) {
-      return ERROR_TEXT[failure.code] || failure.message;
-    }
+    if (failure instanceof ServiceError) return textFor(failure.code);
     return CEREMONY_TEXT[failure && failure.name] ||
       "Something went wrong with the passkey. Try again, or use another way to sign in.";
   }
@@ -129,7 +146,8 @@
     const id = `input-${index}`;
     const label = document.createElement("label");
     label.htmlFor = id;
-    label.textContent = input.label || humanize(input.identifier || input.ref);
+    label.textContent = (input.label || humanize(input.identifier || input.ref)) +
+      (input.required ? "" : " (optional)");
     const control = document.createElement("input");
     control.id = id;
     control.name = input.identifier || input.ref;
@@ -138,6 +156,14 @@
     control.autocomplete = autocompleteFor(input);
     if (input.type === "OTP_INPUT") control.inputMode = "numeric";
     wrapper.append(label, control);
+    if (signingUp && input.type === "PASSWORD_INPUT") {  // the rules before, not after, a try
+      const hint = document.createElement("p");
+      hint.className = "hint";
+      hint.id = `${id}-hint`;
+      hint.textContent = "At least 8 characters, not your username or a common password.";
+      control.setAttribute("aria-describedby", hint.id);
+      wrapper.append(hint);
+    }
     return wrapper;
   }
 
@@ -162,8 +188,12 @@
   }
 
   function render(step) {
+    // What the person typed survives a refusal (a wrong password keeps the username;
+    // secrets are typed again).
+    const typed = step.failureReason ? visibleInputs() : {};
     form.replaceChildren();
-    showError(step.failureReason ? (ERROR_TEXT[step.failureReason] || step.failureReason) : "");
+    show($("notice"), "");
+    showError(step.failureReason ? textFor(step.failureReason) : "");
     const data = step.data || {};
     const visible = (data.inputs || []).filter(
       (input) => input.type !== "HIDDEN" && !PASSKEY_INPUTS.has(input.identifier || input.ref));
@@ -183,16 +213,42 @@
       if (primaryShown) button.className = "secondary";
       primaryShown = true;
       button.dataset.ceremony = runsCeremony ? ceremony.kind : "";
+      button.dataset.inputs = (action.inputs || []).join(" ");
       form.append(button);
     });
+    if (ceremony && ceremony.kind === "create") {
+      show($("notice"), "A passkey lets you sign in with your fingerprint, face or screen " +
+        "lock instead of a password. It stays on your device.");
+    }
+    for (const control of form.querySelectorAll("input")) {
+      if (control.type !== "password" && typed[control.name]) control.value = typed[control.name];
+    }
     if (ceremony && !passkeysSupported) {
       show($("notice"), "This browser cannot use passkeys. " + (actions.some(isFallback)
         ? "Use another way to sign in below, or switch to a browser that supports passkeys."
         : "Switch to a browser that supports passkeys (a current Chrome, Edge, Firefox or Safari)."));
     }
-    const first = form.querySelector("input, button");
+    // Focus where the person goes on: the first empty field (the password after a wrong
+    // one), else the first control.
+    const empty = [...form.querySelectorAll("input")].find((control) => !control.value);
+    const first = empty || form.querySelector("input, button");
     if (first) first.focus();
   }
+
+  // Enter in a field runs the action that takes that field: in the password field, the
+  // password sign-in, never the passkey button that comes first on the form.
+  form.addEventListener("keydown", (event) => {
+    if (event.key !== "Enter" || !(event.target instanceof HTMLInputElement)) return;
+    const name = event.target.name;
+    const takes = [...form.querySelectorAll("button[type=submit]")].filter(
+      (button) => button.dataset.inputs.split(" ").includes(name));
+    const chosen = event.target.type === "password"
+      ? takes.find((button) => !button.dataset.ceremony) : takes[0];
+    if (chosen) {
+      event.preventDefault();
+      chosen.click();
+    }
+  });
 
   function visibleInputs() {
     const inputs = {};
@@ -205,9 +261,23 @@
     const publicKey = options.publicKey || options;
     setStatus(kind === "create" ? "Follow your device's prompt to create a passkey…"
       : "Follow your device's prompt to use your passkey…");
-    const credential = kind === "create"
-      ? await navigator.credentials.create({ publicKey: creationOptions(publicKey) })
-      : await navigator.credentials.get({ publicKey: requestOptions(publicKey) });
+    const aborting = new AbortController();
+    const cancel = document.createElement("button");
+    cancel.type = "button";
+    cancel.className = "secondary";
+    cancel.textContent = "Cancel";
+    cancel.addEventListener("click", () => aborting.abort());
+    form.append(cancel);
+    let credential;
+    try {
+      credential = kind === "create"
+        ? await navigator.credentials.create({ publicKey: creationOptions(publicKey),
+          signal: aborting.signal })
+        : await navigator.credentials.get({ publicKey: requestOptions(publicKey),
+          signal: aborting.signal });
+    } finally {
+      cancel.remove();
+    }
     if (!credential) throw Object.assign(new Error("no credential"), { name: "NotAllowedError" });
     const json = credentialJSON(credential);
     const inputs = { credentialId: json.id, clientDataJSON: json.response.clientDataJSON };
@@ -255,10 +325,11 @@
     if (step.flowStatus === "COMPLETE") return finish(step);
     if (step.flowStatus === "ERROR") {
       form.replaceChildren();
-      showError(ERROR_TEXT[step.failureReason] || step.failureReason ||
-        "This sign-in cannot continue.");
+      showError(step.failureReason ? textFor(step.failureReason)
+        : "This sign-in cannot continue.");
       return offerRestart();
     }
+    if (signingUp && passkeyCeremony(step)) $("switch").hidden = true;  // the account exists
     if (step.type === "REDIRECTION" && step.data && step.data.redirectURL) {
       window.location.assign(step.data.redirectURL);
       return undefined;
