@@ -369,6 +369,7 @@
   function askConsent(consent, token) {
     consentToken = token;
     setStatus("");
+    $("switch").hidden = true;  // signed in: no "create an account" any more
     $("heading").textContent = `Allow ${consent.client} to use your account?`;
     form.replaceChildren();
     form.dataset.consent = "true";
@@ -424,6 +425,7 @@
 
   function refuse(text, redirectUri) {
     setStatus("");
+    $("switch").hidden = true;
     form.replaceChildren();
     $("heading").textContent = "You cannot continue";
     showError(text);

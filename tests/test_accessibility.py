@@ -1,0 +1,121 @@
+"""Every hosted page scanned with axe-core (npm) in Chromium at 375 px, in the light and the
+dark theme: no serious or critical violations.
+
+axe-core is installed by ./scripts/test.sh into tests/a11y/node_modules (npm ci); without it
+the scan skips and says why. The pages run under a CSP that allows no injected script, so
+the browser context is told to bypass it for the scanner only.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+from identityctl.oauth.pkce import s256_challenge
+from identityctl.services import catalog, directory
+from tests.conftest import Service
+from tests.support.browser import ARTIFACTS, chromium, needs_chromium
+
+AXE = Path(__file__).resolve().parent / "a11y" / "node_modules" / "axe-core" / "axe.min.js"
+pytestmark = [needs_chromium, pytest.mark.skipif(
+    not AXE.exists(), reason="axe-core is not installed (./scripts/test.sh runs npm ci in "
+                             "tests/a11y)")]
+NARROW = {"width": 375, "height": 812}
+PASSWORD = "correct horse battery"
+REDIRECT_URI = "https://demo-client.example/callback"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with chromium() as launched:
+        yield launched
+
+
+def _client(**marks: Any) -> dict[str, Any]:
+    document = catalog.application_templates()["SPA"]
+    document["inboundAuthConfig"][0]["config"]["redirectUris"] = [REDIRECT_URI]
+    document.update(name=f"Shop {uuid.uuid4().hex[:4]}", isRegistrationFlowEnabled=True,
+                    themeId=catalog.require_theme("default")["id"])
+    return catalog.create_application(document, marks=marks or None)[0]
+
+
+def _authorize_url(service: Service, application: dict[str, Any], **extra: str) -> str:
+    return service.url("/oauth2/authorize?" + urlencode({
+        "response_type": "code", "client_id": catalog.oauth_config(application)["clientId"],
+        "redirect_uri": REDIRECT_URI, "scope": "openid profile",
+        "code_challenge": s256_challenge("v" * 43), "code_challenge_method": "S256", **extra}))
+
+
+def _scan(page: Any, name: str, scheme: str) -> list[dict[str, Any]]:
+    page.evaluate(AXE.read_text())
+    found = page.evaluate("async () => (await axe.run(document, "
+                          "{resultTypes: ['violations']})).violations")
+    (ARTIFACTS / "accessibility").mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "accessibility" / f"{name}-{scheme}.png"),
+                    full_page=True)
+    return [{"page": name, "scheme": scheme, "rule": item["id"], "impact": item["impact"],
+             "nodes": [node["target"] for node in item["nodes"]][:3]}
+            for item in found if item["impact"] in ("serious", "critical")]
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_every_hosted_page_has_no_serious_accessibility_violations(
+        service: Service, browser: Any, scheme: str) -> None:
+    shop, third_party = _client(), _client(selfRegistered=True)
+    user = directory.create_user(username=f"ally-{uuid.uuid4().hex[:6]}", password=PASSWORD)
+    context = browser.new_context(viewport=NARROW, color_scheme=scheme, bypass_csp=True)
+    page = context.new_page()
+    page.route(REDIRECT_URI + "*", lambda route: route.fulfill(
+        status=200, content_type="text/html",
+        body="<!doctype html><html lang=en><title>Shop</title><main><h1>Shop</h1></main>"))
+    violations: list[dict[str, Any]] = []
+
+    def visit(name: str, go: Callable[[], None]) -> None:
+        go()
+        violations.extend(_scan(page, name, scheme))
+
+    def sign_in_page() -> None:
+        page.goto(_authorize_url(service, shop))
+        page.get_by_role("button", name="Sign in with password").wait_for()
+
+    def sign_up_page() -> None:
+        page.get_by_role("link", name="Create an account").click()
+        page.get_by_role("button", name="Create account").wait_for()
+
+    def refused_page() -> None:  # an error shown in the form
+        page.get_by_label("Username").fill("x")
+        page.get_by_label("Password").fill("short")
+        page.get_by_role("button", name="Create account").click()
+        page.get_by_role("alert").wait_for()
+
+    def consent_page() -> None:
+        page.goto(_authorize_url(service, third_party, prompt="login"))
+        page.get_by_label("Username").fill(user.username)
+        page.get_by_label("Password").fill(PASSWORD)
+        page.get_by_role("button", name="Sign in with password").click()
+        page.get_by_role("button", name="Allow").wait_for()
+
+    def account_page() -> None:
+        page.goto(service.url("/account"))
+        page.locator("#username").wait_for()
+
+    def link_page() -> None:
+        page.goto(service.url("/account/enrol#not-a-link"))
+        page.get_by_role("alert").wait_for()
+
+    visit("sign-in", sign_in_page)
+    visit("sign-up", sign_up_page)
+    visit("sign-up-refused", refused_page)
+    visit("consent", consent_page)
+    visit("account", account_page)
+    visit("enrol-link", link_page)
+    visit("error", lambda: page.goto(service.url("/gate/signin")))
+    visit("signed-out", lambda: page.goto(service.url("/oauth2/logout")))
+    context.close()
+    assert violations == [], json.dumps(violations, indent=1)
