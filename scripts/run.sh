@@ -9,5 +9,9 @@ python3 -m venv .venv
 .venv/bin/python -m pip install --quiet -e .
 if [ ! -f demo/config.toml ]; then
   .venv/bin/identityctl init --dir demo --base-url http://localhost:8090
+  # The demo only: anyone may create an account on the account page ("Try signing in").
+  .venv/bin/identityctl --config demo/config.toml app update identityctl-account \
+    --allow-sign-up >/dev/null
 fi
+echo "Open http://localhost:8090/ in a browser: what is running, and a sign-in to try."
 exec .venv/bin/identityctl --config demo/config.toml serve

@@ -109,6 +109,7 @@ def test_every_hosted_page_has_no_serious_accessibility_violations(
         page.goto(service.url("/account/enrol#not-a-link"))
         page.get_by_role("alert").wait_for()
 
+    visit("home", lambda: page.goto(service.url("/")))
     visit("sign-in", sign_in_page)
     visit("sign-up", sign_up_page)
     visit("sign-up-refused", refused_page)

@@ -269,3 +269,17 @@ def test_bad_theme_documents_are_refused(cli: Cli, tmp_path: Path) -> None:
     bad_colors = write_json(tmp_path, "c.json", {"handle": "sea", "displayName": "X",
                                                  "theme": {"colorSchemes": {"light": 1}}})
     assert error_code(cli, "theme", "create", "--file", bad_colors) == "invalid_field"
+
+
+def test_app_update_takes_the_options_of_app_create(cli: Cli) -> None:
+    shop = ok_json(cli, "app", "create", "--template", "SPA", "--name", "Shop",
+                   "--redirect-uri", REDIRECT)
+    client_id = oauth(shop)["clientId"]
+    updated = ok_json(cli, "app", "update", client_id, "--name", "Shop 2", "--allow-sign-up",
+                      "--redirect-uri", "https://shop.example.com/other",
+                      "--sign-in-flow", "default-passkey-flow")
+    assert updated["name"] == "Shop 2" and updated["isRegistrationFlowEnabled"] is True
+    assert oauth(updated)["redirectUris"] == ["https://shop.example.com/other"]
+    assert oauth(updated)["clientId"] == client_id and updated["themeId"] == shop["themeId"]
+    assert updated["authFlowId"] == ok_json(cli, "flow", "show", "default-passkey-flow",
+                                            "--type", "AUTHENTICATION")["id"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from identityctl import __version__
 from tests.conftest import Service
 
 
@@ -73,3 +74,12 @@ def test_access_log_writes_one_line_per_request_when_turned_on(service: Service)
     lines = [line for line in log.read_text().splitlines() if "identityctl.access" in line]
     assert lines and all("secret" not in line for line in lines)
     assert " GET /health 200 " in lines[-1] and lines[-1].endswith(" 127.0.0.1")
+
+
+def test_the_start_page_says_what_is_running_and_offers_a_sign_in(service: Service) -> None:
+    home = service.get("/")
+    assert home.status_code == 200 and home.headers["Content-Type"].startswith("text/html")
+    text = home.text
+    assert "identityctl is running" in text and __version__ in text
+    assert service.config.issuer + "/.well-known/openid-configuration" in text
+    assert f'href="{service.url("/account")}"' in text and "Try signing in" in text

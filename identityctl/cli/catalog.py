@@ -120,29 +120,57 @@ def _from_template(name: str | None, template: str, redirect_uris: list[str]) ->
     return document
 
 
+NameOption = typer.Option(None, "--name", "-n", help="Application name (unique).")
+RedirectUriOption = typer.Option(
+    None, "--redirect-uri", "-r", metavar="URI",
+    help="Where users return after sign-in; repeat for more. Replaces the file's.")
+ThemeOption = typer.Option(None, "--theme",
+                           help="Theme handle or id (default: the default theme).")
+SignInFlowOption = typer.Option(
+    None, "--sign-in-flow", metavar="HANDLE|ID",
+    help="AUTHENTICATION flow (default: default-basic-passkey-flow; also seeded: "
+         "default-passkey-flow, default-basic-flow). `identityctl flow list` shows all.")
+SignUpFlowOption = typer.Option(
+    None, "--sign-up-flow", metavar="HANDLE|ID",
+    help="REGISTRATION flow (default: default-basic-passkey-flow, password then passkey; "
+         "also seeded: default-passkey-flow, passkey only).")
+AllowSignUpOption = typer.Option(
+    None, "--allow-sign-up/--no-sign-up",
+    help="Offer 'Create an account' on the hosted page (runs the sign-up flow).")
+
+
+def _apply_options(document: dict[str, Any], *, name: str | None,
+                   redirect_uri: list[str] | None, theme: str | None,
+                   sign_in_flow: str | None, sign_up_flow: str | None,
+                   allow_sign_up: bool | None) -> dict[str, Any]:
+    """The options of `app create` and `app update`, over the document (they win)."""
+    if name is not None:
+        document["name"] = name
+    if redirect_uri:
+        _set_redirect_uris(document, list(redirect_uri))
+    if theme is not None:
+        document["themeId"] = theme
+    if sign_in_flow is not None:
+        document["authFlowId"] = sign_in_flow
+    if sign_up_flow is not None:
+        document["registrationFlowId"] = sign_up_flow
+    if allow_sign_up is not None:
+        document["isRegistrationFlowEnabled"] = allow_sign_up
+    return document
+
+
 @command(app_app, "create")
 def app_create(
     file: Path | None = typer.Option(None, "--file", "-f", metavar="PATH",
                                      help="Application JSON ('-' reads standard input)."),
     template: str | None = typer.Option(None, "--template", "-t",
                                         help="Start from a template: SPA, Mobile, Server, M2M."),
-    name: str | None = typer.Option(None, "--name", "-n", help="Application name (unique)."),
-    redirect_uri: list[str] | None = typer.Option(
-        None, "--redirect-uri", "-r", metavar="URI",
-        help="Where users return after sign-in; repeat for more. Replaces the file's."),
-    theme: str | None = typer.Option(None, "--theme",
-                                     help="Theme handle or id (default: the default theme)."),
-    sign_in_flow: str | None = typer.Option(
-        None, "--sign-in-flow", metavar="HANDLE|ID",
-        help="AUTHENTICATION flow (default: default-basic-passkey-flow; also seeded: "
-             "default-passkey-flow, default-basic-flow). `identityctl flow list` shows all."),
-    sign_up_flow: str | None = typer.Option(
-        None, "--sign-up-flow", metavar="HANDLE|ID",
-        help="REGISTRATION flow (default: default-basic-passkey-flow, password then passkey; "
-             "also seeded: default-passkey-flow, passkey only)."),
-    allow_sign_up: bool | None = typer.Option(
-        None, "--allow-sign-up/--no-sign-up",
-        help="Offer 'Create an account' on the hosted page (runs the sign-up flow)."),
+    name: str | None = NameOption,
+    redirect_uri: list[str] | None = RedirectUriOption,
+    theme: str | None = ThemeOption,
+    sign_in_flow: str | None = SignInFlowOption,
+    sign_up_flow: str | None = SignUpFlowOption,
+    allow_sign_up: bool | None = AllowSignUpOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Register an application and print its client secret (confidential clients) ONCE.
@@ -172,18 +200,9 @@ def app_create(
         document = _document(file, "application")
     else:
         document = _from_template(name, template, redirect_uri or [])
-    if name is not None:
-        document["name"] = name
-    if redirect_uri:
-        _set_redirect_uris(document, list(redirect_uri))
-    if theme is not None:
-        document["themeId"] = theme
-    if sign_in_flow is not None:
-        document["authFlowId"] = sign_in_flow
-    if sign_up_flow is not None:
-        document["registrationFlowId"] = sign_up_flow
-    if allow_sign_up is not None:
-        document["isRegistrationFlowEnabled"] = allow_sign_up
+    _apply_options(document, name=name, redirect_uri=redirect_uri, theme=theme,
+                   sign_in_flow=sign_in_flow, sign_up_flow=sign_up_flow,
+                   allow_sign_up=allow_sign_up)
     with console.status("Creating the application..."):
         created, secret = catalog_service.create_application(document, actor=ACTOR)
     if as_json:
@@ -228,18 +247,36 @@ def app_show(application: str = typer.Argument(..., metavar="ID|CLIENT_ID"),
 
 
 @command(app_app, "update")
-def app_update(application: str = typer.Argument(..., metavar="ID|CLIENT_ID"),
-               file: Path = FileOption, as_json: bool = JsonOption) -> None:
-    """Replace an application's settings with a JSON file (client id and secret are kept).
+def app_update(
+    application: str = typer.Argument(..., metavar="ID|CLIENT_ID"),
+    file: Path | None = typer.Option(None, "--file", "-f", metavar="PATH",
+                                     help="Replace the settings with this JSON ('-' reads "
+                                          "standard input); without it, the options change "
+                                          "the current settings."),
+    name: str | None = NameOption,
+    redirect_uri: list[str] | None = RedirectUriOption,
+    theme: str | None = ThemeOption,
+    sign_in_flow: str | None = SignInFlowOption,
+    sign_up_flow: str | None = SignUpFlowOption,
+    allow_sign_up: bool | None = AllowSignUpOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Change an application (client id and secret are kept): the same options as `app
+    create`, over its current settings or over a JSON file.
 
+        identityctl app update shop-client-id --allow-sign-up --theme ocean
         identityctl app show APP --json > app.json && $EDITOR app.json
         identityctl app update APP --file app.json
     """
     from identityctl.services import catalog as catalog_service
 
-    document = _document(file, "application")
     Session.connected()
-    document["id"] = catalog_service.require_application(application)["id"]
+    current = catalog_service.require_application(application)
+    document = _document(file, "application") if file is not None else dict(current)
+    _apply_options(document, name=name, redirect_uri=redirect_uri, theme=theme,
+                   sign_in_flow=sign_in_flow, sign_up_flow=sign_up_flow,
+                   allow_sign_up=allow_sign_up)
+    document["id"] = current["id"]
     updated = catalog_service.update_application(document, actor=ACTOR)
     show_record(updated if as_json else _application_view(updated),
                 title=f"Updated application {updated['name']}", as_json=as_json)

@@ -143,6 +143,7 @@ def serve(
     def ready(address: str) -> None:
         console.print(f"[green]identityctl {__version__}[/green] listening on {address} "
                       f"(public address {config.base_url}); Ctrl-C to stop")
+        console.print(f"  open:      {config.base_url}/  (what is running; try signing in)")
         console.print(f"  health:    {config.base_url}/health")
         console.print(f"  discovery: {config.issuer}/.well-known/openid-configuration")
 

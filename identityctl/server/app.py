@@ -12,7 +12,7 @@ from identityctl.server.openapi import OpenApiResource
 from identityctl.server.resources.account import add_account_routes
 from identityctl.server.resources.flow import add_flow_routes
 from identityctl.server.resources.gate import add_gate_routes
-from identityctl.server.resources.health import HealthResource
+from identityctl.server.resources.health import HealthResource, HomeResource
 from identityctl.server.resources.mcp_metadata import ProtectedResourceMetadataResource
 from identityctl.server.resources.oauth import add_oauth_routes
 from identityctl.server.resources.passkey import add_passkey_routes
@@ -40,6 +40,7 @@ def create_app(config: Config, context: ServiceContext | None = None) -> falcon.
 
 def add_routes(app: falcon.App, context: ServiceContext) -> None:
     """Every route of the service, in one place."""
+    app.add_route("/", HomeResource(context.config))
     app.add_route("/health", HealthResource())
     app.add_route("/openapi.json", OpenApiResource(context.config.base_url))
     add_passkey_routes(app, context)

@@ -5,7 +5,11 @@ from __future__ import annotations
 import falcon
 
 from identityctl import __version__
+from identityctl.config import Config
+from identityctl.errors import IdentityError
+from identityctl.server.resources.gate import write_page
 from identityctl.store import db
+from identityctl.ui import home
 
 
 class HealthResource:
@@ -15,7 +19,25 @@ class HealthResource:
         resp.media = {"status": "ok", "database": "ok", "version": __version__}
 
 
+class HomeResource:
+    """GET /: what is running, and a way to try signing in."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        try:
+            db.check_health()
+            healthy = True
+        except IdentityError:
+            healthy = False
+        write_page(resp, home.page(self.config, healthy=healthy))
+
+
 OPENAPI_PATHS = {
+    "/": {"get": {"summary": "What is running (an HTML page)", "operationId": "home",
+                  "responses": {"200": {"description": "An HTML page.",
+                                        "content": {"text/html": {}}}}}},
     "/health": {"get": {
         "summary": "Liveness and database check",
         "operationId": "health",
