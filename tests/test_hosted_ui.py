@@ -22,7 +22,7 @@ from identityctl.oauth.pkce import s256_challenge
 from identityctl.services import catalog, directory
 from tests.conftest import Service
 from tests.support.browser import ARTIFACTS, PasskeyPage, chromium, needs_chromium
-from tests.test_oauth_helpers import query_of
+from tests.test_oauth_helpers import OAuthDriver, RegisteredClient, query_of
 
 pytestmark = needs_chromium
 
@@ -307,3 +307,39 @@ def test_passkey_only_sign_up_gives_an_id_token_with_amr(user_browser: Browser,
 def test_the_favicon_is_served(service: Service) -> None:
     icon = service.get("/favicon.ico")
     assert icon.status_code == 200 and icon.headers["Content-Type"] == "image/svg+xml"
+
+
+def test_a_german_browser_reads_the_sign_in_page_in_german(browser: Any, service: Service,
+                                                          demo_app: dict[str, Any]) -> None:
+    """The language follows Accept-Language (here Chromium's, from its locale); messages the
+    service answers with are in it too."""
+    tab = PasskeyPage(browser, locale="de-DE")
+    try:
+        ui = Browser(service, demo_app, tab, "german")
+        ui.authorize()
+        assert ui.page.locator("html").get_attribute("lang") == "de"
+        assert ui.page.get_by_role("heading", level=1).inner_text() == "Anmelden"
+        user = password_user()
+        ui.page.get_by_label("Benutzername").fill(user.username)
+        ui.page.get_by_label("Passwort").fill("falsch falsch")
+        ui.click("Mit Passwort anmelden")
+        ui.page.get_by_role("alert").filter(has_text="Benutzername oder Passwort").wait_for()
+        ui.screenshot("german")
+    finally:
+        tab.close()
+
+
+def test_ui_locales_outranks_the_browsers_language(service: Service,
+                                                   demo_app: dict[str, Any]) -> None:
+    rp = OAuthDriver(service)
+    client = RegisteredClient(application_id=demo_app["id"],
+                              client_id=catalog.oauth_config(demo_app)["clientId"], secret=None,
+                              redirect_uri=REDIRECT_URI, auth_method="none")
+    link = rp.gate_link(client, ui_locales="de en", code_challenge=s256_challenge("v" * 43),
+                        code_challenge_method="S256")
+    page = service.get("/gate/signin", params=link, headers={"Accept-Language": "en-US"})
+    assert '<html lang="de">' in page.text and "<h1 id=\"heading\" tabindex=\"-1\">Anmelden" \
+        in page.text
+    english = service.get("/gate/signin", params={**link, "ui_locales": "fr"},
+                          headers={"Accept-Language": "fr-CA, en;q=0.5"})
+    assert '<html lang="en">' in english.text  # no French catalog: English

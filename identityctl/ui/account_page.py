@@ -12,7 +12,7 @@ from __future__ import annotations
 from identityctl.config import Config
 from identityctl.oauth.discovery import AUTHORIZE_PATH, LOGOUT_PATH, TOKEN_PATH
 from identityctl.services.account import ACCOUNT_CLIENT_ID, ACCOUNT_SCOPE
-from identityctl.ui import pages
+from identityctl.ui import i18n, pages
 from identityctl.ui.gate import assets
 
 ACCOUNT_PATH = "/account"
@@ -22,8 +22,8 @@ def redirect_uri(config: Config) -> str:
     return config.base_url + ACCOUNT_PATH
 
 
-def page(config: Config, *, enrol: bool = False) -> str:
-    title = "Add a passkey" if enrol else "Your account"
+def page(config: Config, *, enrol: bool = False, language: str = i18n.DEFAULT) -> str:
+    title = i18n.translate(language, "Add a passkey" if enrol else "Your account")
     main = pages.render(
         "account.html", mode="enrol" if enrol else "account", heading=title,
         client_id=ACCOUNT_CLIENT_ID, scope=f"openid profile email {ACCOUNT_SCOPE}",
@@ -31,4 +31,4 @@ def page(config: Config, *, enrol: bool = False) -> str:
         token_url=config.base_url + TOKEN_PATH, logout_url=config.base_url + LOGOUT_PATH,
         api_url=config.base_url + ACCOUNT_PATH + "/api")
     return pages.page(title=title, main=main, assets=assets(config, None),
-                      scripts=("webauthn.js", "account.js"))
+                      scripts=("webauthn.js", "account.js"), language=language)

@@ -19,7 +19,7 @@ from identityctl.oauth.errors import UntrustedRedirect
 from identityctl.services import catalog
 from identityctl.services.oauth import authorization
 from identityctl.theme import stylesheet as theme
-from identityctl.ui import pages
+from identityctl.ui import i18n, pages
 
 GATE_PATH = "/gate"
 STATIC_PATH = GATE_PATH + "/static"
@@ -72,7 +72,8 @@ def assets(config: Config, application_id: str | None) -> pages.Assets:
 
 
 def flow_page(config: Config, *, mode: str, application_id: str, auth_id: str,
-              execution_id: str = "", resume: bool = False) -> str:
+              execution_id: str = "", resume: bool = False,
+              language: str = i18n.DEFAULT) -> str:
     """The sign-in (or sign-up) page of an authorization request; with ``resume``, the
     consent of a person the browser's session signed in."""
     application = gate_application(application_id)
@@ -82,12 +83,13 @@ def flow_page(config: Config, *, mode: str, application_id: str, auth_id: str,
     except UntrustedRedirect as spent:
         spent.back_to = _application_home(application.id)
         raise
-    request = {"authId": auth_id, "applicationId": application.id}
+    request = {"authId": auth_id, "applicationId": application.id,
+               **({"ui_locales": language} if language != i18n.DEFAULT else {})}
     signing_up = mode == SIGN_UP
     if signing_up and not application.registration_enabled:
         raise UntrustedRedirect(f"{application.name} does not offer sign-up here.",
                                 code="registration_disabled")
-    title = "Create your account" if signing_up else "Sign in"
+    title = i18n.translate(language, "Create your account" if signing_up else "Sign in")
     main = pages.render(
         "gate.html", mode=mode, heading=title, application_name=application.name,
         application_id=application.id, auth_id=auth_id, execution_id=execution_id,
@@ -100,15 +102,16 @@ def flow_page(config: Config, *, mode: str, application_id: str, auth_id: str,
                     if application.registration_enabled else ""))
     return pages.page(title=f"{title} | {application.name}", main=main,
                       assets=assets(config, application.id),
-                      scripts=("webauthn.js", "gate.js"))
+                      scripts=("webauthn.js", "gate.js"), language=language)
 
 
-def error_page(config: Config, error: UntrustedRedirect) -> str:
+def error_page(config: Config, error: UntrustedRedirect,
+               language: str = i18n.DEFAULT) -> str:
     """The page of a problem before the redirect is trusted: plain words, a way back to the
     application when it is known (the code is for programs only)."""
     back = ("Return to the application", error.back_to) if error.back_to else None
     return pages.message_page(title=error.message, text=error.description, error=error.code,
-                              back=back, assets=assets(config, None))
+                              back=back, assets=assets(config, None), language=language)
 
 
 def _application_home(application_id: str) -> str | None:
@@ -124,7 +127,8 @@ def _application_home(application_id: str) -> str | None:
         else None
 
 
-def signed_out_page(config: Config) -> str:
+def signed_out_page(config: Config, language: str = i18n.DEFAULT) -> str:
     return pages.message_page(title="You are signed out",
                               text="You can close this window, or return to the application "
-                                   "to sign in again.", assets=assets(config, None))
+                                   "to sign in again.", assets=assets(config, None),
+                              language=language)

@@ -8,10 +8,13 @@ no inline script or style at all.
 from __future__ import annotations
 
 import html
+import json
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from string import Template
+
+from identityctl.ui import i18n
 
 #: Pages may load scripts, styles and images from this origin only, talk only to it,
 #: never be framed (clickjacking) and never post forms elsewhere.
@@ -46,13 +49,19 @@ class Assets:
     static: str
 
 
-def page(*, title: str, main: str, assets: Assets, scripts: tuple[str, ...] = ()) -> str:
-    """A whole page around already-rendered ``main`` (and deferred ``scripts``, run in
-    order)."""
+def page(*, title: str, main: str, assets: Assets, scripts: tuple[str, ...] = (),
+         language: str = i18n.DEFAULT) -> str:
+    """A whole page in ``language`` around already-rendered ``main`` (and deferred
+    ``scripts``, run in order after ``i18n.js``, which reads the page's catalog)."""
+    scripts = ("i18n.js", *scripts) if scripts else ()
     tags = "".join(f'<script src="{html.escape(f"{assets.static}/{script}", quote=True)}" '
                    'defer></script>' for script in scripts)
+    # A data block, not script: CSP does not run it; "<" escaped so it cannot end the tag.
+    messages = json.dumps(i18n.catalog(language) if scripts else {},
+                          ensure_ascii=False).replace("<", "\\u003c")
     layout = _template("page.html")
     return layout.substitute(title=html.escape(title), main=main, scripts=tags,
+                             lang=language, messages=messages,
                              theme_stylesheet=html.escape(assets.theme_stylesheet, quote=True),
                              static=html.escape(assets.static, quote=True))
 
@@ -70,12 +79,14 @@ def static_file(name: str) -> StaticFile | None:
 
 
 def message_page(*, title: str, text: str, assets: Assets, error: str = "",
-                 back: tuple[str, str] | None = None) -> str:
+                 back: tuple[str, str] | None = None, language: str = i18n.DEFAULT) -> str:
     """A page that only says something: an error before the redirect is trusted, signed out.
 
     ``error``: the stable code, for programs (a data attribute; people read the words).
     ``back``: (text, URL) of a link back, e.g. to the application."""
     back_text, back_url = back or ("", "")
-    return page(title=title, assets=assets, main=render(
-        "message.html", title=title, text=text, error=error, back_text=back_text,
-        back_url=back_url, back_hidden="" if back else "hidden"))
+    title, text = i18n.translate(language, title), i18n.translate(language, text)
+    return page(title=title, assets=assets, language=language, main=render(
+        "message.html", title=title, text=text, error=error,
+        back_text=i18n.translate(language, back_text), back_url=back_url,
+        back_hidden="" if back else "hidden"))

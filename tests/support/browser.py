@@ -47,8 +47,10 @@ def chromium() -> Iterator[Any]:
 class PasskeyPage:
     """A phone-sized page whose browser has a virtual platform authenticator."""
 
-    def __init__(self, browser: Any) -> None:
-        self.context = browser.new_context(viewport=PHONE)
+    def __init__(self, browser: Any, *, locale: str | None = None) -> None:
+        """``locale``: the browser's language (its Accept-Language), e.g. "de-DE"."""
+        self.context = browser.new_context(viewport=PHONE,
+                                           **({"locale": locale} if locale else {}))
         self.page = self.context.new_page()
         self.cdp = self.context.new_cdp_session(self.page)
         self.cdp.send("WebAuthn.enable", {"enableUI": False})

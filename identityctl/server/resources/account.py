@@ -15,7 +15,7 @@ from identityctl.errors import MissingField
 from identityctl.passkey import codec
 from identityctl.server.openapi import error_response, json_body, json_response
 from identityctl.server.requests import bearer_token, json_object, object_field, string_field
-from identityctl.server.resources.gate import write_page
+from identityctl.server.resources.gate import language_of, write_page
 from identityctl.services import account
 from identityctl.services.context import ServiceContext
 from identityctl.ui import account_page
@@ -46,7 +46,8 @@ class PageResource:
         self.context, self.enrol = context, enrol
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        write_page(resp, account_page.page(self.context.config, enrol=self.enrol))
+        write_page(resp, account_page.page(self.context.config, enrol=self.enrol,
+                                           language=language_of(req)))
 
 
 class ProfileResource(_AccountResource):

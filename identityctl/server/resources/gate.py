@@ -14,7 +14,7 @@ import falcon
 from identityctl.oauth.errors import UntrustedRedirect
 from identityctl.server.openapi import error_response
 from identityctl.services.context import ServiceContext
-from identityctl.ui import gate, pages
+from identityctl.ui import gate, i18n, pages
 
 
 def write_page(resp: falcon.Response, page: str, *, status: int = 200) -> None:
@@ -37,7 +37,7 @@ class GatePageResource:
             self.context.config, mode=self.mode,
             application_id=_required(req, "applicationId"), auth_id=_required(req, "authId"),
             execution_id=req.get_param("executionId") or "",
-            resume=req.get_param("resume") == "session"))
+            resume=req.get_param("resume") == "session", language=language_of(req)))
 
 
 def _required(req: falcon.Request, name: str) -> str:
@@ -46,6 +46,12 @@ def _required(req: falcon.Request, name: str) -> str:
         raise UntrustedRedirect(f"The link lacks '{name}'; start again from the application.",
                                 code="gate_link_incomplete")
     return value
+
+
+def language_of(req: falcon.Request) -> str:
+    """The page's language: the request's ``ui_locales``, then ``Accept-Language``."""
+    return i18n.choose(ui_locales=req.get_param("ui_locales"),
+                       accept_language=req.get_header("Accept-Language"))
 
 
 class ThemeResource:
@@ -89,7 +95,8 @@ def add_gate_routes(app: falcon.App, context: ServiceContext) -> None:
 
     def error_page(req: falcon.Request, resp: falcon.Response, ex: UntrustedRedirect,
                    params: dict[str, Any]) -> None:
-        write_page(resp, gate.error_page(context.config, ex), status=ex.status)
+        write_page(resp, gate.error_page(context.config, ex, language_of(req)),
+                   status=ex.status)
 
     app.add_error_handler(UntrustedRedirect, error_page)
 
@@ -119,6 +126,8 @@ OPENAPI_PATHS = {
         "Hosted sign-in page", "gateSignIn",
         [*_REQUEST_PARAMETERS, _query("executionId", "The flow execution authorize started.",
                                       required=False),
+         _query("ui_locales", "Languages the client asked for (OIDC); else Accept-Language.",
+                required=False),
          _query("resume", "\"session\": the browser's session signed the person in; the "
                 "page asks only their consent.", required=False)], _PAGE_ERRORS),
     f"{gate.GATE_PATH}/{gate.SIGN_UP}": _page(

@@ -16,7 +16,7 @@ from identityctl.oauth import discovery
 from identityctl.oauth.errors import InvalidRequest
 from identityctl.server.openapi import error_response, json_body, json_response
 from identityctl.server.requests import bearer_token, json_object, json_value, string_field
-from identityctl.server.resources.gate import write_page
+from identityctl.server.resources.gate import language_of, write_page
 from identityctl.services import sessions
 from identityctl.services.context import ServiceContext
 from identityctl.services.oauth import (
@@ -202,7 +202,7 @@ class LogoutResource(_OAuthResource):
                                  session_cookie=req.cookies.get(sessions.COOKIE))
         _set_session_cookie(resp, "", 0)  # the browser forgets it
         if location is None:
-            write_page(resp, gate.signed_out_page(self.context.config))
+            write_page(resp, gate.signed_out_page(self.context.config, language_of(req)))
         else:
             resp.status = falcon.HTTP_302
             resp.location = location

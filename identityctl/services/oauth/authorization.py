@@ -82,7 +82,8 @@ def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = 
                                  client_address=client_address)
             if answered.redirect_uri is not None:
                 return answered.redirect_uri
-            return _gate_link(ctx, request_id, client, resume=True)  # the consent page
+            return _gate_link(ctx, request_id, client, resume=True,  # the consent page
+                              ui_locales=parameters.get("ui_locales"))
         if "none" in request.prompts:
             raise LoginRequired("prompt=none, and no sign-in session answers this request.")
         first_step = _start_sign_in(ctx, client, request_id, client_address)
@@ -95,11 +96,13 @@ def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = 
         "resources": list(request.resources), "prompts": list(request.prompts),
         "executionId": execution_id,
         "firstStep": first_step})
-    return _gate_link(ctx, request_id, client, execution_id=execution_id)
+    return _gate_link(ctx, request_id, client, execution_id=execution_id,
+                      ui_locales=parameters.get("ui_locales"))
 
 
 def _gate_link(ctx: ServiceContext, request_id: str, client: Client, *,
-               execution_id: str = "", resume: bool = False) -> str:
+               execution_id: str = "", resume: bool = False,
+               ui_locales: str | None = None) -> str:
     """The hosted page for the request: a sign-in (an execution started), or, with
     ``resume``, the consent of a person the session already signed in."""
     query = {"authId": request_id, "applicationId": client.application_id}
@@ -107,6 +110,8 @@ def _gate_link(ctx: ServiceContext, request_id: str, client: Client, *,
         query["executionId"] = execution_id
     if resume:
         query["resume"] = "session"
+    if ui_locales:  # OIDC Core §3.1.2.1: the page speaks the client's language
+        query["ui_locales"] = ui_locales[:100]
     return f"{ctx.config.gate_url}/signin?" + urlencode(query)
 
 

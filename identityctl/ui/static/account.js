@@ -6,6 +6,7 @@
 "use strict";
 
 (() => {
+  const t = window.identityctlText;
   const root = document.getElementById("account");
   if (!root) return;
   const page = root.dataset;
@@ -86,8 +87,8 @@
   }
 
   function messageFor(failure) {
-    return TEXT[failure.code] || TEXT[failure.name] || failure.message ||
-      "Something went wrong. Try again.";
+    const known = TEXT[failure.code] || TEXT[failure.name];
+    return known ? t(known) : t("Something went wrong. Try again.");
   }
 
   // --- signing in (authorization code + PKCE) -------------------------------------------------
@@ -130,7 +131,7 @@
     } catch (failure) {
       showError(messageFor(failure));
       if (failure.code === "sign_in_too_old") {
-        $("error").append(" ", button("Sign in again", () => signIn({ prompt: "login" })));
+        $("error").append(" ", button(t("Sign in again"), () => signIn({ prompt: "login" })));
       }
     }
   }
@@ -144,7 +145,7 @@
   }
 
   function table(headings, rows) {
-    if (!rows.length) return element("p", { class: "status" }, "None.");
+    if (!rows.length) return element("p", { class: "status" }, t("None."));
     return element("table", {},
       element("thead", {}, element("tr", {}, ...headings.map((h) => element("th", {}, h)))),
       element("tbody", {}, ...rows.map((cells) => element("tr", {},
@@ -153,22 +154,22 @@
 
   async function addPasskeyHere() {
     const started = await call("POST", "/passkeys/start", {});
-    setStatus("Follow your device's prompt to create a passkey…");
+    setStatus(t("Follow your device's prompt to create a passkey…"));
     const credential = await navigator.credentials.create(
       { publicKey: creationOptions(started.publicKeyCredentialCreationOptions) });
     await call("POST", "/passkeys/finish", { sessionToken: started.sessionToken,
       publicKeyCredential: credentialJSON(credential),
       credentialName: `Passkey on ${navigator.platform || "this device"}` });
-    setStatus("Passkey added.");
+    setStatus(t("Passkey added."));
     await render();
   }
 
   async function linkForAnotherDevice(where) {
     const link = await call("POST", "/passkeys/link", {});
     where.replaceChildren(
-      element("p", {}, "On your other device, scan this code or open the link. It works " +
-        `once, until ${new Date(link.expiresAt * 1000).toLocaleTimeString()}.`),
-      element("img", { src: link.qrCode, alt: "QR code of the link", width: "180",
+      element("p", {}, t("On your other device, scan this code or open the link. It works " +
+        "once, until {time}.", { time: new Date(link.expiresAt * 1000).toLocaleTimeString() })),
+      element("img", { src: link.qrCode, alt: t("QR code of the link"), width: "180",
         height: "180" }),
       element("p", {}, element("a", { href: link.url, class: "link" }, link.url)));
   }
@@ -181,60 +182,63 @@
     const passwordField = element("input", { id: "new-password", type: "password",
       autocomplete: "new-password", required: "" });
     const passwordForm = element("form", { id: "password-form" },
-      element("label", { for: "new-password" }, "New password (at least 8 characters)"),
+      element("label", { for: "new-password" }, t("New password (at least 8 characters)")),
       passwordField, element("button", { type: "submit" },
-        profile.hasPassword ? "Change password" : "Set a password"));
+        profile.hasPassword ? t("Change password") : t("Set a password")));
     passwordForm.addEventListener("submit", (event) => {
       event.preventDefault();
       guarded(async () => {
         await call("PUT", "/password", { password: passwordField.value });
         passwordField.value = "";
-        setStatus("Password saved.");
+        setStatus(t("Password saved."));
       });
     });
     content.replaceChildren(
-      section("Profile", element("dl", {},
-        element("dt", {}, "Username"), element("dd", { id: "username" }, profile.username),
-        element("dt", {}, "Email"), element("dd", {}, (profile.attributes || {}).email || "—"),
-        element("dt", {}, "Roles"), element("dd", {}, (profile.roles || []).join(", ") || "—"))),
-      section("Passkeys",
-        table(["Name", "Added", "Last used", ""], passkeys.passkeys.map((key) => [
+      section(t("Profile"), element("dl", {},
+        element("dt", {}, t("Username")), element("dd", { id: "username" }, profile.username),
+        element("dt", {}, t("Email")), element("dd", {}, (profile.attributes || {}).email || "—"),
+        element("dt", {}, t("Roles")), element("dd", {}, (profile.roles || []).join(", ") || "—"))),
+      section(t("Passkeys"),
+        table([t("Name"), t("Added"), t("Last used"), ""], passkeys.passkeys.map((key) => [
           key.name, when(key.createdAt), when(key.lastUsedAt),
           element("span", { class: "actions" },
-            button("Rename", () => guarded(async () => {
-              const name = window.prompt("New name for this passkey", key.name);
+            button(t("Rename"), () => guarded(async () => {
+              const name = window.prompt(t("New name for this passkey"), key.name);
               if (name) await call("PATCH", `/passkeys/${encodeURIComponent(key.credentialId)}`,
                 { name });
               await render();
             }), true),
-            button("Delete", () => guarded(async () => {
-              if (!window.confirm(`Delete the passkey "${key.name}"?`)) return;
+            button(t("Delete"), () => guarded(async () => {
+              if (!window.confirm(t("Delete the passkey \"{name}\"?", { name: key.name }))) {
+                return;
+              }
               await call("DELETE", `/passkeys/${encodeURIComponent(key.credentialId)}`);
-              setStatus("Passkey deleted.");
+              setStatus(t("Passkey deleted."));
               await render();
             }), true))])),
         element("p", { class: "actions" },
-          button("Add a passkey on this device", () => guarded(addPasskeyHere)),
-          button("Add a passkey on another device",
+          button(t("Add a passkey on this device"), () => guarded(addPasskeyHere)),
+          button(t("Add a passkey on another device"),
             () => guarded(() => linkForAnotherDevice(another)), true)),
         another),
-      section("Signed in to", table(["Application", "Since", "Last used", "From", ""],
+      section(t("Signed in to"), table([t("Application"), t("Since"), t("Last used"), t("From"), ""],
         sessions.sessions.map((entry) => [entry.application, when(entry.signedInAt),
           when(entry.lastUsedAt), entry.address || "—",
-          button("Sign out", () => guarded(async () => {
+          button(t("Sign out"), () => guarded(async () => {
             await call("DELETE", `/sessions/${encodeURIComponent(entry.id)}`);
-            setStatus(`Signed out of ${entry.application}.`);
+            setStatus(t("Signed out of {application}.", { application: entry.application }));
             await render();
           }), true)]))),
-      section("Password", passwordForm),
-      section("Applications you allowed", table(["Application", "May", ""],
+      section(t("Password"), passwordForm),
+      section(t("Applications you allowed"), table([t("Application"), t("May"), ""],
         consents.consents.map((grant) => [grant.application, grant.scopes.join(", "),
-          button("Revoke", () => guarded(async () => {
+          button(t("Revoke"), () => guarded(async () => {
             await call("DELETE", `/consents?${new URLSearchParams({ clientId: grant.clientId })}`);
-            setStatus(`${grant.application} no longer has access.`);
+            setStatus(t("{application} no longer has access.",
+              { application: grant.application }));
             await render();
           }), true)]))),
-      element("p", {}, button("Sign out everywhere", () => {
+      element("p", {}, button(t("Sign out everywhere"), () => {
         const query = new URLSearchParams({ id_token_hint: idToken });
         window.location.assign(`${page.logoutUrl}?${query}`);
       }, true)));
@@ -249,16 +253,17 @@
       "account page." }, 400);
     const started = await call("POST", "/enrol/start", { link }, false);
     content.replaceChildren(
-      element("p", {}, `Add a passkey for ${started.username} on this device. A passkey ` +
-        "lets you sign in with your fingerprint, face or screen lock instead of a password."),
-      button("Create a passkey", () => guarded(async () => {
+      element("p", {}, t("Add a passkey for {username} on this device. A passkey lets you " +
+        "sign in with your fingerprint, face or screen lock instead of a password.",
+      { username: started.username })),
+      button(t("Create a passkey"), () => guarded(async () => {
         const credential = await navigator.credentials.create(
           { publicKey: creationOptions(started.publicKeyCredentialCreationOptions) });
         await call("POST", "/enrol/finish", { link, sessionToken: started.sessionToken,
           publicKeyCredential: credentialJSON(credential),
           credentialName: `Passkey on ${navigator.platform || "another device"}` }, false);
         content.replaceChildren(element("p", { id: "done" },
-          "Your passkey is ready. You can sign in with it on this device."));
+          t("Your passkey is ready. You can sign in with it on this device.")));
       })));
   }
 
@@ -269,7 +274,7 @@
       if (params.get("error")) {
         history.replaceState(null, "", page.redirectUri);
         throw new Refused({ description: params.get("error_description") ||
-          "The sign-in did not complete." }, 400);
+          t("The sign-in did not complete.") }, 400);
       }
       if (!params.get("code")) return await signIn();
       await finishSignIn(params);
@@ -277,7 +282,7 @@
       $("heading").focus();
     } catch (failure) {
       showError(page.mode === "enrol" && failure.code === "invalid_token"
-        ? "This link has expired. Make a new one on your account page."
+        ? t("This link has expired. Make a new one on your account page.")
         : messageFor(failure));
     }
     return undefined;

@@ -5,6 +5,7 @@
 "use strict";
 
 (() => {
+  const t = window.identityctlText;
   const root = document.getElementById("gate");
   if (!root) return;
   const page = root.dataset;
@@ -112,16 +113,17 @@
 
   // People read plain words, never a code or a field path: a code without its own text
   // gets the general one.
-  const GENERAL = "That did not work. Check what you entered and try again.";
+  const GENERAL = t("That did not work. Check what you entered and try again.");
 
   function textFor(code) {
-    return ERROR_TEXT[code] || GENERAL;
+    return ERROR_TEXT[code] ? t(ERROR_TEXT[code]) : GENERAL;
   }
 
   function messageFor(failure) {
     if (failure instanceof ServiceError) return textFor(failure.code);
-    return CEREMONY_TEXT[failure && failure.name] ||
-      "Something went wrong with the passkey. Try again, or use another way to sign in.";
+    const ceremonyText = CEREMONY_TEXT[failure && failure.name];
+    return ceremonyText ? t(ceremonyText) :
+      t("Something went wrong with the passkey. Try again, or use another way to sign in.");
   }
 
   function humanize(identifier) {
@@ -146,8 +148,10 @@
     const id = `input-${index}`;
     const label = document.createElement("label");
     label.htmlFor = id;
-    label.textContent = (input.label || humanize(input.identifier || input.ref)) +
-      (input.required ? "" : " (optional)");
+    label.textContent = t(input.label || humanize(input.identifier || input.ref)) +
+      // On sign-up, what may stay empty says so (a sign-in's fields serve several actions,
+      // each needing its own: no mark there).
+      (signingUp && !input.required ? t(" (optional)") : "");
     const control = document.createElement("input");
     control.id = id;
     control.name = input.identifier || input.ref;
@@ -160,7 +164,7 @@
       const hint = document.createElement("p");
       hint.className = "hint";
       hint.id = `${id}-hint`;
-      hint.textContent = "At least 8 characters, not your username or a common password.";
+      hint.textContent = t("At least 8 characters, not your username or a common password.");
       control.setAttribute("aria-describedby", hint.id);
       wrapper.append(hint);
     }
@@ -207,8 +211,8 @@
       const button = document.createElement("button");
       button.type = "submit";
       button.value = action.ref;
-      button.textContent = action.label ||
-        (runsCeremony ? (ceremony.kind === "create" ? "Create a passkey" : "Sign in with a passkey")
+      button.textContent = action.label ? t(action.label) :
+        (runsCeremony ? (ceremony.kind === "create" ? t("Create a passkey") : t("Sign in with a passkey"))
           : humanize(action.ref));
       if (primaryShown) button.className = "secondary";
       primaryShown = true;
@@ -224,9 +228,9 @@
       if (control.type !== "password" && typed[control.name]) control.value = typed[control.name];
     }
     if (ceremony && !passkeysSupported) {
-      show($("notice"), "This browser cannot use passkeys. " + (actions.some(isFallback)
-        ? "Use another way to sign in below, or switch to a browser that supports passkeys."
-        : "Switch to a browser that supports passkeys (a current Chrome, Edge, Firefox or Safari)."));
+      show($("notice"), t("This browser cannot use passkeys. ") + (actions.some(isFallback)
+        ? t("Use another way to sign in below, or switch to a browser that supports passkeys.")
+        : t("Switch to a browser that supports passkeys (a current Chrome, Edge, Firefox or Safari).")));
     }
     // Focus where the person goes on: the first empty field (the password after a wrong
     // one), else the first control.
@@ -259,13 +263,13 @@
   async function runCeremony(kind, optionsText) {
     const options = JSON.parse(optionsText);
     const publicKey = options.publicKey || options;
-    setStatus(kind === "create" ? "Follow your device's prompt to create a passkey…"
-      : "Follow your device's prompt to use your passkey…");
+    setStatus(kind === "create" ? t("Follow your device's prompt to create a passkey…")
+      : t("Follow your device's prompt to use your passkey…"));
     const aborting = new AbortController();
     const cancel = document.createElement("button");
     cancel.type = "button";
     cancel.className = "secondary";
-    cancel.textContent = "Cancel";
+    cancel.textContent = t("Cancel");
     cancel.addEventListener("click", () => aborting.abort());
     form.append(cancel);
     let credential;
@@ -303,7 +307,7 @@
         const options = passkeyCeremony(current).options;
         inputs = { ...inputs, ...(await runCeremony(ceremony, options)) };
       }
-      setStatus("Checking…");
+      setStatus(t("Checking…"));
       await advance(await post(page.flowUrl, { executionId, action, inputs }));
     } catch (failure) {
       setStatus("");
@@ -326,7 +330,7 @@
     if (step.flowStatus === "ERROR") {
       form.replaceChildren();
       showError(step.failureReason ? textFor(step.failureReason)
-        : "This sign-in cannot continue.");
+        : t("This sign-in cannot continue."));
       return offerRestart();
     }
     if (signingUp && passkeyCeremony(step)) $("switch").hidden = true;  // the account exists
@@ -340,10 +344,10 @@
 
   async function finish(step) {
     if (!step.assertion) {
-      showError("The flow finished without signing you in. Start again.");
+      showError(t("The flow finished without signing you in. Start again."));
       return offerRestart();
     }
-    setStatus("Signed in.");
+    setStatus(t("Signed in."));
     return handOff(await post(page.callbackUrl, { authId: page.authId,
       assertion: step.assertion }));
   }
@@ -355,7 +359,7 @@
   function handOff(answer) {
     if (answer.consent) return askConsent(answer.consent, answer.consentToken);
     if (answer.refused) return refuse(answer.refused, answer.redirect_uri);
-    setStatus("Returning to the application…");
+    setStatus(t("Returning to the application…"));
     window.location.assign(answer.redirect_uri);
     return undefined;
   }
@@ -370,31 +374,35 @@
     consentToken = token;
     setStatus("");
     $("switch").hidden = true;  // signed in: no "create an account" any more
-    $("heading").textContent = `Allow ${consent.client} to use your account?`;
+    $("heading").textContent = t("Allow {client} to use your account?",
+      { client: consent.client });
     form.replaceChildren();
     form.dataset.consent = "true";
     const about = consent.clientHost
-      ? `${consent.client} is published at ${consent.clientHost}.`
+      ? t("{client} is published at {host}.", { client: consent.client,
+        host: consent.clientHost })
       : consent.registeredItself
-        ? `${consent.client} registered itself with this service: it chose its own name.`
+        ? t("{client} registered itself with this service: it chose its own name.",
+          { client: consent.client })
         : "";
     const asks = document.createElement("ul");
     asks.className = "scopes";
     for (const scope of consent.scopes) {
       const item = document.createElement("li");
-      item.textContent = scope.description;
+      item.textContent = t(scope.description);
       asks.append(item);
     }
     const section = document.createElement("section");
     section.className = "consent";
     if (about) section.append(paragraph(about));
-    section.append(paragraph("It asks to:"), asks);
+    section.append(paragraph(t("It asks to:")), asks);
     if (consent.resources.length) {
-      section.append(paragraph(`Its access works at ${consent.resources.join(", ")}.`));
+      section.append(paragraph(t("Its access works at {resources}.",
+        { resources: consent.resources.join(", ") })));
     }
-    section.append(paragraph("You can take this back at any time."));
+    section.append(paragraph(t("You can take this back at any time.")));
     form.append(section);
-    [["allow", "Allow"], ["deny", "Deny"]].forEach(([value, text], index) => {
+    [["allow", t("Allow")], ["deny", t("Deny")]].forEach(([value, text], index) => {
       const button = document.createElement("button");
       button.type = "submit";
       button.value = value;
@@ -413,7 +421,7 @@
       const answer = await post(page.consentUrl, { authId: page.authId, consentToken, decision });
       delete form.dataset.consent;
       form.replaceChildren();
-      setStatus("Returning to the application…");
+      setStatus(t("Returning to the application…"));
       window.location.assign(answer.redirect_uri);
     } catch (failure) {
       showError(messageFor(failure));
@@ -427,12 +435,12 @@
     setStatus("");
     $("switch").hidden = true;
     form.replaceChildren();
-    $("heading").textContent = "You cannot continue";
+    $("heading").textContent = t("You cannot continue");
     showError(text);
     const back = document.createElement("a");
     back.href = redirectUri;
     back.className = "link-button";
-    back.textContent = "Return to the application";
+    back.textContent = t("Return to the application");
     form.append(back);
     back.focus();
     return undefined;
@@ -442,7 +450,7 @@
     form.replaceChildren();
     const button = document.createElement("button");
     button.type = "button";
-    button.textContent = "Start again";
+    button.textContent = t("Start again");
     button.addEventListener("click", () => start(false));
     form.append(button);
     button.focus();
@@ -479,8 +487,8 @@
   if (page.signupUrl || signingUp) {
     const link = document.createElement("a");
     link.href = signingUp ? page.signinUrl : page.signupUrl;
-    link.textContent = signingUp ? "Sign in instead" : "Create an account";
-    $("switch").append(signingUp ? "Already have an account? " : "New here? ", link);
+    link.textContent = signingUp ? t("Sign in instead") : t("Create an account");
+    $("switch").append(signingUp ? t("Already have an account? ") : t("New here? "), link);
     $("switch").hidden = false;
   }
 
