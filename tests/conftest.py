@@ -74,7 +74,7 @@ def start_service(directory: Path, *, database_url: str | None = None,
     config_path = make_deployment(directory, port=port, database_url=database_url,
                                   overrides=overrides, settings=settings)
     config = load_config(config_path)
-    open_store(config)
+    open_store(config, create=True)
     bootstrap.seed(config)
     serving = ExitStack()
     serving.enter_context(served_in_thread(make_server(config, host="127.0.0.1", port=port,

@@ -397,7 +397,7 @@ def test_the_server_applies_the_retention_by_itself(tmp_path: Any) -> None:
     running, stop = start_service(tmp_path)
     stop()
     days = running.config.security.audit_retention_days
-    open_store(running.config)
+    open_store(running.config, create=True)
     try:
         old = AuditEvent.create(event="user.update", outcome="success", actor="cli",
                                 client_address="", details={},

@@ -178,3 +178,48 @@ def test_scripts_drive_the_cli_with_json_in_a_separate_process(service: Service)
     assert json.loads(missing.stdout)["error"]["code"] == "user_not_found"
     checked = identityctl("config", "check", "--json", config=service.config_path)
     assert json.loads(checked.stdout)["base_url"] == service.base_url
+
+
+def test_a_database_path_that_does_not_exist_is_refused_except_by_init(tmp_path: Path) -> None:
+    made = identityctl("init", "--dir", str(tmp_path / "d"), "--base-url",
+                       "http://localhost:8090", "--json")
+    assert made.returncode == 0, made.stderr
+    config = tmp_path / "d" / "config.toml"
+    config.write_text(config.read_text().replace('url = "sqlite:///identityctl.db"',
+                                                 'url = "sqlite:///identityclt.db"'))  # a typo
+    refused = identityctl("user", "list", "--json", config=config)
+    assert refused.returncode == 1
+    assert json.loads(refused.stdout)["error"]["code"] == "database_missing"
+    assert not (tmp_path / "d" / "identityclt.db").exists()  # nothing made behind its back
+
+
+def test_config_check_warns_when_passkeys_could_not_work(tmp_path: Path) -> None:
+    made = identityctl("init", "--dir", str(tmp_path), "--base-url", "http://localhost:8090",
+                       "--json")
+    assert made.returncode == 0, made.stderr
+    config = tmp_path / "config.toml"
+    created = identityctl("app", "create", "--template", "SPA", "--name", "Shop",
+                          "--redirect-uri", "https://shop.example.com/cb", "--json",
+                          config=config)
+    assert created.returncode == 0, created.stderr
+    clean = json.loads(identityctl("config", "check", "--json", config=config).stdout)
+    assert clean["warnings"] == []
+    assert any("https://shop.example.com" in note for note in clean["notes"])
+    config.write_text(config.read_text().replace(
+        'allowed_origins = ["http://localhost:8090"]',
+        'allowed_origins = ["http://localhost:9999"]'))
+    warned = identityctl("config", "check", config=config)
+    assert warned.returncode == 0
+    assert "does not contain http://localhost:8090" in warned.stdout
+
+
+def test_tables_wrap_ids_instead_of_cutting_them(tmp_path: Path) -> None:
+    made = identityctl("init", "--dir", str(tmp_path), "--base-url", "http://localhost:8090",
+                       "--json")
+    assert made.returncode == 0, made.stderr
+    narrow = subprocess.run(
+        [sys.executable, "-m", "identityctl", "--config", str(tmp_path / "config.toml"), "app",
+         "list"], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "COLUMNS": "60"})
+    assert narrow.returncode == 0, narrow.stderr
+    assert "…" not in narrow.stdout

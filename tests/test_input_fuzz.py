@@ -68,7 +68,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     config_path = directory_path / "config.toml"
     config_path.write_text(text)
     config = load_config(config_path)
-    open_store(config)
+    open_store(config, create=True)
     bootstrap.seed(config)
     running = Service(config=config, config_path=config_path,
                       base_url=f"http://localhost:{port}", http=requests.Session())

@@ -201,7 +201,7 @@ def mcp_disabled(tmp_path: Path) -> Iterator[str]:
     port = free_port()
     config = load_config(make_deployment(tmp_path, port=port))
     config = dataclasses.replace(config, mcp=McpConfig(enabled=False))
-    open_store(config)
+    open_store(config, create=True)
     bootstrap.seed(config)
     with served_in_thread(make_server(config, host="127.0.0.1", port=port, threads=2)):
         yield f"http://localhost:{port}"

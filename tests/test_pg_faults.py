@@ -144,7 +144,7 @@ def service_on(cluster: Cluster, tmp_path: Path, threads: int) -> Iterator[Servi
     port = free_port()
     path = _short_timeouts_deployment(cluster, tmp_path, port)
     config = load_config(path)
-    open_store(config)
+    open_store(config, create=True)
     bootstrap.seed(config)
     with ExitStack() as serving:
         serving.enter_context(served_in_thread(make_server(config, host="127.0.0.1",

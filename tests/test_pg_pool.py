@@ -154,7 +154,7 @@ def test_served_with_a_pool_of_two_every_request_succeeds_on_two_connections(
     path = make_deployment(tmp_path, port=port, database_url=database_url)
     path.write_text(path.read_text().replace("pool_size = 10", "pool_size = 2"))
     config = load_config(path)
-    open_store(config)
+    open_store(config, create=True)
     bootstrap.seed(config)
     seen: list[int] = []
     loading = threading.Event()

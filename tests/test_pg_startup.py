@@ -166,7 +166,7 @@ def test_behind_pgbouncer_in_transaction_mode_instances_start_at_once_and_serve(
         assert_seeded_once(database_url)
         port = free_port()
         config = load_config(make_deployment(tmp_path, port=port, database_url=bounced_url))
-        open_store(config)
+        open_store(config, create=True)
         db.close()
         statuses: list[int] = []
 

@@ -117,7 +117,7 @@ def deployment(tmp_path: Path) -> Iterator[tuple[Path, int]]:
                                   settings={"\ntimeout = 10\n": "\ntimeout = 1\n"})
     config = load_config(config_path)
     assert config.deliveries.timeout == 1
-    open_store(config)
+    open_store(config, create=True)
     seed(config)
     yield config_path, port
     db.close()

@@ -19,7 +19,7 @@ from identityctl.cli.output import JsonOption, console, done, emit_json, show_ta
 from identityctl.cli.passkey import passkey_app
 from identityctl.cli.resource_servers import resource_server_app
 from identityctl.cli.roles import role_app
-from identityctl.config import CONFIG_ENV, DEFAULT_CONFIG_NAME, load_config
+from identityctl.config import CONFIG_ENV, DEFAULT_CONFIG_NAME, Config, load_config
 from identityctl.errors import BadRequest, Conflict
 
 app = typer.Typer(
@@ -95,7 +95,7 @@ def init(
     bootstrap.write_private(path, bootstrap.render_config(base_url=base_url))
     config = load_config(path)
     with console.status("Creating the database and keys..."):
-        migrations = open_store(config)
+        migrations = open_store(config, create=True)
         made = bootstrap.seed(config)
     if as_json:
         emit_json({"config": str(path), "database": config.database_url,
@@ -159,17 +159,55 @@ def serve(
 
 @command(config_app, "check")
 def config_check(as_json: bool = JsonOption) -> None:
-    """Validate the configuration file and print the addresses it derives."""
+    """Validate the configuration file, print the addresses it derives, and warn about
+    what would keep passkeys from working (origins missing from passkey.allowed_origins)."""
     config = Session.config()
     summary = {"file": config.source, "base_url": config.base_url, "issuer": config.issuer,
                "hosted_ui": config.gate_url, "mcp": config.mcp_audience,
                "rp_id": config.passkey.rp_id, "database": config.database_url}
+    warnings, notes = _origin_findings(config)
     if as_json:
-        emit_json(summary)
-    else:
-        for key, value in summary.items():
-            console.print(f"[bold cyan]{key:10}[/bold cyan] {value}")
-        console.print("[green]✓[/green] configuration is valid")
+        emit_json({**summary, "warnings": warnings, "notes": notes})
+        return
+    for key, value in summary.items():
+        console.print(f"[bold cyan]{key:10}[/bold cyan] {value}")
+    for warning in warnings:
+        console.print(f"[yellow]![/yellow] {warning}")
+    for note in notes:
+        console.print(f"[dim]i {note}[/dim]")
+    console.print("[green]✓[/green] configuration is valid")
+
+
+def _origin_findings(config: Config) -> tuple[list[str], list[str]]:
+    """Warnings: the hosted pages' origins missing from passkey.allowed_origins (their
+    passkey ceremonies would fail). Notes: applications' redirect URI origins missing from
+    it (only needed when that application runs ceremonies on its own pages)."""
+    from urllib.parse import urlsplit
+
+    from identityctl.services import catalog
+    from identityctl.services.bootstrap import open_store, sqlite_file
+
+    def origin(url: str) -> str:
+        parts = urlsplit(url)
+        return f"{parts.scheme}://{parts.netloc}".lower()
+
+    allowed = {item.lower().rstrip("/") for item in config.passkey.allowed_origins}
+    warnings = [f"passkey.allowed_origins does not contain {origin(url)}, the origin of "
+                f"{key}: passkeys cannot be used on the pages served there."
+                for key, url in (("server.base_url", config.base_url),
+                                 ("gate_client.url", config.gate_url))
+                if origin(url) not in allowed]
+    notes: list[str] = []
+    database = sqlite_file(config)
+    if database is None or database.exists():
+        open_store(config)
+        for application in catalog.list_applications():
+            for uri in catalog.oauth_config(application).get("redirectUris") or []:
+                if uri.startswith(("http://", "https://")) and origin(uri) not in allowed:
+                    notes.append(f"{application['name']}: add {origin(uri)} to "
+                                 "passkey.allowed_origins if its own pages run passkey "
+                                 "ceremonies (self-hosted sign-in).")
+    return list(dict.fromkeys(warnings)), list(dict.fromkeys(notes))
 
 
 @command(db_app, "upgrade")

@@ -33,7 +33,8 @@ def show_table(rows: Iterable[dict[str, Any]], columns: Sequence[tuple[str, str]
         return
     table = Table(title=title, title_justify="left")
     for _, heading in columns:
-        table.add_column(heading)
+        # An id is copied into the next command: it wraps rather than being cut.
+        table.add_column(heading, overflow="fold")
     for row in rows:
         table.add_row(*(_cell(row.get(key)) for key, _ in columns))
     console.print(table)

@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from identityctl.config import Config
-from identityctl.errors import Conflict
+from identityctl.errors import Conflict, NotFound
 from identityctl.flow.definition import validate_flow
 from identityctl.security.keys import generate_signing_key
 from identityctl.services import account
@@ -64,15 +64,33 @@ def write_private(path: Path, text: str) -> None:
         handle.write(text)
 
 
-def open_store(config: Config) -> list[str]:
-    """Connect to the configured database and apply pending migrations."""
+def open_store(config: Config, *, create: bool = False) -> list[str]:
+    """Connect to the configured database and apply pending migrations.
+
+    A SQLite file that does not exist is made only with ``create`` (``identityctl init``):
+    anything else refuses it, so a typo in ``database.url`` is not a new, empty deployment.
+    """
     database = config.database
+    sqlite_path = sqlite_file(config)
+    if sqlite_path is not None and not create and not sqlite_path.exists():
+        raise NotFound(f"The database {sqlite_path} does not exist (database.url in "
+                       f"{config.source or 'the configuration'}). Fix the path, or make a "
+                       "deployment with `identityctl init`.", code="database_missing")
     db.connect(config.database_url, busy_timeout=database.busy_timeout,
                statement_timeout=database.statement_timeout,
                lock_timeout=database.lock_timeout, connect_timeout=database.connect_timeout,
                pool_size=database.pool_size, pool_idle_timeout=database.pool_idle_timeout,
                pool_timeout=database.pool_timeout)
     return migrations.upgrade()
+
+
+def sqlite_file(config: Config) -> Path | None:
+    """The SQLite file of the deployment (None for PostgreSQL or an in-memory database)."""
+    prefix = "sqlite:///"
+    url = config.database_url
+    if not url.startswith(prefix) or url[len(prefix):] in ("", ":memory:"):
+        return None
+    return Path(url[len(prefix):])
 
 
 def rotate_signing_key(config: Config) -> str:
