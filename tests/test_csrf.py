@@ -14,13 +14,15 @@ carries it. docs/security.md, "CSRF and cookies".
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
 from identityctl.store.models import AuthorizationCode, FlowExecution
-from tests.conftest import Service
+from tests.conftest import Service, start_service
 from tests.test_flow_execution import make_application
 from tests.test_oauth_helpers import OAuthDriver, basic_auth, query_of, register_client
 from tests.test_passkey_helpers import assert_error
@@ -190,3 +192,38 @@ def test_only_a_completed_sign_in_sets_a_cookie_and_only_the_session_one(service
     assert name.startswith("__Host-identityctl-session=") and len(name) > 60
     assert sorted(part.strip() for part in attributes.split(";")) == [
         "HttpOnly", "Max-Age=604800", "Path=/", "SameSite=Lax", "Secure"]  # no Domain
+
+
+@pytest.fixture
+def app_origin_allowed(tmp_path: Path) -> Iterator[Service]:
+    """A deployment whose passkey.allowed_origins also lists a Vite dev server's origin."""
+    running, stop = start_service(tmp_path, settings={
+        'allowed_origins = ["http://localhost:':
+        'allowed_origins = ["http://localhost:5173", "http://localhost:'})
+    yield running
+    stop()
+
+
+def test_an_applications_own_pages_may_call_the_flow_api_across_origins(
+        app_origin_allowed: Service) -> None:
+    """CORS for /flow/execute, for passkey.allowed_origins only and without credentials: a
+    self-hosted sign-in page (the React guide's Mode 2) works without a proxy."""
+    service, allowed = app_origin_allowed, "http://localhost:5173"
+    preflight = service.http.options(service.url("/flow/execute"), timeout=30, headers={
+        "Origin": allowed, "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type"})
+    assert preflight.status_code == 204
+    assert preflight.headers["Access-Control-Allow-Origin"] == allowed
+    assert preflight.headers["Access-Control-Allow-Methods"] == "POST"
+    assert "Access-Control-Allow-Credentials" not in preflight.headers
+    app = make_application()
+    started = service.post("/flow/execute", {"applicationId": app["id"],
+                                             "flowType": "AUTHENTICATION"},
+                           headers={"Origin": allowed})
+    assert started.status_code == 200
+    assert started.headers["Access-Control-Allow-Origin"] == allowed
+    assert "Origin" in started.headers["Vary"]
+    elsewhere = service.http.options(service.url("/flow/execute"), timeout=30,
+                                     headers={"Origin": EVIL,
+                                              "Access-Control-Request-Method": "POST"})
+    assert "Access-Control-Allow-Origin" not in elsewhere.headers

@@ -91,6 +91,9 @@ Before you start:
 - The page's origin must be in the deployment's `passkey.allowed_origins` and its host must
   be the RP ID (`passkey.rp_id`) or a subdomain of it; https, except on http://localhost.
   Browse to `localhost`, never `127.0.0.1` (an IP address cannot be an RP ID).
+- That same setting lets your page call {{SERVICE_URL}}/flow/execute across origins: the
+  service answers the CORS preflight and the calls of origins listed there (and only
+  those), without cookies. A same-origin proxy is not needed.
 
 ```js
 // src/identity.js — flow API and WebAuthn JSON helpers (plain fetch, no dependencies)
@@ -209,22 +212,26 @@ export default function FlowForm({ flowType, onComplete }) {
 
   if (!step) return <p>{error || "Loading…"}</p>;
   const fields = (step.data?.inputs || []).filter((input) => input.type !== "HIDDEN");
+  // "given_name" -> "Given name": what a person reads when the flow gives no label.
+  const humanize = (id) => id.replace(/[_-]+/g, " ").replace(/^./, (c) => c.toUpperCase());
   return (
     <form onSubmit={(e) => e.preventDefault()}>
       {fields.map((input) => (
-        <input
-          key={input.identifier}
-          name={input.identifier}
-          placeholder={input.identifier}
-          type={input.type === "PASSWORD_INPUT" ? "password" : "text"}
-          required={input.required}
-          value={values[input.identifier] || ""}
-          onChange={(e) => setValues({ ...values, [input.identifier]: e.target.value })}
-        />
+        <label key={input.identifier} style={{ display: "block" }}>
+          {input.label || humanize(input.identifier)}
+          <input
+            name={input.identifier}
+            type={input.type === "PASSWORD_INPUT" ? "password" : "text"}
+            autoComplete={input.type === "PASSWORD_INPUT" ? "current-password" : "username"}
+            required={input.required}
+            value={values[input.identifier] || ""}
+            onChange={(e) => setValues({ ...values, [input.identifier]: e.target.value })}
+          />
+        </label>
       ))}
       {(step.data?.actions || []).map((action) => (
         <button key={action.ref} type="submit" onClick={() => submit(action)}>
-          {action.ref}
+          {action.label || humanize(action.ref)}
         </button>
       ))}
       {error && <p role="alert">{error}</p>}

@@ -43,6 +43,15 @@ class FlowExecuteResource:
             client_address=address, verbose=verbose)
 
 
+    def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """The CORS preflight of an application's own pages (the Origin decides, in
+        server/middleware.BrowserOrigin)."""
+        resp.status = falcon.HTTP_204
+        resp.set_header("Access-Control-Allow-Methods", "POST")
+        resp.set_header("Access-Control-Allow-Headers", "Content-Type")
+        resp.set_header("Access-Control-Max-Age", "600")
+
+
 def add_flow_routes(app: falcon.App, context: ServiceContext) -> None:
     app.add_route("/flow/execute", FlowExecuteResource(context))
 
