@@ -8,6 +8,7 @@ test-artifacts/hosted-ui/.
 
 from __future__ import annotations
 
+import base64
 import secrets
 import uuid
 from collections.abc import Iterator
@@ -30,6 +31,9 @@ REDIRECT_URI = "https://demo-client.example/callback"
 PASSWORD = "correct horse battery"
 #: Primary colour of the theme the tests give the demo application (rgb of #aa3300).
 THEME_PRIMARY = "rgb(170, 51, 0)"
+LOGO = "data:image/svg+xml;base64," + base64.b64encode(
+    b'<svg xmlns="http://www.w3.org/2000/svg" width="40" height="40">'
+    b'<circle cx="20" cy="20" r="18" fill="#aa3300"/></svg>').decode()
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +47,10 @@ def demo_app(service: Service) -> dict[str, Any]:
     theme = catalog.create_theme(
         handle=f"brand-{uuid.uuid4().hex[:6]}", display_name="Brand",
         theme={"colorSchemes": {"light": {"primary": "#aa3300", "onPrimary": "#ffffff"}},
-               "typography": {"fontFamily": "Georgia, serif"}})
+               "typography": {"fontFamily": "Georgia, serif"},
+               "branding": {"productName": "Demo Shop", "logo": LOGO,
+                            "termsUrl": "https://demo-client.example/terms",
+                            "privacyUrl": "https://demo-client.example/privacy"}})
     document = catalog.application_templates()["SPA"]
     document["inboundAuthConfig"][0]["config"]["redirectUris"] = [REDIRECT_URI]
     document.update(name="Demo shop", themeId=theme["id"], isRegistrationFlowEnabled=True)
@@ -181,6 +188,12 @@ def test_the_application_theme_is_applied(user_browser: Browser) -> None:
                              ".fontFamily]; }")
     assert styles[0] == THEME_PRIMARY
     assert "Georgia" in styles[1]
+    logo = ui.page.get_by_role("img", name="Demo Shop")
+    assert logo.is_visible() and logo.get_attribute("src") == LOGO
+    assert ui.page.get_by_role("link", name="Terms").get_attribute("href") == \
+        "https://demo-client.example/terms"
+    assert ui.page.get_by_role("link", name="Privacy").is_visible()
+    assert ui.page.title().endswith("| Demo Shop")
     ui.screenshot("themed")
 
 

@@ -17,6 +17,7 @@ from identityctl.services.bootstrap import DEFAULT_THEME
 from identityctl.store import catalog as catalog_store
 from identityctl.theme import css_values
 from identityctl.theme import stylesheet as theme
+from identityctl.theme.branding import page_branding
 from tests.conftest import Service
 from tests.test_cli_directory import Cli, ok_json
 
@@ -342,3 +343,26 @@ def test_a_theme_stored_before_the_grammar_is_cleaned_when_served(
     assert names.count("--color-text") == 1
     assert "evil" not in css and "url(" not in css and "rgb(1, 2, 3" not in css
     assert ("--border-radius", "10px") in declarations(css)
+
+
+@pytest.mark.parametrize(("branding", "field"), [
+    ({"productName": ""}, "theme.branding.productName"),
+    ({"productName": "x" * 61}, "theme.branding.productName"),
+    ({"logo": "https://cdn.example/logo.png"}, "theme.branding.logo"),
+    ({"logo": "data:image/svg+xml;base64,PHN2Zz4=<script>"}, "theme.branding.logo"),
+    ({"logo": "data:text/html;base64,PGgxPg=="}, "theme.branding.logo"),
+    ({"termsUrl": "javascript:alert(1)"}, "theme.branding.termsUrl"),
+    ({"privacyUrl": "http://example.com/privacy"}, "theme.branding.privacyUrl"),
+    ({"favicon": "x"}, "theme.branding"),
+])
+def test_branding_values_are_checked(branding: dict, field: str) -> None:
+    with pytest.raises(InvalidField) as refused:
+        theme.validate_theme({"branding": branding})
+    assert refused.value.field == field
+
+
+def test_branding_a_page_shows_leaves_out_what_fails_the_check() -> None:
+    stored = {"branding": {"productName": "Shop", "logo": "https://cdn.example/x.png",
+                           "termsUrl": "https://shop.example/terms"}}
+    assert page_branding(stored) == {"productName": "Shop",
+                                     "termsUrl": "https://shop.example/terms"}

@@ -25,10 +25,11 @@ from typing import Any
 
 from identityctl.errors import InvalidField
 from identityctl.theme import css_values
+from identityctl.theme.branding import validate_branding
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,40}$")
 LIGHT, DARK = "light", "dark"
-SECTIONS = ("colorSchemes", "typography")
+SECTIONS = ("colorSchemes", "typography", "branding")
 
 
 def _kebab(name: str) -> str:
@@ -81,6 +82,8 @@ def validate_theme(theme: Any) -> dict[str, Any]:
             pass
     for _ in _typography(typography):
         pass
+    if "branding" in theme:
+        validate_branding(theme["branding"])
     return theme
 
 

@@ -19,6 +19,7 @@ from identityctl.oauth.errors import UntrustedRedirect
 from identityctl.services import catalog
 from identityctl.services.oauth import authorization
 from identityctl.theme import stylesheet as theme
+from identityctl.theme.branding import page_branding
 from identityctl.ui import i18n, pages
 
 GATE_PATH = "/gate"
@@ -90,8 +91,17 @@ def flow_page(config: Config, *, mode: str, application_id: str, auth_id: str,
         raise UntrustedRedirect(f"{application.name} does not offer sign-up here.",
                                 code="registration_disabled")
     title = i18n.translate(language, "Create your account" if signing_up else "Sign in")
+    brand = page_branding(application.theme)
     main = pages.render(
-        "gate.html", mode=mode, heading=title, application_name=application.name,
+        "gate.html", logo=brand.get("logo", ""), logo_hidden="" if "logo" in brand else "hidden",
+        product_name=brand.get("productName", ""),
+        terms_url=brand.get("termsUrl", ""), terms_hidden="" if "termsUrl" in brand else "hidden",
+        terms_text=i18n.translate(language, "Terms"),
+        privacy_url=brand.get("privacyUrl", ""),
+        privacy_hidden="" if "privacyUrl" in brand else "hidden",
+        privacy_text=i18n.translate(language, "Privacy"),
+        legal_hidden="" if {"termsUrl", "privacyUrl"} & brand.keys() else "hidden",
+        mode=mode, heading=title, application_name=application.name,
         application_id=application.id, auth_id=auth_id, execution_id=execution_id,
         resume="session" if resume and not signing_up else "",
         first_step=json.dumps(first_step) if first_step and not signing_up else "",
@@ -100,7 +110,8 @@ def flow_page(config: Config, *, mode: str, application_id: str, auth_id: str,
         signin_url=f"{config.gate_url}/{SIGN_IN}?{urlencode(request)}",
         signup_url=(f"{config.gate_url}/{SIGN_UP}?{urlencode(request)}"
                     if application.registration_enabled else ""))
-    return pages.page(title=f"{title} | {application.name}", main=main,
+    product = brand.get("productName")
+    return pages.page(title=f"{title} | {product or application.name}", main=main,
                       assets=assets(config, application.id),
                       scripts=("webauthn.js", "gate.js"), language=language)
 
