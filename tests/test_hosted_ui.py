@@ -86,7 +86,6 @@ class Browser:
                            "code_challenge": s256_challenge(self.verifier),
                            "code_challenge_method": "S256", **extra})
         self.page.goto(self.service.url(f"/oauth2/authorize?{query}"))
-        self.page.wait_for_selector("#step button")
 
     def click(self, label: str) -> None:
         self.page.get_by_role("button", name=label).click()
@@ -147,20 +146,20 @@ def test_sign_up_sign_out_and_sign_in_with_passkey_and_password(user_browser: Br
     assert signed_up["sub"] == user.id
     assert len(directory_passkeys(user.id)) == 1
 
-    # Sign out (RP-initiated logout), then usernameless sign-in with the passkey.
+    # Sign out (RP-initiated logout), then sign in with the passkey from the username field's
+    # suggestions (autofill: the virtual authenticator picks it as the person would).
     ui.page.goto(service.url("/oauth2/logout"))
     ui.screenshot("signed-out")
     ui.authorize()
-    ui.click("Sign in with a passkey")
-    ui.wait_for_step("Use my passkey")
-    ui.screenshot("passkey-prompt")
-    ui.click("Use my passkey")
     with_passkey = ui.back_at_the_client()
     assert with_passkey["sub"] == user.id
     assert "passkey" in with_passkey["amr"]
 
     # The password fallback: a wrong password first, then the right one (prompt=login: the
-    # browser's session would answer otherwise).
+    # browser's session would answer otherwise). The person does not pick the suggested
+    # passkey this time: the authenticator no longer answers by itself.
+    ui.tab.cdp.send("WebAuthn.setAutomaticPresenceSimulation", {
+        "authenticatorId": ui.tab.authenticator_id, "enabled": False})
     ui.authorize(prompt="login")
     ui.page.get_by_label("Username").fill(username)
     ui.page.get_by_label("Password").fill("not my password")
@@ -356,3 +355,29 @@ def test_ui_locales_outranks_the_browsers_language(service: Service,
     english = service.get("/gate/signin", params={**link, "ui_locales": "fr"},
                           headers={"Accept-Language": "fr-CA, en;q=0.5"})
     assert '<html lang="en">' in english.text  # no French catalog: English
+
+
+def test_a_passkey_from_the_username_fields_suggestions_signs_in_without_a_button(
+        browser: Any, service: Service, demo_app: dict[str, Any]) -> None:
+    """Passkey autofill (conditional mediation): the page asks the browser for the person's
+    passkeys as it opens; the virtual authenticator answers as the person's pick would."""
+    from tests.support.authenticator import SoftAuthenticator
+    from tests.test_passkey_helpers import PasskeyClient
+
+    passkeys = PasskeyClient(service)
+    user = passkeys.new_user(email=f"auto-{uuid.uuid4().hex[:6]}@example.com")
+    authenticator = SoftAuthenticator()
+    passkeys.enrolled(user, authenticator)
+    tab = PasskeyPage(browser)
+    tab.add_passkey(authenticator.credentials[0])
+    try:
+        ui = Browser(service, demo_app, tab, "autofill")
+        ui.authorize()
+        field = ui.page.get_by_label("Username")
+        assert field.get_attribute("autocomplete") == "username webauthn"
+        # Chrome's virtual authenticator picks its passkey for a conditional request, as
+        # the person would from the field's suggestions: no button is pressed.
+        claims = ui.back_at_the_client()
+        assert claims["sub"] == user.id and "passkey" in claims["amr"]
+    finally:
+        tab.close()

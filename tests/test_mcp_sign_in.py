@@ -126,9 +126,7 @@ def sign_in_in_the_browser(service: Service, url: str, person: Person) -> dict[s
         page = tab.page
         page.route(REDIRECT_URI + "*", lambda route: route.fulfill(
             status=200, content_type="text/html", body="<h1>Back at the client</h1>"))
-        page.goto(url)
-        page.get_by_role("button", name="Sign in with a passkey").click()
-        page.get_by_role("button", name="Use my passkey").click()
+        page.goto(url)  # the passkey from the field's suggestions signs in (autofill)
         if person.refused:
             page.get_by_role("alert").filter(has_text="no role").wait_for()
             tab.screenshot("mcp-sign-in", "refused")

@@ -126,9 +126,7 @@ class Person:
                 page.get_by_label("Username").fill(self.user.username)
                 page.get_by_label("Password").fill(self.password)
                 page.get_by_role("button", name="Sign in with password").click()
-            elif sign_in:
-                page.get_by_role("button", name="Sign in with a passkey").click()
-                page.get_by_role("button", name="Use my passkey").click()
+            # else: the passkey from the username field's suggestions signs in (autofill)
             page.wait_for_url(app.redirect_uri + "*")
         finally:
             page.remove_listener("request", seen)

@@ -136,7 +136,8 @@
     if (input.type === "PASSWORD_INPUT") return signingUp ? "new-password" : "current-password";
     if (input.type === "OTP_INPUT") return "one-time-code";
     if (name.includes("email")) return "email";
-    if (name.includes("user")) return "username";
+    // "webauthn": the browser offers the person's passkeys in this field's suggestions.
+    if (name.includes("user")) return signingUp ? "username" : "username webauthn";
     if (name.includes("given")) return "given-name";
     if (name.includes("family")) return "family-name";
     return "off";
@@ -261,6 +262,7 @@
   }
 
   async function runCeremony(kind, optionsText) {
+    stopAutofill();  // one WebAuthn request at a time
     const options = JSON.parse(optionsText);
     const publicKey = options.publicKey || options;
     setStatus(kind === "create" ? t("Follow your device's prompt to create a passkey…")
@@ -456,6 +458,63 @@
     button.focus();
   }
 
+  // --- passkey autofill (WebAuthn conditional mediation) ----------------------------------
+  // On the sign-in page the browser offers the person's passkeys in the username field's
+  // suggestions: picking one signs in, no button. It runs the application's own flow in a
+  // second execution (its usernameless passkey path), so the flow's rules still apply; the
+  // visible form stays for the other ways in.
+
+  let autofill = null;
+
+  function stopAutofill() {
+    if (autofill) autofill.abort();
+    autofill = null;
+  }
+
+  async function startAutofill(firstStep) {
+    if (signingUp || !passkeysSupported || !PublicKeyCredential.isConditionalMediationAvailable
+        || !(await PublicKeyCredential.isConditionalMediationAvailable())) return;
+    const actions = (firstStep.data && firstStep.data.actions) || [];
+    const passkeyAction = actions.find((action) => Array.isArray(action.inputs)
+      && !action.inputs.includes("password"));
+    if (!passkeyAction) return;
+    const aborting = new AbortController();
+    autofill = aborting;
+    let signingIn = false;
+    try {
+      const started = await post(page.flowUrl, { applicationId: page.applicationId,
+        flowType: "AUTHENTICATION" });
+      const challenged = await post(page.flowUrl, { executionId: started.executionId,
+        action: passkeyAction.ref, inputs: { username: "" } });
+      const ceremony = passkeyCeremony(challenged);
+      const verify = ((challenged.data && challenged.data.actions) || []).find(
+        (action) => !isFallback(action));
+      if (!ceremony || ceremony.kind !== "get" || !verify || aborting.signal.aborted) return;
+      const options = JSON.parse(ceremony.options);
+      root.dataset.autofill = "ready";
+      const credential = await navigator.credentials.get({ mediation: "conditional",
+        publicKey: requestOptions(options.publicKey || options), signal: aborting.signal });
+      if (!credential) return;
+      const json = credentialJSON(credential);
+      signingIn = true;
+      busy(true);
+      setStatus(t("Checking…"));
+      const done = await post(page.flowUrl, { executionId: challenged.executionId,
+        action: verify.ref, inputs: { credentialId: json.id,
+          clientDataJSON: json.response.clientDataJSON,
+          authenticatorData: json.response.authenticatorData,
+          signature: json.response.signature, userHandle: json.response.userHandle || "" } });
+      if (done.flowStatus === "COMPLETE") await finish(done);
+      else showError(textFor(done.failureReason));
+    } catch (failure) {
+      // Aborted for another way in, or no passkey picked: the form is there.
+      if (failure && failure.name !== "AbortError") showError(messageFor(failure));
+    } finally {
+      if (autofill === aborting) autofill = null;
+      if (signingIn) busy(false);
+    }
+  }
+
   async function start(resume) {
     busy(true);
     showError("");
@@ -465,9 +524,11 @@
         return;
       }
       const firstStep = resume && page.firstStep ? JSON.parse(page.firstStep) : null;
-      await advance(firstStep || await post(page.flowUrl, {
+      const step = firstStep || await post(page.flowUrl, {
         applicationId: page.applicationId,
-        flowType: signingUp ? "REGISTRATION" : "AUTHENTICATION" }));
+        flowType: signingUp ? "REGISTRATION" : "AUTHENTICATION" });
+      await advance(step);
+      if (step.flowStatus === "INCOMPLETE") startAutofill(step);
     } catch (failure) {
       showError(messageFor(failure));
       offerRestart();
