@@ -303,6 +303,7 @@
     const ceremony = button.dataset.ceremony;
     busy(true);
     showError("");
+    let next = null;
     try {
       let inputs = visibleInputs();
       if (ceremony) {
@@ -310,7 +311,8 @@
         inputs = { ...inputs, ...(await runCeremony(ceremony, options)) };
       }
       setStatus(t("Checking…"));
-      await advance(await post(page.flowUrl, { executionId, action, inputs }));
+      next = await post(page.flowUrl, { executionId, action, inputs });
+      await advance(next);
     } catch (failure) {
       setStatus("");
       showError(messageFor(failure));
@@ -318,6 +320,18 @@
     } finally {
       busy(false);
     }
+    if (next) createRightAway(next);
+  }
+
+  // Passkey-only sign-up in one step: when the account was just made and the flow's next
+  // step only creates its passkey (no other way offered), the browser's prompt opens
+  // straight away, within the click that made the account. Anything else waits for a press.
+  function createRightAway(step) {
+    const ceremony = passkeyCeremony(step);
+    const actions = (step.data && step.data.actions) || [];
+    if (!signingUp || !ceremony || ceremony.kind !== "create" || actions.length !== 1) return;
+    const button = form.querySelector("button[type=submit][data-ceremony=create]");
+    if (button) submit(button);
   }
 
   // --- the whole flow ----------------------------------------------------------------------
