@@ -108,13 +108,19 @@ def added_applications() -> list[dict[str, Any]]:
             if catalog.oauth_config(app).get("clientId") != ACCOUNT_CLIENT_ID]
 
 
+def deployment_with(tmp_path: Path, settings: dict[str, str]) -> Iterator[Service]:
+    """For a fixture: a running deployment whose sample config lines ``settings`` replaces,
+    stopped after the test (``yield from deployment_with(...)``)."""
+    running, stop = start_service(tmp_path, settings=settings)
+    yield running
+    stop()
+
+
 @pytest.fixture
 def open_registration(tmp_path: Path) -> Iterator[Service]:
     """A deployment where clients may register themselves (oauth.dynamic_registration)."""
-    running, stop = start_service(tmp_path, settings={
+    yield from deployment_with(tmp_path, {
         'dynamic_registration = "off"': 'dynamic_registration = "open"'})
-    yield running
-    stop()
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import requests
 from identityctl.services.account import ACCOUNT_CLIENT_ID
 from identityctl.store import audit
 from identityctl.store.directory import UserRecord
-from tests.conftest import Service, start_service
+from tests.conftest import Service, deployment_with
 from tests.support.authenticator import SoftAuthenticator
 from tests.test_oauth_helpers import OAuthDriver, RegisteredClient, register_client
 from tests.test_passkey_helpers import PasskeyClient, assert_error
@@ -160,10 +160,7 @@ def test_the_password_is_set_with_the_policy(me: Account) -> None:
 
 @pytest.fixture
 def short_window(tmp_path: Path) -> Iterator[Service]:
-    running, stop = start_service(tmp_path, settings={
-        "enrolment_window = 300": "enrolment_window = 1"})
-    yield running
-    stop()
+    yield from deployment_with(tmp_path, {"enrolment_window = 300": "enrolment_window = 1"})
 
 
 def test_changing_credentials_needs_a_recent_sign_in(short_window: Service) -> None:

@@ -22,7 +22,7 @@ import pytest
 import requests
 
 from identityctl.store.models import AuthorizationCode, FlowExecution
-from tests.conftest import Service, start_service
+from tests.conftest import Service, deployment_with
 from tests.test_flow_execution import make_application
 from tests.test_oauth_helpers import OAuthDriver, basic_auth, query_of, register_client
 from tests.test_passkey_helpers import assert_error
@@ -197,11 +197,9 @@ def test_only_a_completed_sign_in_sets_a_cookie_and_only_the_session_one(service
 @pytest.fixture
 def app_origin_allowed(tmp_path: Path) -> Iterator[Service]:
     """A deployment whose passkey.allowed_origins also lists a Vite dev server's origin."""
-    running, stop = start_service(tmp_path, settings={
+    yield from deployment_with(tmp_path, {
         'allowed_origins = ["http://localhost:':
         'allowed_origins = ["http://localhost:5173", "http://localhost:'})
-    yield running
-    stop()
 
 
 def test_an_applications_own_pages_may_call_the_flow_api_across_origins(

@@ -22,7 +22,7 @@ from identityctl.services.context import ServiceContext
 from identityctl.services.oauth.registration import remove_idle_clients
 from identityctl.store import audit
 from identityctl.store.models import Application
-from tests.conftest import Service, added_applications, start_service
+from tests.conftest import Service, added_applications, deployment_with
 from tests.test_oauth_helpers import (
     OAuthDriver,
     RegisteredClient,
@@ -35,22 +35,16 @@ OFF = 'dynamic_registration = "off"'
 LOOPBACK = "http://127.0.0.1:33418/callback"
 
 
-def deployment(tmp_path: Path, **settings: str) -> Iterator[Service]:
-    running, stop = start_service(tmp_path, settings=settings)
-    yield running
-    stop()
-
-
 @pytest.fixture
 def open_registration(tmp_path: Path) -> Iterator[Service]:
-    yield from deployment(tmp_path, **{OFF: 'dynamic_registration = "open"',
+    yield from deployment_with(tmp_path, {OFF: 'dynamic_registration = "open"',
                                        "registrations_per_address = 20":
                                        "registrations_per_address = 3"})
 
 
 @pytest.fixture
 def token_registration(tmp_path: Path) -> Iterator[Service]:
-    yield from deployment(tmp_path, **{OFF: 'dynamic_registration = "token"'})
+    yield from deployment_with(tmp_path, {OFF: 'dynamic_registration = "token"'})
 
 
 def register(service: Service, metadata: Any, token: str | None = None) -> requests.Response:
