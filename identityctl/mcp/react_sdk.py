@@ -217,7 +217,7 @@ export default function FlowForm({ flowType, onComplete }) {
   return (
     <form onSubmit={(e) => e.preventDefault()}>
       {fields.map((input) => (
-        <label key={input.identifier} style={{ display: "block" }}>
+        <label key={input.identifier} className="field">
           {input.label || humanize(input.identifier)}
           <input
             name={input.identifier}
