@@ -90,10 +90,10 @@ def end_sessions(ctx: ServiceContext, session_ids: list[str], *, actor: str,
     with transaction():
         ended = store.end(session_ids)
         for grant in store.grants_of(ended):
-            application = catalog_store.find_application_by_client_id(grant.client_id)
-            end_grant(ctx, grant.family, client_of(application) if application else None)
-            logout_uri = oauth_config(application).get("backchannelLogoutUri") \
-                if application else None
+            # The row goes with its application (a foreign key), so the application is there.
+            application = catalog_store.get_application(grant.application_id)
+            end_grant(ctx, grant.family, client_of(application))
+            logout_uri = oauth_config(application).get("backchannelLogoutUri")
             if logout_uri:
                 outbox.enqueue(kind=BACKCHANNEL_LOGOUT, target=logout_uri, payload={
                     "clientId": grant.client_id, "sub": grant.user_id, "sid": grant.family,

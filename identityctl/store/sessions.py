@@ -105,6 +105,6 @@ def grants_of(session_ids: list[str]) -> list[SessionGrantRecord]:
     return [SessionGrantRecord(session_id=row.session_id, family=row.family,
                                application_id=row.application_id,
                                client_id=row.application.client_id, user_id=row.user_id)
-            for row in SessionGrant.select(SessionGrant, Application.client_id)
+            for row in SessionGrant.select(SessionGrant, Application.id, Application.client_id)
             .join(Application).where(SessionGrant.session.in_(session_ids))]
 
