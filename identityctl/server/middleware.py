@@ -19,8 +19,7 @@ from identityctl.oauth.discovery import CALLBACK_PATH, CONSENT_PATH
 #: The state-changing endpoints the hosted UI calls with ``fetch`` from its pages
 #: (identityctl/ui/static/gate.js). No cookies are involved, but a page of another site must
 #: not drive them in a visitor's browser either (docs/security.md, "CSRF and cookies").
-FLOW_EXECUTE = "/flow/execute"
-BROWSER_POSTS = frozenset({FLOW_EXECUTE, CALLBACK_PATH, CONSENT_PATH,
+BROWSER_POSTS = frozenset({"/flow/execute", CALLBACK_PATH, CONSENT_PATH,
                            "/account/api/enrol/start", "/account/api/enrol/finish"})
 
 access_log = logging.getLogger("identityctl.access")
@@ -97,6 +96,13 @@ def origin_of(url: str) -> str:
     return f"{scheme}://{host}" + (f":{port}" if port and port != default else "")
 
 
+def browser_origins(config: Config) -> frozenset[str]:
+    """The origins whose pages may drive the browser endpoints: passkey.allowed_origins and
+    the service's own (server.base_url, the hosted UI)."""
+    urls: Iterable[str] = (*config.passkey.allowed_origins, config.base_url, config.gate_url)
+    return frozenset(origin for origin in map(origin_of, urls) if origin)
+
+
 class BrowserOrigin:
     """Refuse (403 ``cross_origin_refused``) a POST to a browser endpoint (BROWSER_POSTS)
     whose ``Origin`` header names another site.
@@ -108,21 +114,7 @@ class BrowserOrigin:
     """
 
     def __init__(self, config: Config) -> None:
-        urls: Iterable[str] = (*config.passkey.allowed_origins, config.base_url,
-                               config.gate_url)
-        self.allowed = frozenset(origin for origin in map(origin_of, urls) if origin)
-
-    def process_response(self, req: falcon.Request, resp: falcon.Response, resource: Any,
-                         req_succeeded: bool) -> None:
-        """CORS for an application's own pages driving ``/flow/execute`` (self-hosted
-        sign-in, docs/security.md): those origins may read the answers. No credentials are
-        allowed (the endpoint uses none), and the POST itself is still checked above."""
-        if req.path != FLOW_EXECUTE:
-            return
-        origin = req.get_header("Origin")
-        if origin is not None and origin_of(origin) in self.allowed:
-            resp.set_header("Access-Control-Allow-Origin", origin)
-        resp.append_header("Vary", "Origin")
+        self.allowed = browser_origins(config)
 
     def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: Any,
                          params: dict[str, Any]) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 import falcon
 
 from identityctl.errors import InvalidField
+from identityctl.server.middleware import browser_origins, origin_of
 from identityctl.server.openapi import error_response, json_body, json_response
 from identityctl.server.requests import bool_field, json_object, object_field, string_field
 from identityctl.services import flow_execution
@@ -21,11 +22,24 @@ def _inputs(body: dict[str, Any]) -> dict[str, Any]:
     return inputs
 
 
+def _cross_origin(req: falcon.Request, resp: falcon.Response, resource: FlowExecuteResource,
+                  params: dict[str, Any]) -> None:
+    """CORS for an application's own pages driving /flow/execute (self-hosted sign-in,
+    docs/security.md): the origins that may post here (server/middleware.BrowserOrigin) may
+    read the answers, errors included (set before the responder runs). No credentials."""
+    origin = req.get_header("Origin")
+    if origin is not None and origin_of(origin) in resource.origins:
+        resp.set_header("Access-Control-Allow-Origin", origin)
+    resp.set_header("Vary", "Origin")
+
+
+@falcon.before(_cross_origin)
 class FlowExecuteResource:
     json_body = True
 
     def __init__(self, context: ServiceContext) -> None:
         self.context = context
+        self.origins = browser_origins(context.config)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = json_object(req)
@@ -44,8 +58,7 @@ class FlowExecuteResource:
 
 
     def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
-        """The CORS preflight of an application's own pages (the Origin decides, in
-        server/middleware.BrowserOrigin)."""
+        """The CORS preflight of an application's own pages (the Origin decides)."""
         resp.status = falcon.HTTP_204
         resp.set_header("Access-Control-Allow-Methods", "POST")
         resp.set_header("Access-Control-Allow-Headers", "Content-Type")
