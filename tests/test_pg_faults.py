@@ -252,8 +252,9 @@ def test_terminated_backends_heal_on_the_next_request(cluster: Cluster,
         admin.close()
     statuses = _all_succeed(service_on, rounds=2)
     assert set(statuses) <= {200, 503}, statuses
-    # Each thread's dead connection costs at most one answer (a 503): the next one succeeds.
-    assert statuses.count(503) <= THREADS, statuses
+    # Each dead pooled connection costs at most one answer (a 503): the next one succeeds.
+    # The pool held one per request thread, and one the outbox's delivery thread used.
+    assert statuses.count(503) <= THREADS + 1, statuses
     assert set(_all_succeed(service_on)) == {200}
 
 
