@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import peewee
+
 from identityctl.store import db
 from identityctl.store.models import Application, BrowserSession, SessionGrant, now
 
@@ -51,12 +53,14 @@ def create(*, session_id: str, user_id: str, auth_time: float, amr: list[str],
             client_address=client_address))
 
 
+def _live(idle_since: float) -> peewee.Expression:
+    """Not ended, within the absolute expiry, and used since ``idle_since``."""
+    return (BrowserSession.ended_at.is_null() & (BrowserSession.expires_at > now())
+            & (BrowserSession.last_seen_at > idle_since))
+
+
 def find_live(session_id: str, *, idle_since: float) -> SessionRecord | None:
-    """The session, unless it ended, passed its absolute expiry, or was unused since before
-    ``idle_since``."""
-    row = BrowserSession.get_or_none(
-        (BrowserSession.id == session_id) & BrowserSession.ended_at.is_null()
-        & (BrowserSession.expires_at > now()) & (BrowserSession.last_seen_at > idle_since))
+    row = BrowserSession.get_or_none((BrowserSession.id == session_id) & _live(idle_since))
     return _record(row) if row else None
 
 
@@ -66,9 +70,7 @@ def touch(session_id: str) -> None:
 
 def live_sessions_of(user_id: str, *, idle_since: float) -> list[SessionRecord]:
     return [_record(row) for row in BrowserSession.select().where(
-        (BrowserSession.user == user_id) & BrowserSession.ended_at.is_null()
-        & (BrowserSession.expires_at > now()) & (BrowserSession.last_seen_at > idle_since))
-        .order_by(BrowserSession.created_at)]
+        (BrowserSession.user == user_id) & _live(idle_since)).order_by(BrowserSession.created_at)]
 
 
 def end(session_ids: list[str]) -> list[str]:

@@ -16,6 +16,7 @@ from identityctl.passkey import codec
 from identityctl.server.openapi import error_response, json_body, json_response
 from identityctl.server.requests import bearer_token, json_object, object_field, string_field
 from identityctl.server.resources.gate import language_of, write_page
+from identityctl.server.resources.passkey import creation_answer
 from identityctl.services import account
 from identityctl.services.context import ServiceContext
 from identityctl.ui import account_page
@@ -34,11 +35,6 @@ class _AccountResource:
     def holder(self, req: falcon.Request, resp: falcon.Response) -> account.AccountHolder:
         resp.set_header("Cache-Control", "no-store")
         return account.account_holder(self.context, bearer_token(req))
-
-
-def _ceremony(started: Any) -> dict[str, Any]:
-    return {"publicKeyCredentialCreationOptions": started.options,
-            "sessionToken": started.session_token}
 
 
 class PageResource:
@@ -73,7 +69,7 @@ class PasskeyResource(_AccountResource):
 
 class PasskeyStartResource(_AccountResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = _ceremony(account.start_passkey(
+        resp.media = creation_answer(account.start_passkey(
             self.context, self.holder(req, resp), client_address=req.context.client_address))
 
 
@@ -99,7 +95,7 @@ class EnrolStartResource(_AccountResource):
         username, started = account.start_linked_passkey(
             self.context, string_field(json_object(req), "link"),
             client_address=req.context.client_address)
-        resp.media = {"username": username, **_ceremony(started)}
+        resp.media = {"username": username, **creation_answer(started)}
 
 
 class EnrolFinishResource(_AccountResource):

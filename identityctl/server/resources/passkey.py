@@ -27,6 +27,13 @@ from identityctl.services.passkeys import ceremonies, enrolment
 CREDENTIAL = "publicKeyCredential"
 
 
+def creation_answer(started: ceremonies.CeremonyStart) -> dict[str, Any]:
+    """A registration start's answer: the WebAuthn creation options and the session token
+    that finishes it (the atomic API and the account page alike)."""
+    return {"publicKeyCredentialCreationOptions": started.options,
+            "sessionToken": started.session_token}
+
+
 class _PasskeyResource:
     json_body = True
 
@@ -47,8 +54,7 @@ class RegisterStartResource(_PasskeyResource):
             authenticator_selection=object_field(body, "authenticatorSelection",
                                                  required=False),
             attestation=body.get("attestation"), client_address=req.context.client_address)
-        resp.media = {"publicKeyCredentialCreationOptions": started.options,
-                      "sessionToken": started.session_token}
+        resp.media = creation_answer(started)
 
 
 class RegisterFinishResource(_PasskeyResource):

@@ -285,16 +285,19 @@
       cancel.remove();
     }
     if (!credential) throw Object.assign(new Error("no credential"), { name: "NotAllowedError" });
+    if (kind !== "create") return assertionInputs(credential);
     const json = credentialJSON(credential);
-    const inputs = { credentialId: json.id, clientDataJSON: json.response.clientDataJSON };
-    if (kind === "create") {
-      inputs.attestationObject = json.response.attestationObject;
-      inputs.credentialName = `Passkey on ${navigator.platform || "this device"}`;
-    } else {
-      inputs.authenticatorData = json.response.authenticatorData;
-      inputs.signature = json.response.signature;
-      if (json.response.userHandle) inputs.userHandle = json.response.userHandle;
-    }
+    return { credentialId: json.id, clientDataJSON: json.response.clientDataJSON,
+      attestationObject: json.response.attestationObject,
+      credentialName: `Passkey on ${navigator.platform || "this device"}` };
+  }
+
+  // A passkey assertion as a flow step's inputs (a button's ceremony and autofill alike).
+  function assertionInputs(credential) {
+    const json = credentialJSON(credential);
+    const inputs = { credentialId: json.id, clientDataJSON: json.response.clientDataJSON,
+      authenticatorData: json.response.authenticatorData, signature: json.response.signature };
+    if (json.response.userHandle) inputs.userHandle = json.response.userHandle;
     return inputs;
   }
 
@@ -509,15 +512,11 @@
       const credential = await navigator.credentials.get({ mediation: "conditional",
         publicKey: requestOptions(options.publicKey || options), signal: aborting.signal });
       if (!credential) return;
-      const json = credentialJSON(credential);
       signingIn = true;
       busy(true);
       setStatus(t("Checking…"));
       const done = await post(page.flowUrl, { executionId: challenged.executionId,
-        action: verify.ref, inputs: { credentialId: json.id,
-          clientDataJSON: json.response.clientDataJSON,
-          authenticatorData: json.response.authenticatorData,
-          signature: json.response.signature, userHandle: json.response.userHandle || "" } });
+        action: verify.ref, inputs: assertionInputs(credential) });
       if (done.flowStatus === "COMPLETE") await finish(done);
       else showError(textFor(done.failureReason));
     } catch (failure) {
