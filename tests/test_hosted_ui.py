@@ -22,8 +22,11 @@ import requests
 from identityctl.oauth.pkce import s256_challenge
 from identityctl.services import catalog, directory
 from tests.conftest import Service
-from tests.support.browser import ARTIFACTS, PasskeyPage, chromium, needs_chromium
+from tests.support.authenticator import SoftAuthenticator
+from tests.support.browser import (ARTIFACTS, PasskeyPage, chromium, needs_chromium,
+                                   sign_in_with_password)
 from tests.test_oauth_helpers import OAuthDriver, RegisteredClient, query_of
+from tests.test_passkey_helpers import PasskeyClient
 
 pytestmark = needs_chromium
 
@@ -88,7 +91,7 @@ class Browser:
         self.page.goto(self.service.url(f"/oauth2/authorize?{query}"))
 
     def click(self, label: str) -> None:
-        self.page.get_by_role("button", name=label).click()
+        self.page.get_by_role("button", name=label, exact=True).click()
 
     def wait_for_step(self, label: str) -> None:
         self.page.get_by_role("button", name=label).wait_for()
@@ -162,13 +165,14 @@ def test_sign_up_sign_out_and_sign_in_with_passkey_and_password(user_browser: Br
         "authenticatorId": ui.tab.authenticator_id, "enabled": False})
     ui.authorize(prompt="login")
     ui.page.get_by_label("Username").fill(username)
+    ui.click("Continue")  # the passkey prompt opens; the person cancels it
+    ui.click("Cancel")
     ui.page.get_by_label("Password").fill("not my password")
-    ui.click("Sign in with password")
+    ui.click("Sign in")
     ui.page.get_by_role("alert").filter(has_text="not right").wait_for()
     ui.screenshot("wrong-password")
-    ui.page.get_by_label("Username").fill(username)
     ui.page.get_by_label("Password").fill(PASSWORD)
-    ui.click("Sign in with password")
+    ui.click("Sign in")
     with_password = ui.back_at_the_client()
     assert with_password["sub"] == user.id and with_password["amr"] == ["pwd"]
 
@@ -201,13 +205,10 @@ def test_a_cancelled_passkey_explains_itself(user_browser: Browser, service: Ser
     username = f"bob-{uuid.uuid4().hex[:6]}"
     directory.create_user(username=username, password=PASSWORD)
     ui.authorize()
-    ui.click("Sign in with a passkey")  # usernameless; this authenticator holds no passkey
-    ui.wait_for_step("Use my passkey")
-    ui.click("Use my passkey")
+    ui.click("Continue")  # no name: any passkey of this device; it holds none
     ui.page.get_by_role("alert").filter(has_text="passkey").wait_for()
     ui.screenshot("no-passkey-here")
-    # The password is still offered on the way back.
-    ui.click("Use a password instead")
+    # The password is offered on the way back.
     ui.page.get_by_label("Password").wait_for()
 
 
@@ -223,8 +224,9 @@ def test_enter_in_the_password_field_signs_in_with_the_password(user_browser: Br
     ui, user = user_browser, password_user()
     ui.authorize()
     ui.page.get_by_label("Username").fill(user.username)
+    ui.page.get_by_label("Username").press("Enter")  # Continue
     ui.page.get_by_label("Password").fill(PASSWORD)
-    ui.page.get_by_label("Password").press("Enter")  # not the passkey button, first on the form
+    ui.page.get_by_label("Password").press("Enter")  # the password's sign-in, no passkey
     assert ui.back_at_the_client()["amr"] == ["pwd"]
 
 
@@ -233,8 +235,9 @@ def test_a_wrong_password_keeps_the_username_and_puts_the_cursor_in_the_password
     ui, user = user_browser, password_user()
     ui.authorize()
     ui.page.get_by_label("Username").fill(user.username)
+    ui.click("Continue")
     ui.page.get_by_label("Password").fill("not the password")
-    ui.click("Sign in with password")
+    ui.click("Sign in")
     ui.page.get_by_role("alert").filter(has_text="not right").wait_for()
     assert ui.page.get_by_label("Username").input_value() == user.username
     assert ui.page.evaluate("document.activeElement.type") == "password"
@@ -275,9 +278,7 @@ def test_a_passkey_prompt_can_be_cancelled_from_the_page(user_browser: Browser) 
     ui.tab.cdp.send("WebAuthn.setAutomaticPresenceSimulation", {
         "authenticatorId": ui.tab.authenticator_id, "enabled": False})
     ui.authorize()
-    ui.click("Sign in with a passkey")
-    ui.wait_for_step("Use my passkey")
-    ui.click("Use my passkey")
+    ui.click("Continue")
     ui.page.get_by_role("button", name="Cancel").click()
     ui.page.get_by_role("alert").filter(has_text="cancelled").wait_for()
     ui.screenshot("passkey-cancelled")
@@ -287,9 +288,7 @@ def test_the_back_button_after_signing_in_offers_the_way_back_to_the_application
         user_browser: Browser) -> None:
     ui, user = user_browser, password_user()
     ui.authorize(prompt="login")
-    ui.page.get_by_label("Username").fill(user.username)
-    ui.page.get_by_label("Password").fill(PASSWORD)
-    ui.click("Sign in with password")
+    sign_in_with_password(ui.page, user.username, PASSWORD)
     ui.back_at_the_client()
     ui.page.go_back()
     back = ui.page.get_by_role("link", name="Return to the application")
@@ -314,6 +313,44 @@ def test_passkey_only_sign_up_is_one_step_and_gives_an_id_token_with_amr(user_br
     assert "passkey" in ui.back_at_the_client()["amr"]
 
 
+def test_continue_uses_the_passkey_of_a_person_who_has_one(user_browser: Browser,
+                                                            service: Service) -> None:
+    ui = user_browser
+    ui.tab.without_autofill()  # so that only Continue can use the passkey
+    user, authenticator = password_user(), SoftAuthenticator()
+    PasskeyClient(service).enrolled(user, authenticator)
+    ui.tab.add_passkey(authenticator.credentials[0])
+    ui.authorize()
+    ui.page.get_by_label("Username").fill(user.username)
+    ui.screenshot("continue")
+    ui.click("Continue")
+    claims = ui.back_at_the_client()
+    assert claims["sub"] == user.id and "passkey" in claims["amr"]
+
+
+def test_continue_asks_for_the_password_of_a_person_without_a_passkey_and_then_remembers(
+        user_browser: Browser) -> None:
+    ui, user = user_browser, password_user()
+    ui.authorize()
+    ui.page.get_by_label("Username").fill(user.username)
+    ui.click("Continue")  # the service answers as for anyone; this device has no passkey
+    ui.page.locator("#notice").filter(has_text="Enter your password").wait_for()
+    assert ui.page.get_by_label("Username").input_value() == user.username
+    assert ui.page.evaluate("document.activeElement.type") == "password"
+    ui.screenshot("password-after-continue")
+    ui.page.get_by_label("Password").fill(PASSWORD)
+    ui.click("Sign in")
+    assert ui.back_at_the_client()["amr"] == ["pwd"]
+
+    # This browser remembers the password way for this name: no passkey prompt next time.
+    ui.authorize(prompt="login")
+    ui.page.get_by_label("Username").fill(user.username)
+    ui.click("Continue")
+    ui.page.get_by_label("Password").wait_for()
+    assert not ui.page.locator("#notice").is_visible()
+    assert ui.page.get_by_role("button", name="Use a passkey instead").is_visible()
+
+
 def test_the_favicon_is_served(service: Service) -> None:
     icon = service.get("/favicon.ico")
     assert icon.status_code == 200 and icon.headers["Content-Type"] == "image/svg+xml"
@@ -331,8 +368,9 @@ def test_a_german_browser_reads_the_sign_in_page_in_german(browser: Any, service
         assert ui.page.get_by_role("heading", level=1).inner_text() == "Anmelden"
         user = password_user()
         ui.page.get_by_label("Benutzername").fill(user.username)
+        ui.click("Weiter")
         ui.page.get_by_label("Passwort").fill("falsch falsch")
-        ui.click("Mit Passwort anmelden")
+        ui.click("Anmelden")
         ui.page.get_by_role("alert").filter(has_text="Benutzername oder Passwort").wait_for()
         ui.screenshot("german")
     finally:

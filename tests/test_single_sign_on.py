@@ -27,7 +27,7 @@ from identityctl.services import catalog, directory
 from identityctl.services.passkeys.admin import list_credentials
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator
-from tests.support.browser import PasskeyPage, chromium, needs_chromium
+from tests.support.browser import PasskeyPage, chromium, needs_chromium, sign_in_with_password
 from tests.support.relying_party import RelyingParty, relying_party
 from tests.test_oauth_helpers import query_of
 from tests.test_passkey_helpers import PasskeyClient
@@ -123,9 +123,7 @@ class Person:
         try:
             page.goto(self.service.url(f"/oauth2/authorize?{query}"))
             if sign_in and self.password:
-                page.get_by_label("Username").fill(self.user.username)
-                page.get_by_label("Password").fill(self.password)
-                page.get_by_role("button", name="Sign in with password").click()
+                sign_in_with_password(page, self.user.username, self.password)
             # else: the passkey from the username field's suggestions signs in (autofill)
             page.wait_for_url(app.redirect_uri + "*")
         finally:

@@ -47,10 +47,10 @@ def chromium() -> Iterator[Any]:
 class PasskeyPage:
     """A phone-sized page whose browser has a virtual platform authenticator."""
 
-    def __init__(self, browser: Any, *, locale: str | None = None) -> None:
-        """``locale``: the browser's language (its Accept-Language), e.g. "de-DE"."""
-        self.context = browser.new_context(viewport=PHONE,
-                                           **({"locale": locale} if locale else {}))
+    def __init__(self, browser: Any, **context_options: Any) -> None:
+        """``context_options``: Playwright's, e.g. ``locale="de-DE"`` (the browser's
+        language, its Accept-Language) or another ``viewport``."""
+        self.context = browser.new_context(**{"viewport": PHONE, **context_options})
         self.page = self.context.new_page()
         self.cdp = self.context.new_cdp_session(self.page)
         self.cdp.send("WebAuthn.enable", {"enableUI": False})
@@ -76,5 +76,20 @@ class PasskeyPage:
         (ARTIFACTS / folder).mkdir(parents=True, exist_ok=True)
         self.page.screenshot(path=str(ARTIFACTS / folder / f"{name}.png"), full_page=True)
 
+    def without_autofill(self) -> None:
+        """From the next page on, the browser offers no passkey autofill (as one without
+        conditional mediation): only a press signs in."""
+        self.page.add_init_script(
+            "PublicKeyCredential.isConditionalMediationAvailable = async () => false;")
+
     def close(self) -> None:
         self.context.close()
+
+
+def sign_in_with_password(page: Any, username: str, password: str) -> None:
+    """The hosted page's way in with a password: the username, Continue (which finds no
+    passkey for it here, or remembers the password), then the password."""
+    page.get_by_label("Username").fill(username)
+    page.get_by_role("button", name="Continue").click()
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in", exact=True).click()

@@ -192,19 +192,148 @@
     return /password|fallback|skip|other|cancel|back/i.test(`${action.ref} ${action.label || ""}`);
   }
 
+  // --- one "Continue" (identifier first) -----------------------------------------------------
+  // A sign-in step that offers a passkey path (an action taking at most the username) and a
+  // password path shows the username and one Continue. Continue tries the passkey: the
+  // service answers a passkey request for any name (decoy ids for a name without passkeys,
+  // so nobody learns who has one), and the browser finds the passkey or says there is
+  // none; then the password field appears. A name that signed in with its password on this
+  // browser goes straight to the password (remembered here only, never sent).
+
+  const PASSWORD_FIRST = "identityctl.passwordFirst";
+  let passwordPhase = false;  // Continue found no passkey: the password field is shown
+  let signedInWith = null;  // {username, method} of the way in that is finishing
+
+  function continuePaths(step) {
+    const actions = (step.data && step.data.actions) || [];
+    if (signingUp || passkeyCeremony(step) || !actions.every((a) => Array.isArray(a.inputs))) {
+      return null;
+    }
+    const password = actions.find((action) => action.inputs.includes("password"));
+    const passkey = actions.find((action) => action !== password &&
+      action.inputs.every((name) => name === "username"));
+    return password && passkey && passkeysSupported ? { password, passkey } : null;
+  }
+
+  function passwordFirstNames() {
+    try {
+      return JSON.parse(localStorage.getItem(PASSWORD_FIRST) || "[]");
+    } catch (unavailable) {
+      return [];
+    }
+  }
+
+  function rememberMethod(username, method) {
+    if (!username) return;
+    const names = passwordFirstNames().filter((name) => name !== username);
+    if (method === "password") names.unshift(username);
+    try {
+      localStorage.setItem(PASSWORD_FIRST, JSON.stringify(names.slice(0, 20)));
+    } catch (unavailable) { /* private mode: Continue tries the passkey each time */ }
+  }
+
+  function actionButton(text, value, secondary) {
+    const element = document.createElement("button");
+    element.type = "submit";
+    element.value = value;
+    element.textContent = text;
+    if (secondary) element.className = "secondary";
+    element.dataset.ceremony = "";
+    return element;
+  }
+
+  function renderContinue(step, paths) {
+    const inputs = (step.data.inputs || []).filter((input) => input.type !== "HIDDEN" &&
+      (passwordPhase || (input.identifier || input.ref) !== "password"));
+    inputs.forEach((input, index) => form.append(field(input, index)));
+    if (passwordPhase) {
+      const signIn = actionButton(t("Sign in"), paths.password.ref, false);
+      signIn.dataset.inputs = paths.password.inputs.join(" ");
+      const passkey = actionButton(t("Use a passkey instead"), paths.passkey.ref, true);
+      passkey.dataset.continue = "passkey";
+      form.append(signIn, passkey);
+    } else {
+      const next = actionButton(t("Continue"), paths.passkey.ref, false);
+      next.dataset.continue = "auto";
+      next.dataset.inputs = "username";
+      form.append(next);
+    }
+  }
+
+  async function continueSignIn(choice) {
+    const username = (visibleInputs().username || "").trim();
+    if (choice === "auto" && username && passwordFirstNames().includes(username)) {
+      passwordPhase = true;
+      render(current);
+      return;
+    }
+    const paths = continuePaths(current);
+    busy(true);
+    showError("");
+    let challenged = null;
+    try {
+      setStatus(t("Checking…"));
+      challenged = await post(page.flowUrl, { executionId, action: paths.passkey.ref,
+        inputs: { username } });
+      if (!passkeyCeremony(challenged)) {
+        await advance(challenged);
+        return;
+      }
+      current = challenged;
+      const verify = challenged.data.actions.find((action) => !isFallback(action));
+      const inputs = await runCeremony("get", passkeyCeremony(challenged).options);
+      setStatus(t("Checking…"));
+      signedInWith = { username, method: "passkey" };
+      await advance(await post(page.flowUrl, { executionId, action: verify.ref, inputs }));
+    } catch (failure) {
+      setStatus("");
+      if (failure instanceof ServiceError) {
+        showError(messageFor(failure));
+        if (/^execution_/.test(failure.code)) offerRestart();
+        return;
+      }
+      // No passkey used (none here, or cancelled): back to the first step, with the password.
+      const back = challenged && challenged.data.actions.find(isFallback);
+      if (!back) {
+        showError(messageFor(failure));
+        return;
+      }
+      const first = await post(page.flowUrl, { executionId, action: back.ref, inputs: {} })
+        .catch((error) => error);
+      if (first instanceof ServiceError) {
+        showError(messageFor(first));
+        return;
+      }
+      passwordPhase = true;
+      await advance(first);
+      if (!username) {
+        showError(messageFor(failure));
+      } else {
+        show($("notice"), t("No passkey was used. Enter your password, or try your passkey " +
+          "again."));
+      }
+    } finally {
+      busy(false);
+      const empty = [...form.querySelectorAll("input")].find((control) => !control.value);
+      if (empty) empty.focus();
+    }
+  }
+
   function render(step) {
     // What the person typed survives a refusal (a wrong password keeps the username;
-    // secrets are typed again).
-    const typed = step.failureReason ? visibleInputs() : {};
+    // secrets are typed again) and the way from the username to the password.
+    const typed = step.failureReason || passwordPhase ? visibleInputs() : {};
     form.replaceChildren();
     show($("notice"), "");
     showError(step.failureReason ? textFor(step.failureReason) : "");
     const data = step.data || {};
-    const visible = (data.inputs || []).filter(
+    const paths = continuePaths(step);
+    if (paths) renderContinue(step, paths);
+    const visible = paths ? [] : (data.inputs || []).filter(
       (input) => input.type !== "HIDDEN" && !PASSKEY_INPUTS.has(input.identifier || input.ref));
     visible.forEach((input, index) => form.append(field(input, index)));
     const ceremony = passkeyCeremony(step);
-    const actions = data.actions || [];
+    const actions = paths ? [] : data.actions || [];
     let primaryShown = false;
     actions.forEach((action) => {
       const runsCeremony = ceremony && !isFallback(action);
@@ -302,6 +431,7 @@
   }
 
   async function submit(button) {
+    if (button.dataset.continue) return continueSignIn(button.dataset.continue);
     const action = button.value;
     const ceremony = button.dataset.ceremony;
     busy(true);
@@ -314,6 +444,9 @@
         inputs = { ...inputs, ...(await runCeremony(ceremony, options)) };
       }
       setStatus(t("Checking…"));
+      if (!signingUp && "password" in inputs) {
+        signedInWith = { username: inputs.username, method: "password" };
+      }
       next = await post(page.flowUrl, { executionId, action, inputs });
       await advance(next);
     } catch (failure) {
@@ -367,6 +500,7 @@
       return offerRestart();
     }
     setStatus(t("Signed in."));
+    if (signedInWith) rememberMethod(signedInWith.username, signedInWith.method);
     return handOff(await post(page.callbackUrl, { authId: page.authId,
       assertion: step.assertion }));
   }
@@ -529,6 +663,7 @@
   }
 
   async function start(resume) {
+    passwordPhase = false;
     busy(true);
     showError("");
     try {
