@@ -20,8 +20,13 @@ import pytest
 from identityctl.oauth.pkce import s256_challenge
 from identityctl.services import catalog, directory
 from tests.conftest import Service
-from tests.support.browser import (ARTIFACTS, PasskeyPage, chromium, needs_chromium,
-                                   sign_in_with_password)
+from tests.support.browser import (
+    ARTIFACTS,
+    PasskeyPage,
+    chromium,
+    needs_chromium,
+    sign_in_with_password,
+)
 
 AXE = Path(__file__).resolve().parent / "a11y" / "node_modules" / "axe-core" / "axe.min.js"
 pytestmark = [needs_chromium, pytest.mark.skipif(

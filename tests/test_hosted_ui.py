@@ -23,8 +23,13 @@ from identityctl.oauth.pkce import s256_challenge
 from identityctl.services import catalog, directory
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator
-from tests.support.browser import (ARTIFACTS, PasskeyPage, chromium, needs_chromium,
-                                   sign_in_with_password)
+from tests.support.browser import (
+    ARTIFACTS,
+    PasskeyPage,
+    chromium,
+    needs_chromium,
+    sign_in_with_password,
+)
 from tests.test_oauth_helpers import OAuthDriver, RegisteredClient, query_of
 from tests.test_passkey_helpers import PasskeyClient
 

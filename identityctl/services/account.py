@@ -196,7 +196,10 @@ def change_password(ctx: ServiceContext, holder: AccountHolder, new_password: st
 
 
 def consents(holder: AccountHolder) -> list[dict[str, Any]]:
-    return [grant.to_api() for grant in grants_service.list_grants(user=holder.user.id)]
+    """The applications the person allowed; not this page itself, which a person cannot
+    take back while using it."""
+    return [grant.to_api() for grant in grants_service.list_grants(user=holder.user.id)
+            if grant.client_id != ACCOUNT_CLIENT_ID]
 
 
 def revoke_consent(ctx: ServiceContext, holder: AccountHolder, client_id: str) -> int:

@@ -55,7 +55,8 @@
   }
 
   function when(seconds) {
-    return seconds ? new Date(seconds * 1000).toLocaleString() : "—";
+    return seconds ? new Date(seconds * 1000).toLocaleString(document.documentElement.lang,
+      { dateStyle: "medium", timeStyle: "short" }) : "—";
   }
 
   function base64url(bytes) {
@@ -149,7 +150,8 @@
     return element("table", {},
       element("thead", {}, element("tr", {}, ...headings.map((h) => element("th", {}, h)))),
       element("tbody", {}, ...rows.map((cells) => element("tr", {},
-        ...cells.map((cell) => element("td", {}, cell))))));
+        ...cells.map((cell, index) => element("td", { "data-label": headings[index] },
+          cell))))));
   }
 
   async function addPasskeyHere() {
@@ -160,8 +162,8 @@
     await call("POST", "/passkeys/finish", { sessionToken: started.sessionToken,
       publicKeyCredential: credentialJSON(credential),
       credentialName: `Passkey on ${navigator.platform || "this device"}` });
+    await render();  // the list shows the change when the status says it
     setStatus(t("Passkey added."));
-    await render();
   }
 
   async function linkForAnotherDevice(where) {
@@ -213,8 +215,8 @@
                 return;
               }
               await call("DELETE", `/passkeys/${encodeURIComponent(key.credentialId)}`);
-              setStatus(t("Passkey deleted."));
               await render();
+              setStatus(t("Passkey deleted."));
             }), true))])),
         element("p", { class: "actions" },
           button(t("Add a passkey on this device"), () => guarded(addPasskeyHere)),
@@ -226,17 +228,17 @@
           when(entry.lastUsedAt), entry.address || "—",
           button(t("Sign out"), () => guarded(async () => {
             await call("DELETE", `/sessions/${encodeURIComponent(entry.id)}`);
-            setStatus(t("Signed out of {application}.", { application: entry.application }));
             await render();
+            setStatus(t("Signed out of {application}.", { application: entry.application }));
           }), true)]))),
       section(t("Password"), passwordForm),
       section(t("Applications you allowed"), table([t("Application"), t("May"), ""],
         consents.consents.map((grant) => [grant.application, grant.scopes.join(", "),
           button(t("Revoke"), () => guarded(async () => {
             await call("DELETE", `/consents?${new URLSearchParams({ clientId: grant.clientId })}`);
+            await render();
             setStatus(t("{application} no longer has access.",
               { application: grant.application }));
-            await render();
           }), true)]))),
       element("p", {}, button(t("Sign out everywhere"), () => {
         const query = new URLSearchParams({ id_token_hint: idToken });
@@ -288,5 +290,7 @@
     return undefined;
   }
 
+  // The link opened again in this tab changes only the fragment: no new page, so run again.
+  if (page.mode === "enrol") window.addEventListener("hashchange", start);
   start();
 })();
