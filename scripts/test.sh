@@ -25,13 +25,15 @@ apt_install() {
 command -v chromium >/dev/null || apt_install chromium
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_install postgresql
 [ -x /usr/sbin/pgbouncer ] || apt_install pgbouncer  # the PgBouncer start-up test
-# axe-core (npm) for the accessibility scan of the hosted pages (tests/test_accessibility.py)
+# The npm parts of the suite (tests/node): axe-core for the accessibility scan; Vite, React
+# and react-oidc-context to build the React guide's apps.
 if command -v npm >/dev/null; then
-  (cd tests/a11y && npm ci --silent --no-audit --no-fund >/dev/null 2>&1) \
-    || echo "test.sh: could not install axe-core with npm (the accessibility scan will skip)"
+  (cd tests/node && npm ci --silent --no-audit --no-fund >/dev/null 2>&1) \
+    || echo "test.sh: could not install the npm test tools" \
+            "(the accessibility scan and the React guide apps will skip)"
 else
-  apt_install npm && (cd tests/a11y && npm ci --silent --no-audit --no-fund >/dev/null 2>&1) \
-    || echo "test.sh: no npm (the accessibility scan will skip)"
+  apt_install npm && (cd tests/node && npm ci --silent --no-audit --no-fund >/dev/null 2>&1) \
+    || echo "test.sh: no npm (the accessibility scan and the React guide apps will skip)"
 fi
 
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)

@@ -69,8 +69,9 @@ class Service:
 
 def start_service(directory: Path, *, database_url: str | None = None,
                   overrides: str = "", settings: dict[str, str] | None = None,
-                  threads: int = 8) -> tuple[Service, Callable[[], None]]:
-    port = free_port()
+                  threads: int = 8, port: int | None = None
+                  ) -> tuple[Service, Callable[[], None]]:
+    port = port or free_port()
     config_path = make_deployment(directory, port=port, database_url=database_url,
                                   overrides=overrides, settings=settings)
     config = load_config(config_path)

@@ -28,10 +28,10 @@ from tests.support.browser import (
     sign_in_with_password,
 )
 
-AXE = Path(__file__).resolve().parent / "a11y" / "node_modules" / "axe-core" / "axe.min.js"
+AXE = Path(__file__).resolve().parent / "node" / "node_modules" / "axe-core" / "axe.min.js"
 pytestmark = [needs_chromium, pytest.mark.skipif(
     not AXE.exists(), reason="axe-core is not installed (./scripts/test.sh runs npm ci in "
-                             "tests/a11y)")]
+                             "tests/node)")]
 NARROW = {"width": 375, "height": 812}
 PASSWORD = "correct horse battery"
 REDIRECT_URI = "https://demo-client.example/callback"

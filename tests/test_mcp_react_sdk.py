@@ -19,9 +19,10 @@ NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed")
 
 
-def snippets() -> dict[str, str]:
+def snippets(service_url: str = "https://id.example.com",
+             issuer: str = "https://id.example.com") -> dict[str, str]:
     """Code blocks of the guide by the file name in their first line (`// src/NAME`)."""
-    guide = integration_guide(service_url="https://id.example.com", issuer="https://id.example.com")
+    guide = integration_guide(service_url=service_url, issuer=issuer)
     found = {}
     for section in guide.sections:
         for code in re.findall(r"```\w+\n(.*?)```", section.markdown, re.S):
