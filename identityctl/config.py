@@ -13,6 +13,7 @@ import os
 import tomllib
 import typing
 from dataclasses import dataclass, field
+from email.utils import parseaddr
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -155,6 +156,37 @@ class DeliveriesConfig:
     give_up_hours: int = 24
 
 
+#: email.security: how the SMTP connection is protected.
+SMTP_SECURITY = ("none", "starttls", "tls")
+
+
+@dataclass(frozen=True)
+class EmailConfig:
+    """Outgoing mail over SMTP (services/mail.py), sent from the outbox. Without
+    ``smtp_host`` no mail is sent: e-mail verification and recovery by e-mail are skipped
+    or refused, and say so."""
+
+    smtp_host: str = ""
+    smtp_port: int = 587
+    security: str = "starttls"
+    username: str = ""
+    #: A file holding the SMTP password (the password is never in this file).
+    password_file: str = ""
+    #: The From address, e.g. "Example Identity <identity@example.com>" (TOML key ``from``).
+    sender: str = ""
+    #: Seconds a one-time code sent by e-mail works.
+    code_ttl: int = 600
+    #: Wrong codes one flow execution may try before it ends.
+    code_attempts: int = 5
+
+    #: TOML keys that are Python keywords -> the field holding them.
+    TOML_NAMES: typing.ClassVar[dict[str, str]] = {"from": "sender"}
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.smtp_host)
+
+
 @dataclass(frozen=True)
 class SecurityConfig:
     """Brute-force throttling (services/throttle.py; the properties in docs/security.md)."""
@@ -208,6 +240,7 @@ class Config:
     flow: FlowConfig = field(default_factory=FlowConfig)
     session: SessionConfig = field(default_factory=SessionConfig)
     deliveries: DeliveriesConfig = field(default_factory=DeliveriesConfig)
+    email: EmailConfig = field(default_factory=EmailConfig)
     security: SecurityConfig = field(default_factory=SecurityConfig)
     #: File the configuration came from ("" when built in code); relative paths resolve here.
     source: str = ""
@@ -227,6 +260,13 @@ class Config:
     @property
     def mcp_audience(self) -> str:
         return self.mcp.audience or f"{self.base_url}/mcp"
+
+    def resolve(self, name: str) -> Path:
+        """A path from the configuration: relative ones are relative to the file."""
+        path = Path(name)
+        if path.is_absolute() or not self.source:
+            return path
+        return Path(self.source).resolve().parent / path
 
     @property
     def database_url(self) -> str:
@@ -258,13 +298,15 @@ def _section(path: str, name: str, cls: type, raw: object) -> object:
     if not isinstance(raw, dict):
         raise ConfigError(path, name, "must be a table")
     hints = typing.get_type_hints(cls)
-    known = {f.name for f in dataclasses.fields(cls)}
+    toml_names = getattr(cls, "TOML_NAMES", {})
+    known = ({f.name for f in dataclasses.fields(cls)} - set(toml_names.values())) | set(toml_names)
     values = {}
     for key, value in raw.items():
         if key not in known:
             raise ConfigError(path, f"{name}.{key}",
                               f"unknown key (known: {', '.join(sorted(known))})")
-        values[key] = _coerce(path, f"{name}.{key}", value, hints[key])
+        field_name = toml_names.get(key, key)
+        values[field_name] = _coerce(path, f"{name}.{key}", value, hints[field_name])
     return cls(**values)
 
 
@@ -354,10 +396,30 @@ def _validate(path: str, config: Config) -> None:
     _require_choice(path, "oauth.signing_alg", oauth.signing_alg, SIGNING_ALGS)
     _require_choice(path, "oauth.dynamic_registration", oauth.dynamic_registration,
                     DYNAMIC_REGISTRATION)
+    _validate_email(path, config)
     for key, value in (("oauth.issuer", oauth.issuer), ("gate_client.url", config.gate_client.url),
                        ("mcp.audience", config.mcp.audience)):
         if value:
             _require_url(path, key, value)
+
+
+def _validate_email(path: str, config: Config) -> None:
+    email = config.email
+    _require_choice(path, "email.security", email.security, SMTP_SECURITY)
+    if not 0 < email.smtp_port < 65536:
+        raise ConfigError(path, "email.smtp_port", f"must be 1-65535, got {email.smtp_port}")
+    if not email.enabled:
+        return
+    _name, address = parseaddr(email.sender)
+    if "@" not in address:
+        raise ConfigError(path, "email.from", "must be an address such as "
+                          f"\"Example Identity <identity@example.com>\", got {email.sender!r}")
+    if email.password_file and not email.username:
+        raise ConfigError(path, "email.username", "must be set when email.password_file is")
+    if email.password_file:
+        secret = config.resolve(email.password_file)
+        if not secret.is_file():
+            raise ConfigError(path, "email.password_file", f"{str(secret)!r} is not a file")
 
 
 def parse_config(data: dict, path: str = "<config>") -> Config:

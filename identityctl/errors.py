@@ -124,6 +124,14 @@ class TooManyRequests(IdentityError):
         self.retry_after = retry_after
 
 
+class BadGateway(IdentityError):
+    """A server this one relies on (an SMTP server) did not do its part."""
+
+    status = 502
+    code = "bad_gateway"
+    message = "A server this service relies on did not answer as expected."
+
+
 class ServiceUnavailable(IdentityError):
     status = 503
     code = "service_unavailable"

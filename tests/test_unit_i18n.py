@@ -1,4 +1,4 @@
-"""Which language a page speaks (ui/i18n.py): ui_locales, then Accept-Language, then
+"""Which language a page speaks (i18n/__init__.py): ui_locales, then Accept-Language, then
 English; and every text of the German catalog fills the same placeholders."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from identityctl.ui import i18n
+from identityctl import i18n
 
 
 @pytest.mark.parametrize(("ui_locales", "accept_language", "chosen"), [

@@ -13,6 +13,7 @@ from identityctl.cli.audit import audit_app
 from identityctl.cli.catalog import app_app, flow_app, theme_app
 from identityctl.cli.common import Session, command
 from identityctl.cli.directory import ou_app, user_app, user_type_app
+from identityctl.cli.email import email_app
 from identityctl.cli.grants import grant_app
 from identityctl.cli.mcp import mcp_app
 from identityctl.cli.output import JsonOption, console, done, emit_json, show_table
@@ -49,6 +50,7 @@ app.add_typer(passkey_app, name="passkey")
 app.add_typer(role_app, name="role")
 app.add_typer(grant_app, name="grant")
 app.add_typer(resource_server_app, name="resource-server")
+app.add_typer(email_app, name="email")
 
 
 def _version(value: bool) -> None:

@@ -1,4 +1,4 @@
-"""Delivering the outbox: back-channel logout notices now (mail and webhooks will join).
+"""Delivering the outbox: back-channel logout notices and e-mail (webhooks will join).
 
 Every serving process runs one :class:`Deliverer` thread. It claims due messages (a claim is
 a conditional update, so of several instances exactly one gets each message), delivers them,
@@ -14,11 +14,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from identityctl.errors import IdentityError
 from identityctl.oauth.claims import logout_token_claims
 from identityctl.security.tokens import LOGOUT_TOKEN_TYP
-from identityctl.services import outbound
+from identityctl.services import mail, outbound
 from identityctl.services.context import ServiceContext
 from identityctl.services.sessions import BACKCHANNEL_LOGOUT
 from identityctl.store import audit, db, outbox
@@ -33,7 +34,9 @@ LOGOUT_TOKEN_TTL = 120
 
 
 class DeliveryFailed(Exception):
-    pass
+    def __init__(self, reason: str, *, permanent: bool = False) -> None:
+        super().__init__(reason)
+        self.permanent = permanent
 
 
 def _deliver_logout(ctx: ServiceContext, message: OutboxRecord) -> None:
@@ -52,8 +55,17 @@ def _deliver_logout(ctx: ServiceContext, message: OutboxRecord) -> None:
         raise DeliveryFailed(f"{message.target} answered HTTP {status}")
 
 
-_HANDLERS: dict[str, Callable[[ServiceContext, OutboxRecord], None]] = {
+def _deliver_mail(ctx: ServiceContext, message: OutboxRecord) -> dict[str, Any]:
+    try:
+        return mail.deliver(ctx, message)
+    except mail.MailNotSent as failure:
+        raise DeliveryFailed(str(failure), permanent=failure.permanent) from None
+
+
+#: kind -> how to deliver it; a handler may answer what of the payload to keep once sent.
+_HANDLERS: dict[str, Callable[[ServiceContext, OutboxRecord], dict[str, Any] | None]] = {
     BACKCHANNEL_LOGOUT: _deliver_logout,
+    mail.EMAIL: _deliver_mail,
 }
 
 
@@ -64,17 +76,18 @@ def deliver_due(ctx: ServiceContext) -> int:
     claimed = outbox.claim_due(limit=BATCH, lease_seconds=lease)
     for message in claimed:
         try:
-            _HANDLERS[message.kind](ctx, message)
+            keep = _HANDLERS[message.kind](ctx, message)
         except DeliveryFailed as failure:
-            _failed(ctx, message, str(failure))
+            _failed(ctx, message, str(failure), permanent=failure.permanent)
             continue
-        outbox.delivered(message.id)
+        outbox.delivered(message.id, keep=keep)
     return len(claimed)
 
 
-def _failed(ctx: ServiceContext, message: OutboxRecord, error: str) -> None:
+def _failed(ctx: ServiceContext, message: OutboxRecord, error: str, *,
+            permanent: bool = False) -> None:
     now = time.time()
-    if now - message.created_at > ctx.config.deliveries.give_up_hours * 3600:
+    if permanent or now - message.created_at > ctx.config.deliveries.give_up_hours * 3600:
         outbox.give_up(message.id, error=error)
         audit.record(f"outbox.{message.kind}", "failure", actor="deliveries",
                      details={"target": message.target, "attempts": message.attempts + 1,

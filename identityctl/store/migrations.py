@@ -26,11 +26,13 @@ from identityctl.store.models import (
     ClientRegistration,
     Grant,
     OutboxMessage,
+    RecoveryCode,
     ResourceServer,
     Role,
     SchemaVersion,
     SessionGrant,
     UserRole,
+    VerifiedEmail,
 )
 from identityctl.store.startup import lock_in_transaction
 
@@ -133,6 +135,11 @@ def _create_sessions_and_outbox() -> None:
     db.database.create_tables([BrowserSession, SessionGrant, OutboxMessage], safe=True)
 
 
+def _create_recovery() -> None:
+    db.database.create_tables([VerifiedEmail, RecoveryCode], safe=True)
+    OutboxMessage._schema.create_indexes(safe=True)  # (kind, created_at) joined them
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (1, "create the initial schema", _create_tables),
     (2, "index the open ceremony sessions of a user", _index_open_ceremony_sessions),
@@ -148,6 +155,9 @@ MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
      _create_client_registrations),
     (10, "browser sessions (single sign-on), the clients signed in through them, and an "
          "outbox of deliveries", _create_sessions_and_outbox),
+    (11, "verified e-mail addresses and recovery codes (self-service recovery); the "
+         "outbox is read newest first by kind",
+     _create_recovery),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

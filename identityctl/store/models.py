@@ -411,7 +411,31 @@ class OutboxMessage(BaseModel):
     class Meta:
         # PERF: finding what is due seeks the undelivered messages by time; delivered ones
         # (the history) are never scanned (bench/outbox.py).
-        indexes = ((("delivered_at", "failed_at", "next_attempt_at"), False),)
+        indexes = ((("delivered_at", "failed_at", "next_attempt_at"), False),
+                   # The outbox view: the newest of a kind.
+                   (("kind", "created_at"), False))
+
+
+class VerifiedEmail(BaseModel):
+    """The address a person proved they read (a code sent there came back). The user's
+    ``email`` attribute is verified while it still equals this address: changing it
+    unverifies it without anyone having to remember to."""
+
+    user = peewee.ForeignKeyField(User, primary_key=True, on_delete="CASCADE")
+    #: Lower-cased: recovery finds the person by it.
+    address = peewee.CharField(unique=True)
+    verified_at = peewee.DoubleField(default=now)
+
+
+class RecoveryCode(BaseModel):
+    """One of a person's recovery codes: shown once, kept as a keyed hash, used once."""
+
+    id = peewee.CharField(primary_key=True, default=new_id)
+    user = peewee.ForeignKeyField(User, on_delete="CASCADE", index=True)
+    #: HMAC-SHA256 of the code under a secret of the deployment (store/keys).
+    code_hash = peewee.CharField(unique=True)
+    created_at = peewee.DoubleField(default=now)
+    used_at = peewee.DoubleField(null=True)
 
 
 ALL_MODELS: list[type[BaseModel]] = [
@@ -419,5 +443,5 @@ ALL_MODELS: list[type[BaseModel]] = [
     PasskeyCredential, CeremonySession, FlowExecution, SigningKey, AuthorizationRequest,
     AuthorizationCode, RefreshToken, RevokedToken, AuditEvent, Throttle, ServiceSecret,
     Role, UserRole, Grant, ResourceServer, ClientRegistration, BrowserSession, SessionGrant,
-    OutboxMessage,
+    OutboxMessage, VerifiedEmail, RecoveryCode,
 ]

@@ -20,8 +20,14 @@ class OutboxRecord:
     attempts: int
 
 
-def enqueue(*, kind: str, target: str, payload: dict[str, Any]) -> str:
-    """(In the caller's transaction: the message lands with the change, or not at all.)"""
+def enqueue(*, kind: str, target: str, payload: dict[str, Any], send: bool = True) -> str:
+    """(In the caller's transaction: the message lands with the change, or not at all.)
+
+    ``send=False`` writes a row that is never delivered nor listed: the same work as a
+    real message, for answers that must not differ in timing (an unknown address)."""
+    if not send:
+        return OutboxMessage.create(kind=kind, target="", payload={},
+                                    delivered_at=now()).id
     return OutboxMessage.create(kind=kind, target=target, payload=payload).id
 
 
@@ -48,10 +54,41 @@ def claim_due(*, limit: int, lease_seconds: float) -> list[OutboxRecord]:
     return claimed
 
 
-def delivered(message_id: str) -> None:
-    OutboxMessage.update(delivered_at=now(), claimed_until=None,
-                         attempts=OutboxMessage.attempts + 1).where(
-        OutboxMessage.id == message_id).execute()
+def delivered(message_id: str, *, keep: dict[str, Any] | None = None) -> None:
+    """Mark the message delivered; ``keep``: what of its payload stays (a mail's body, with
+    any code in it, is not kept once sent)."""
+    changes: dict[str, Any] = {"delivered_at": now(), "claimed_until": None,
+                               "attempts": OutboxMessage.attempts + 1}
+    if keep is not None:
+        changes["payload"] = keep
+    OutboxMessage.update(**changes).where(OutboxMessage.id == message_id).execute()
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxEntry:
+    """A message as the outbox view shows it."""
+
+    id: str
+    kind: str
+    target: str
+    subject: str
+    created_at: float
+    attempts: int
+    delivered_at: float | None
+    failed_at: float | None
+    last_error: str
+
+
+def recent(*, kind: str, limit: int) -> list[OutboxEntry]:
+    """The newest ``limit`` messages of ``kind`` (never the unsent stand-ins)."""
+    rows = (OutboxMessage.select().where((OutboxMessage.kind == kind)
+                                         & (OutboxMessage.target != ""))
+            .order_by(OutboxMessage.created_at.desc()).limit(limit))
+    return [OutboxEntry(id=row.id, kind=row.kind, target=row.target,
+                        subject=str((row.payload or {}).get("subject", "")),
+                        created_at=row.created_at, attempts=row.attempts,
+                        delivered_at=row.delivered_at, failed_at=row.failed_at,
+                        last_error=row.last_error) for row in rows]
 
 
 def retry_later(message_id: str, *, at: float, error: str) -> None:

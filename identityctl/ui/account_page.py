@@ -9,10 +9,11 @@ sign-on). No token is ever stored in the browser.
 
 from __future__ import annotations
 
+from identityctl import i18n
 from identityctl.config import Config
 from identityctl.oauth.discovery import AUTHORIZE_PATH, LOGOUT_PATH, TOKEN_PATH
 from identityctl.services.account import ACCOUNT_CLIENT_ID, ACCOUNT_SCOPE
-from identityctl.ui import i18n, pages
+from identityctl.ui import pages
 from identityctl.ui.gate import assets
 
 ACCOUNT_PATH = "/account"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from identityctl import i18n
 from identityctl.config import Config
 from identityctl.errors import NotFound
 from identityctl.oauth.discovery import CALLBACK_PATH, CONSENT_PATH
@@ -20,7 +21,7 @@ from identityctl.services import catalog
 from identityctl.services.oauth import authorization
 from identityctl.theme import stylesheet as theme
 from identityctl.theme.branding import page_branding
-from identityctl.ui import i18n, pages
+from identityctl.ui import pages
 
 GATE_PATH = "/gate"
 STATIC_PATH = GATE_PATH + "/static"

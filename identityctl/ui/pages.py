@@ -14,7 +14,7 @@ from functools import cache
 from importlib import resources
 from string import Template
 
-from identityctl.ui import i18n
+from identityctl import i18n
 
 #: Pages may load scripts, styles and images from this origin only, talk only to it,
 #: never be framed (clickjacking) and never post forms elsewhere.

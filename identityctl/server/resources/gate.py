@@ -11,10 +11,11 @@ from typing import Any
 
 import falcon
 
+from identityctl import i18n
 from identityctl.oauth.errors import UntrustedRedirect
 from identityctl.server.openapi import error_response
 from identityctl.services.context import ServiceContext
-from identityctl.ui import gate, i18n, pages
+from identityctl.ui import gate, pages
 
 
 def write_page(resp: falcon.Response, page: str, *, status: int = 200) -> None:

@@ -1,7 +1,7 @@
-"""The languages of the pages a person reads: message catalogs and the choice among them.
+"""The languages of what a person reads (pages, e-mail): message catalogs and the choice.
 
 Strings are written in English in the code and templates and looked up in the catalog of
-the chosen language (``ui/messages/<lang>.json``: English text -> translation; English needs
+the chosen language (``i18n/<lang>.json``: English text -> translation; English needs
 no catalog). The choice: the authorization request's ``ui_locales`` (OIDC Core §3.1.2.1),
 then the browser's ``Accept-Language``, then English. Flow labels of the default flows are
 in the catalogs too; a team's own labels show as they wrote them.
@@ -26,7 +26,7 @@ def catalog(language: str) -> dict[str, str]:
     """English text -> this language's (empty for English and unknown languages)."""
     if language == DEFAULT or language not in LANGUAGES:
         return {}
-    entry = resources.files("identityctl.ui").joinpath("messages", f"{language}.json")
+    entry = resources.files("identityctl.i18n").joinpath(f"{language}.json")
     return json.loads(entry.read_text(encoding="utf-8"))
 
 

@@ -1,0 +1,134 @@
+"""E-mail: queued in the outbox with the change that causes it, sent over SMTP by the
+deliveries thread (services/deliveries.py), once.
+
+A message is rendered when it is queued (``identityctl.mail``), so a retry sends exactly
+what was meant then; once sent, its body (which may hold a one-time code) is dropped from
+the store and only its subject stays for the outbox view.
+"""
+
+from __future__ import annotations
+
+import smtplib
+import ssl
+from email.message import EmailMessage
+from typing import Any
+
+from identityctl import i18n
+from identityctl.config import Config
+from identityctl.errors import BadGateway, BadRequest
+from identityctl.mail import Mail, as_email, compose
+from identityctl.services.context import ServiceContext
+from identityctl.store import outbox
+from identityctl.store import recovery as recovery_store
+from identityctl.store.directory import UserRecord
+from identityctl.store.outbox import OutboxEntry, OutboxRecord
+
+#: The outbox kind of e-mail.
+EMAIL = "email"
+#: SMTP replies that no retry will change (RFC 5321 §4.2.1: 5yz is a permanent failure).
+PERMANENT = 500
+
+
+class MailNotSent(Exception):
+    def __init__(self, reason: str, *, permanent: bool = False) -> None:
+        super().__init__(reason)
+        self.permanent = permanent
+
+
+def require_mail(ctx: ServiceContext) -> None:
+    if not ctx.config.email.enabled:
+        raise BadRequest("This deployment sends no e-mail: set email.smtp_host in the "
+                         "configuration.", code="email_not_configured")
+
+
+def language_of(user: UserRecord | None, fallback: str = i18n.DEFAULT) -> str:
+    """The language to write to a person in: their ``locale`` attribute, else the page's."""
+    wanted = str((user.attributes if user else {}).get("locale") or "")
+    return i18n.choose(ui_locales=wanted) if wanted else fallback
+
+
+def queue(ctx: ServiceContext, kind: str, *, to: str, language: str = i18n.DEFAULT,
+          send: bool = True, **values: str) -> None:
+    """(In the caller's transaction.) Queue message ``kind`` for ``to``; ``send=False`` does
+    the same work without sending anything (an answer that must not tell whether an
+    address is known)."""
+    mail = compose(kind, to=to, language=language, product=ctx.config.passkey.rp_name,
+                   **values)
+    outbox.enqueue(kind=EMAIL, target=to, send=send and ctx.config.email.enabled,
+                   payload={"subject": mail.subject, "text": mail.text, "html": mail.html})
+
+
+def notify(ctx: ServiceContext, user: UserRecord, kind: str, **values: str) -> None:
+    """(In the caller's transaction.) Tell ``user`` about a change to their account, at
+    their verified address; nobody is told at an address they never proved."""
+    address = recovery_store.verified_address(user.id)
+    if address is None or not ctx.config.email.enabled:
+        return
+    queue(ctx, kind, to=address, language=language_of(user),
+          account_url=f"{ctx.config.base_url}/account", **values)
+
+
+def deliver(ctx: ServiceContext, message: OutboxRecord) -> dict[str, Any]:
+    """Send one queued message; what of its payload to keep once sent."""
+    payload = message.payload
+    mail = Mail(to=message.target, subject=payload["subject"], text=payload["text"],
+                html=payload["html"])
+    send(ctx.config, as_email(mail, sender=ctx.config.email.sender, message_id=message.id))
+    return {"subject": mail.subject}
+
+
+def send(config: Config, message: EmailMessage) -> None:
+    """Hand ``message`` to the configured SMTP server (:class:`MailNotSent` when it does
+    not take it)."""
+    email = config.email
+    timeout = config.deliveries.timeout
+    try:
+        if email.security == "tls":
+            smtp: smtplib.SMTP = smtplib.SMTP_SSL(email.smtp_host, email.smtp_port,
+                                                  timeout=timeout,
+                                                  context=ssl.create_default_context())
+        else:
+            smtp = smtplib.SMTP(email.smtp_host, email.smtp_port, timeout=timeout)
+        with smtp:
+            if email.security == "starttls":
+                smtp.starttls(context=ssl.create_default_context())
+            if email.username:
+                smtp.login(email.username, _password(config))
+            smtp.send_message(message)
+    except smtplib.SMTPResponseException as refused:
+        raise MailNotSent(f"{email.smtp_host} answered {refused.smtp_code} "
+                          f"{_text(refused.smtp_error)}",
+                          permanent=refused.smtp_code >= PERMANENT) from None
+    except smtplib.SMTPRecipientsRefused as refused:
+        codes = [code for code, _ in refused.recipients.values()]
+        raise MailNotSent(f"{email.smtp_host} refused the recipient ({codes})",
+                          permanent=all(code >= PERMANENT for code in codes)) from None
+    except (smtplib.SMTPException, OSError) as failure:
+        raise MailNotSent(f"{email.smtp_host}:{email.smtp_port}: {failure}") from None
+
+
+def _password(config: Config) -> str:
+    try:
+        return config.resolve(config.email.password_file).read_text().strip()
+    except OSError as failure:
+        raise MailNotSent(f"email.password_file cannot be read: {failure}") from None
+
+
+def _text(error: bytes | str) -> str:
+    return error.decode(errors="replace") if isinstance(error, bytes) else str(error)
+
+
+def send_test(ctx: ServiceContext, to: str) -> None:
+    """`identityctl email test`: a message sent now (not queued), so a mistake shows at once."""
+    require_mail(ctx)
+    email = ctx.config.email
+    mail = compose("test", to=to, language=i18n.DEFAULT, product=ctx.config.passkey.rp_name,
+                   server=f"{email.smtp_host}:{email.smtp_port}")
+    try:
+        send(ctx.config, as_email(mail, sender=email.sender, message_id=f"test-{id(mail)}"))
+    except MailNotSent as failure:
+        raise BadGateway(str(failure), code="email_not_sent") from None
+
+
+def recent(limit: int = 50) -> list[OutboxEntry]:
+    return outbox.recent(kind=EMAIL, limit=limit)

@@ -1,0 +1,50 @@
+"""Verified e-mail addresses and recovery codes: what lets a person back in without an admin."""
+
+from __future__ import annotations
+
+from identityctl.store.models import RecoveryCode, VerifiedEmail, now
+
+
+def verified_address(user_id: str) -> str | None:
+    row = VerifiedEmail.get_or_none(VerifiedEmail.user == user_id)
+    return row.address if row else None
+
+
+def mark_verified(user_id: str, address: str) -> None:
+    """(In the caller's transaction.) ``address`` is the user's, proven; an address is
+    verified for one person only (the last to prove it)."""
+    address = address.strip().lower()
+    VerifiedEmail.delete().where((VerifiedEmail.user == user_id)
+                                 | (VerifiedEmail.address == address)).execute()
+    VerifiedEmail.create(user=user_id, address=address)
+
+
+def user_with_verified_address(address: str) -> str | None:
+    row = VerifiedEmail.get_or_none(VerifiedEmail.address == address.strip().lower())
+    return row.user_id if row else None
+
+
+def replace_codes(user_id: str, code_hashes: list[str]) -> None:
+    """(In the caller's transaction.) The user's recovery codes become these: new codes
+    make the old ones useless."""
+    RecoveryCode.delete().where(RecoveryCode.user == user_id).execute()
+    RecoveryCode.insert_many([{"user": user_id, "code_hash": code_hash}
+                              for code_hash in code_hashes]).execute()
+
+
+def use_code(code_hash: str) -> str | None:
+    """Spend the recovery code with this hash; whose it was, or None (unknown or spent).
+
+    A conditional update: of two requests with the same code at once, exactly one wins."""
+    row = RecoveryCode.get_or_none((RecoveryCode.code_hash == code_hash)
+                                   & RecoveryCode.used_at.is_null())
+    if row is None:
+        return None
+    spent = RecoveryCode.update(used_at=now()).where(
+        (RecoveryCode.id == row.id) & RecoveryCode.used_at.is_null()).execute()
+    return row.user_id if spent else None
+
+
+def codes_left(user_id: str) -> int:
+    return RecoveryCode.select().where((RecoveryCode.user == user_id)
+                                       & RecoveryCode.used_at.is_null()).count()
