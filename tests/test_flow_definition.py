@@ -105,7 +105,7 @@ def test_passkey_registration_on_a_path_that_skips_provisioning_is_refused() -> 
 
 @pytest.mark.parametrize(("change", "problem"), [
     ({"handle": "Bad Handle"}, "handle"),
-    ({"flowType": "RECOVERY"}, "flowType"),
+    ({"flowType": "NOT_A_FLOW_TYPE"}, "flowType"),
     ({"nodes": []}, "nodes"),
 ])
 def test_document_fields_are_checked(change: dict[str, Any], problem: str) -> None:

@@ -277,7 +277,7 @@ def test_bad_continuations_are_named(flow: FlowClient, body: dict, status: int, 
 @pytest.mark.parametrize(("body", "status", "code"), [
     ({"applicationId": "nope", "flowType": "AUTHENTICATION"}, 404, "application_not_found"),
     ({"flowType": "AUTHENTICATION"}, 400, "missing_field"),
-    ({"applicationId": "x", "flowType": "RECOVERY"}, 400, "invalid_field"),
+    ({"applicationId": "x", "flowType": "NOT_A_FLOW_TYPE"}, 400, "invalid_field"),
 ])
 def test_bad_starts_are_named(flow: FlowClient, body: dict, status: int, code: str) -> None:
     response = flow.call(body)

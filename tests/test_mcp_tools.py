@@ -270,7 +270,7 @@ def test_flows_are_validated_exactly_as_the_flow_engine_does(tools: Callable[...
         assert message.startswith(tool_error("svc_update_flow", "update flow", "Field 'node '"))
         assert message.endswith(cycle_error.split("'': ", 1)[1])
         invalid_type = await call_failing(session, "svc_create_flow",
-                                          {**password_flow("mcp-bad"), "flowType": "RECOVERY"})
+                                          {**password_flow("mcp-bad"), "flowType": "NO_SUCH_TYPE"})
         assert "flowType" in invalid_type  # refused by the input schema's enum
 
     tools(scenario)

@@ -178,11 +178,12 @@ def test_an_error_raised_by_a_task_is_not_turned_into_an_outcome() -> None:
 
 
 def test_a_registration_whose_passkey_step_fails_still_completes_without_a_passkey() -> None:
-    tasks = scripted(passkey_register_start=failure("user_not_identified"))
+    tasks = scripted(passkey_register_start=failure("user_not_identified"),
+                     email_verify_send=failure("email_not_sent"))  # no address, no mail
     assert graph_of(PASSKEY, "REGISTRATION").walk("provisioning", tasks) == \
         Halt(COMPLETE, "end")
-    assert tasks.ran == ["provisioning", "passkey_register_start", "authorization_check",
-                         "auth_assert"]
+    assert tasks.ran == ["provisioning", "passkey_register_start", "email_verify_send",
+                         "authorization_check", "auth_assert"]
 
 
 def test_a_cycle_without_a_prompt_edited_behind_validation_ends_in_error_not_forever() -> None:

@@ -353,7 +353,7 @@ def app_templates(
 
 FlowTypeOption = typer.Option(
     None, "--type", metavar="TYPE",
-    help="AUTHENTICATION or REGISTRATION (needed when both types share the handle).")
+    help="AUTHENTICATION, REGISTRATION or RECOVERY (needed when types share the handle).")
 
 
 def _flow_type(value: str | None) -> str | None:

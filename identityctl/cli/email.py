@@ -6,11 +6,10 @@ the outbox in the database (retried while the SMTP server is down, sent once).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import typer
 
 from identityctl.cli.common import Session, command
+from identityctl.cli.directory import when
 from identityctl.cli.output import JsonOption, done, show_table
 
 email_app = typer.Typer(help="E-mail: send a test message, see the outbox.",
@@ -36,10 +35,6 @@ def email_test(
          f"{config.email.smtp_port}.", as_json=as_json, data={"to": to, "sent": True})
 
 
-def _when(moment: float | None) -> str:
-    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%d %H:%M:%S") if moment else ""
-
-
 @command(email_app, "outbox")
 def email_outbox(
     limit: int = typer.Option(50, "--limit", min=1, max=1000, help="How many, newest first."),
@@ -56,8 +51,8 @@ def email_outbox(
                  else "retrying" if entry.attempts else "queued")
         records.append({"id": entry.id, "to": entry.target, "subject": entry.subject,
                         "state": state, "attempts": entry.attempts,
-                        "queuedAt": _when(entry.created_at),
-                        "sentAt": _when(entry.delivered_at), "lastError": entry.last_error})
-    show_table(records, [("queuedAt", "Queued (UTC)"), ("to", "To"), ("subject", "Subject"),
+                        "queuedAt": when(entry.created_at),
+                        "sentAt": when(entry.delivered_at), "lastError": entry.last_error})
+    show_table(records, [("queuedAt", "Queued"), ("to", "To"), ("subject", "Subject"),
                          ("state", "State"), ("attempts", "Tries"), ("lastError", "Last error")],
                title="E-mail outbox", as_json=as_json, json_data=records)

@@ -18,6 +18,7 @@ from identityctl.cli.grants import grant_app
 from identityctl.cli.mcp import mcp_app
 from identityctl.cli.output import JsonOption, console, done, emit_json, show_table
 from identityctl.cli.passkey import passkey_app
+from identityctl.cli.recovery import add_recovery_commands
 from identityctl.cli.resource_servers import resource_server_app
 from identityctl.cli.roles import role_app
 from identityctl.config import CONFIG_ENV, DEFAULT_CONFIG_NAME, Config, load_config
@@ -39,6 +40,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(keys_app, name="keys")
 app.add_typer(config_app, name="config")
 app.add_typer(audit_app, name="audit")
+add_recovery_commands(user_app)
 app.add_typer(user_app, name="user")
 app.add_typer(ou_app, name="ou")
 app.add_typer(user_type_app, name="user-type")

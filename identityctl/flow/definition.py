@@ -17,7 +17,7 @@ from typing import Any
 
 from identityctl.errors import InvalidField
 
-FLOW_TYPES = ("AUTHENTICATION", "REGISTRATION")
+FLOW_TYPES = ("AUTHENTICATION", "REGISTRATION", "RECOVERY")
 NODE_TYPES = ("START", "PROMPT", "TASK_EXECUTION", "END")
 INPUT_TYPES = ("TEXT_INPUT", "PASSWORD_INPUT", "EMAIL_INPUT", "OTP_INPUT", "HIDDEN")
 
@@ -33,10 +33,20 @@ EXECUTORS: dict[str, tuple[str, ...]] = {
     #: Marks where the flow accepts the browser's existing sign-in (single sign-on); its
     #: optional property ``maxAge`` bounds the sign-in's age. A flow without it always asks.
     "SSOCheckExecutor": (),
+    #: Sends a one-time code by e-mail: to a new account's address (``verify``), or to the
+    #: verified address of the account a person names (``recovery``).
+    "EmailExecutor": ("verify", "recovery"),
+    #: Checks the code EmailExecutor sent to this execution (input ``otp``).
+    "OTPExecutor": (),
+    #: One of the named account's recovery codes (inputs ``username``, ``recoveryCode``).
+    "RecoveryCodeExecutor": (),
+    #: Sets the identified person's new password (input ``password``).
+    "CredentialSetter": (),
 }
 #: Executors (name, mode) after which the flow knows who the user is.
 USER_ESTABLISHING = {("BasicAuthExecutor", ""), ("IdentifyingExecutor", ""),
-                     ("PasskeyAuthExecutor", "verify"), ("ProvisioningExecutor", "")}
+                     ("PasskeyAuthExecutor", "verify"), ("ProvisioningExecutor", ""),
+                     ("OTPExecutor", ""), ("RecoveryCodeExecutor", "")}
 PASSKEY_MODES_NEEDING_RP = ("challenge", "register_start")
 _HANDLE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 _NEXT_KEYS = ("onSuccess", "onIncomplete", "onFailure")

@@ -110,10 +110,12 @@ class FlowGraph:
         inputs: dict[str, dict[str, Any]] = {}
         for prompt in prompts:
             for item in prompt.get("inputs", []):
-                inputs.setdefault(item["identifier"], {
+                shown = inputs.setdefault(item["identifier"], {
                     "ref": item.get("ref", item["identifier"]),
                     "identifier": item["identifier"], "type": item.get("type", "TEXT_INPUT"),
                     "required": all(_requires(other, item["identifier"]) for other in prompts)})
+                if item.get("label"):  # what a person reads (our extension)
+                    shown.setdefault("label", item["label"])
         # ``inputs`` (our extension) names what each action takes, so a client runs the
         # passkey ceremony only for the action that needs its result.
         actions = [{"ref": prompt["action"]["ref"], "type": "SUBMIT",

@@ -195,8 +195,9 @@ class FlowDefinition(WireModel):
         description="Stable key, unique per flow type: 1-64 of a-z 0-9 - _ "
                     "(e.g. my-passkey-flow).")]
     name: FlowName
-    flow_type: Annotated[FlowType, Field(description="AUTHENTICATION (sign-in) or "
-                                                     "REGISTRATION (sign-up).")]
+    flow_type: Annotated[FlowType, Field(description="AUTHENTICATION (sign-in), "
+                                                     "REGISTRATION (sign-up) or RECOVERY "
+                                                     "(\"Lost your passkey?\").")]
     nodes: FlowNodes
 
 

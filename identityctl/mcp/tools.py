@@ -257,8 +257,8 @@ def svc_list_flows(
 def svc_get_flow_by_handle(
         handle: Annotated[str, Field(description="The flow's handle, e.g. default-passkey-flow.")],
         flow_type: Annotated[FlowType, Field(
-            description="AUTHENTICATION or REGISTRATION: one handle may name one flow of "
-                        "each type.")],
+            description="AUTHENTICATION, REGISTRATION or RECOVERY: one handle may name one "
+                        "flow of each type.")],
 ) -> Flow:
     """The complete flow definition (nodes included) with this handle and type."""
     return Flow.model_validate(catalog_service.require_flow_by_handle(handle, flow_type))
@@ -273,7 +273,7 @@ def svc_get_flow_by_id(id: FlowId) -> Flow:
 @tool("create flow", CREATES)
 @takes_fields_of(FlowDefinition)
 def svc_create_flow(**flow: Any) -> Flow:
-    """Create an AUTHENTICATION (sign-in) or REGISTRATION (sign-up) flow.
+    """Create an AUTHENTICATION (sign-in), REGISTRATION (sign-up) or RECOVERY flow.
 
     A flow is a graph of nodes: one START (onSuccess), PROMPT nodes (prompts: inputs and an
     action with nextNode), TASK_EXECUTION nodes (executor; onSuccess, optional onIncomplete

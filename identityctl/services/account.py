@@ -20,6 +20,7 @@ from identityctl.errors import Conflict, Forbidden, NotFound, Unauthorized
 from identityctl.passkey.codec import CredentialReader
 from identityctl.security.tokens import ENROLMENT_LINK_TYP, require_scope
 from identityctl.services import directory as directory_service
+from identityctl.services import mail, recovery
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import is_usable
 from identityctl.services.oauth import grants as grants_service
@@ -34,6 +35,8 @@ from identityctl.store import catalog as catalog_store
 from identityctl.store import grants as grant_store
 from identityctl.store import oauth as oauth_store
 from identityctl.store import passkeys as passkey_store
+from identityctl.store import recovery as recovery_store
+from identityctl.store.db import transaction
 from identityctl.store.directory import UserRecord
 from identityctl.store.oauth import IssuedToken
 
@@ -81,8 +84,18 @@ def require_recent_sign_in(ctx: ServiceContext, holder: AccountHolder) -> None:
 
 
 def profile(holder: AccountHolder) -> dict[str, Any]:
+    address = str(holder.user.attributes.get("email") or "").strip().lower()
     return {**holder.user.to_api(), "roles": [role.name for role in roles_of(holder.user.id)],
-            "authTime": holder.auth_time}
+            "authTime": holder.auth_time,
+            "emailVerified": bool(address)
+            and recovery_store.verified_address(holder.user.id) == address,
+            "recoveryCodesLeft": recovery.recovery_codes_left(holder.user.id)}
+
+
+def new_recovery_codes(ctx: ServiceContext, holder: AccountHolder) -> list[str]:
+    """Fresh recovery codes (after a recent sign-in); the old ones stop working."""
+    require_recent_sign_in(ctx, holder)
+    return recovery.new_recovery_codes(holder.user.id, actor=holder.actor)
 
 
 # --- passkeys ---------------------------------------------------------------------------------
@@ -105,7 +118,10 @@ def delete_passkey(ctx: ServiceContext, holder: AccountHolder, credential_id: st
     if len(own) == 1 and not holder.user.password_hash is not None:
         raise Conflict("This is your only way to sign in: add another passkey or a password "
                        "first.", code="last_credential")
-    delete_credential(holder.user.id, credential_id, actor=holder.actor)
+    [removed] = [record for record in own if record.credential_id == credential_id]
+    with transaction():
+        delete_credential(holder.user.id, credential_id, actor=holder.actor)
+        mail.notify(ctx, holder.user, "passkey_removed", name=removed.name)
 
 
 def start_passkey(ctx: ServiceContext, holder: AccountHolder, *,
@@ -118,17 +134,23 @@ def start_passkey(ctx: ServiceContext, holder: AccountHolder, *,
 
 
 def finish_passkey(ctx: ServiceContext, *, user_id: str, credential: CredentialReader,
-                   session_token: str, name: Any, client_address: str) -> dict[str, Any]:
+                   session_token: str, name: Any, client_address: str,
+                   how: str = "account") -> dict[str, Any]:
     """The passkey the person's device made, for the ceremony ``session_token`` started for
-    ``user_id`` (another person's ceremony token is refused)."""
+    ``user_id`` (another person's ceremony token is refused). The person is told by e-mail
+    (``how``: on the account page, or with an invitation)."""
     session = ceremony_sessions.open_session(session_token, ceremony=passkey_store.REGISTRATION,
                                              now=time.time())
     if session.user_id != user_id:
         raise Forbidden("This passkey ceremony is another person's.",
                         code="token_for_another_user")
-    return ceremonies.finish_registration(
+    registered = ceremonies.finish_registration(
         ctx, credential=credential, session_token=session_token, credential_name=name,
-        client_address=client_address).to_api()
+        client_address=client_address)
+    with transaction():
+        mail.notify(ctx, directory.get_user(user_id), "passkey_added", name=registered.name,
+                    how=how)
+    return registered.to_api()
 
 
 def enrolment_link(ctx: ServiceContext, holder: AccountHolder) -> dict[str, Any]:
@@ -169,7 +191,8 @@ def finish_linked_passkey(ctx: ServiceContext, link_token: str, *, credential: C
     claims = ctx.tokens.verify_enrolment_link(link_token)
     return finish_passkey(ctx, user_id=str(claims["sub"]), credential=credential,
                           session_token=session_token, name=name,
-                          client_address=client_address)
+                          client_address=client_address,
+                          how="invite" if claims.get("purpose") == "invite" else "account")
 
 
 # --- signed-in clients, password, consents ------------------------------------------------------

@@ -30,7 +30,15 @@ EXPIRED_GRACE = 3600
 
 # --- executions -----------------------------------------------------------------------------
 
+#: Recovery runs this flow (seeded by init; a team may edit it) for every application that
+#: has a sign-in flow.
+RECOVERY_FLOW = "default-recovery-flow"
+
+
 def _flow_for(application: dict[str, Any], flow_type: str) -> dict[str, Any]:
+    if flow_type == "RECOVERY":
+        _flow_for(application, "AUTHENTICATION")  # only where people sign in at all
+        return catalog_service.require_flow_by_handle(RECOVERY_FLOW, "RECOVERY")
     if flow_type == "REGISTRATION" and not application.get("isRegistrationFlowEnabled"):
         raise Forbidden("This application does not allow signing up.",
                         code="registration_disabled")
@@ -84,7 +92,7 @@ def _concurrent() -> Conflict:
 
 def start_execution(ctx: ServiceContext, *, application_id: str, flow_type: str,
                     auth_request_id: str | None = None, client_address: str = "",
-                    verbose: bool = False) -> dict[str, Any]:
+                    language: str = "en", verbose: bool = False) -> dict[str, Any]:
     """Start the application's flow of ``flow_type``; its first step."""
     if flow_type not in FLOW_TYPES:
         raise InvalidField("flowType", f"must be one of {', '.join(FLOW_TYPES)}")
@@ -98,7 +106,8 @@ def start_execution(ctx: ServiceContext, *, application_id: str, flow_type: str,
         auth_request_id=auth_request_id, now=now, expires_at=now + ctx.config.flow.execution_ttl)
     graph = FlowGraph(flow["nodes"])
     step = StepRequest(ctx=ctx, execution_id=execution.id, application=application,
-                       context={}, inputs={}, client_address=client_address)
+                       context={}, inputs={}, client_address=client_address,
+                       language=language)
     return _walk_and_save(step, execution, graph, graph.start, claimed_version=0,
                           verbose=verbose)
 
@@ -121,7 +130,7 @@ def _open(execution_id: Any, now: float) -> store.ExecutionRecord:
 
 def continue_execution(ctx: ServiceContext, *, execution_id: str, action: Any,
                        inputs: dict[str, Any], client_address: str = "",
-                       verbose: bool = False) -> dict[str, Any]:
+                       language: str = "en", verbose: bool = False) -> dict[str, Any]:
     """Take ``action`` with ``inputs`` at the step the execution waits at; the next step."""
     now = time.time()
     execution = _open(execution_id, now)
@@ -134,6 +143,7 @@ def continue_execution(ctx: ServiceContext, *, execution_id: str, action: Any,
                if key != "additionalData"}
     step = StepRequest(ctx=ctx, execution_id=execution.id,
                        application=catalog.get_application(execution.application_id),
-                       context=context, inputs=inputs, client_address=client_address)
+                       context=context, inputs=inputs, client_address=client_address,
+                       language=language)
     return _walk_and_save(step, execution, graph, next_node,
                           claimed_version=execution.version + 1, verbose=verbose)

@@ -1,6 +1,8 @@
 """The flow executors: what each TASK_EXECUTION node of a flow does (spec names kept:
 BasicAuthExecutor, IdentifyingExecutor, PasskeyAuthExecutor, AttributeCollector,
-ProvisioningExecutor, AuthorizationExecutor, AuthAssertExecutor).
+ProvisioningExecutor, AuthorizationExecutor, AuthAssertExecutor; the reference system's for
+e-mail and recovery: EmailExecutor, OTPExecutor, CredentialSetter, in services/email_codes.py
+and services/recovery.py).
 
 Each gets the :class:`StepRequest` of the request that runs it and answers a
 ``flow.engine.TaskOutcome``; an executor declares which refusals the user can answer within
@@ -27,7 +29,7 @@ from identityctl.flow.engine import SUCCESS, TaskOutcome
 from identityctl.passkey import codec
 from identityctl.security import passwords
 from identityctl.services import directory as directory_service
-from identityctl.services import signin
+from identityctl.services import email_codes, mail, recovery, signin
 from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.context import ServiceContext
 from identityctl.services.passkeys import ceremonies
@@ -50,6 +52,8 @@ class StepRequest:
     context: dict[str, Any]
     inputs: dict[str, Any]
     client_address: str
+    #: The language of the person's page (their browser's), for what is sent to them.
+    language: str = "en"
     #: Set by AuthAssertExecutor; returned once, never stored.
     assertion: str | None = None
     additional: dict[str, str] = field(default_factory=dict)
@@ -173,6 +177,9 @@ def _passkey_register_finish(step: StepRequest, properties: dict[str, Any]) -> T
                             "credentialCreatedAt": ceremonies.rfc3339(registered.created_at)})
     if step.user_id:  # making it needed the authenticator and its user verification
         step.signed_in(step.user_id, ["passkey"])
+        if step.context.get("recovering"):  # the person is told, at their proven address
+            mail.notify(step.ctx, directory.get_user(step.user_id), "passkey_added",
+                        name=registered.name, how="recovery")
     return SUCCESS
 
 
@@ -276,6 +283,11 @@ _EXECUTORS: dict[tuple[str, str], Executor] = {
     # Reached only when no session answered the request (authorize checks it before the
     # flow starts, services/sessions.py): the flow goes on to its sign-in.
     ("SSOCheckExecutor", ""): Executor(lambda step, properties: SUCCESS),
+    ("EmailExecutor", "verify"): Executor(email_codes.send_verification),
+    ("EmailExecutor", "recovery"): Executor(email_codes.send_recovery),
+    ("OTPExecutor", ""): Executor(email_codes.check_code),
+    ("RecoveryCodeExecutor", ""): Executor(recovery.use_recovery_code),
+    ("CredentialSetter", ""): Executor(recovery.set_credential),
 }
 
 

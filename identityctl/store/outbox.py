@@ -107,3 +107,10 @@ def depth() -> int:
     """Messages waiting (not delivered, not given up)."""
     return OutboxMessage.select().where(OutboxMessage.delivered_at.is_null()
                                         & OutboxMessage.failed_at.is_null()).count()
+
+
+def sent_to_since(kind: str, target: str, since: float) -> int:
+    """Messages of ``kind`` queued for ``target`` since ``since`` (a rate bound)."""
+    return OutboxMessage.select().where(
+        (OutboxMessage.kind == kind) & (OutboxMessage.created_at >= since)
+        & (OutboxMessage.target == target)).count()

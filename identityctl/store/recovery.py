@@ -32,17 +32,14 @@ def replace_codes(user_id: str, code_hashes: list[str]) -> None:
                               for code_hash in code_hashes]).execute()
 
 
-def use_code(code_hash: str) -> str | None:
-    """Spend the recovery code with this hash; whose it was, or None (unknown or spent).
-
-    A conditional update: of two requests with the same code at once, exactly one wins."""
-    row = RecoveryCode.get_or_none((RecoveryCode.code_hash == code_hash)
-                                   & RecoveryCode.used_at.is_null())
-    if row is None:
-        return None
+def use_code(code_hash: str, user_id: str) -> str | None:
+    """Spend ``user_id``'s recovery code with this hash; the user's id, or None (not theirs,
+    unknown or spent). A conditional update: of two requests with the same code at once,
+    exactly one wins."""
     spent = RecoveryCode.update(used_at=now()).where(
-        (RecoveryCode.id == row.id) & RecoveryCode.used_at.is_null()).execute()
-    return row.user_id if spent else None
+        (RecoveryCode.code_hash == code_hash) & (RecoveryCode.user == user_id)
+        & RecoveryCode.used_at.is_null()).execute()
+    return user_id if spent else None
 
 
 def codes_left(user_id: str) -> int:

@@ -27,7 +27,10 @@ GATE_PATH = "/gate"
 STATIC_PATH = GATE_PATH + "/static"
 THEME_PATH = GATE_PATH + "/theme.css"
 FLOW_PATH = "/flow/execute"
-SIGN_IN, SIGN_UP = "signin", "signup"
+SIGN_IN, SIGN_UP, RECOVER = "signin", "signup", "recover"
+#: The heading of each page.
+TITLES = {SIGN_IN: "Sign in", SIGN_UP: "Create your account",
+          RECOVER: "Get back into your account"}
 DEFAULT_THEME = "default"
 
 
@@ -87,11 +90,11 @@ def flow_page(config: Config, *, mode: str, application_id: str, auth_id: str,
         raise
     request = {"authId": auth_id, "applicationId": application.id,
                **({"ui_locales": language} if language != i18n.DEFAULT else {})}
-    signing_up = mode == SIGN_UP
+    signing_up, signing_in = mode == SIGN_UP, mode == SIGN_IN
     if signing_up and not application.registration_enabled:
         raise UntrustedRedirect(f"{application.name} does not offer sign-up here.",
                                 code="registration_disabled")
-    title = i18n.translate(language, "Create your account" if signing_up else "Sign in")
+    title = i18n.translate(language, TITLES[mode])
     brand = page_branding(application.theme)
     main = pages.render(
         "gate.html", logo=brand.get("logo", ""), logo_hidden="" if "logo" in brand else "hidden",
@@ -104,13 +107,14 @@ def flow_page(config: Config, *, mode: str, application_id: str, auth_id: str,
         legal_hidden="" if {"termsUrl", "privacyUrl"} & brand.keys() else "hidden",
         mode=mode, heading=title, application_name=application.name,
         application_id=application.id, auth_id=auth_id, execution_id=execution_id,
-        resume="session" if resume and not signing_up else "",
-        first_step=json.dumps(first_step) if first_step and not signing_up else "",
+        resume="session" if resume and signing_in else "",
+        first_step=json.dumps(first_step) if first_step and signing_in else "",
         flow_url=config.base_url + FLOW_PATH, callback_url=config.base_url + CALLBACK_PATH,
         consent_url=config.base_url + CONSENT_PATH,
         signin_url=f"{config.gate_url}/{SIGN_IN}?{urlencode(request)}",
         signup_url=(f"{config.gate_url}/{SIGN_UP}?{urlencode(request)}"
-                    if application.registration_enabled else ""))
+                    if application.registration_enabled else ""),
+        recover_url=f"{config.gate_url}/{RECOVER}?{urlencode(request)}")
     product = brand.get("productName")
     return pages.page(title=f"{title} | {product or application.name}", main=main,
                       assets=assets(config, application.id),

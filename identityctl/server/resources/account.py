@@ -128,6 +128,13 @@ class PasswordResource(_AccountResource):
         resp.status = falcon.HTTP_204
 
 
+class RecoveryCodesResource(_AccountResource):
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        codes = account.new_recovery_codes(self.context, self.holder(req, resp))
+        resp.status = falcon.HTTP_201
+        resp.media = {"recoveryCodes": codes}
+
+
 class ConsentsResource(_AccountResource):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.media = {"consents": account.consents(self.holder(req, resp))}
@@ -156,6 +163,7 @@ def add_account_routes(app: falcon.App, context: ServiceContext) -> None:
     app.add_route(API + "/sessions/{family}", SessionResource(context))
     app.add_route(f"{API}/password", PasswordResource(context))
     app.add_route(f"{API}/consents", ConsentsResource(context))
+    app.add_route(f"{API}/recovery-codes", RecoveryCodesResource(context))
 
 
 _BEARER = "Authorization: Bearer <the account page's access token, scope account>."
@@ -245,6 +253,13 @@ OPENAPI_PATHS = {
         {"204": {"description": "Set."}, "400": error_response("weak_password.")},
         requestBody=json_body({"type": "object", "required": ["password"],
                                "properties": {"password": {"type": "string"}}}))},
+    f"{API}/recovery-codes": {"post": _op(
+        "New recovery codes, shown once (needs a recent sign-in; the old ones stop working)",
+        "accountRecoveryCodes",
+        {"201": json_response("{recoveryCodes: [10 codes]}", {
+            "type": "object", "properties": {"recoveryCodes": {
+                "type": "array", "items": {"type": "string"}}}}),
+         "401": _STEP_UP})},
     f"{API}/consents": {
         "get": _op("The consents (grants) the person gave clients", "accountConsents",
                    {"200": json_response("{consents: [...]}", {"type": "object"})}),

@@ -6,7 +6,9 @@ from typing import Any
 
 import falcon
 
+from identityctl import i18n
 from identityctl.errors import InvalidField
+from identityctl.flow.definition import FLOW_TYPES
 from identityctl.server.middleware import browser_origins, origin_of
 from identityctl.server.openapi import error_response, json_body, json_response
 from identityctl.server.requests import bool_field, json_object, object_field, string_field
@@ -45,16 +47,18 @@ class FlowExecuteResource:
         body = json_object(req)
         verbose = bool_field(body, "verbose")
         address = req.context.client_address
+        # What the flow sends the person (a code by e-mail) is in their browser's language.
+        language = i18n.choose(accept_language=req.get_header("Accept-Language"))
         if body.get("executionId") is None:
             resp.media = flow_execution.start_execution(
                 self.context, application_id=string_field(body, "applicationId"),
                 flow_type=string_field(body, "flowType"), client_address=address,
-                verbose=verbose)
+                language=language, verbose=verbose)
             return
         resp.media = flow_execution.continue_execution(
             self.context, execution_id=string_field(body, "executionId"),
             action=string_field(body, "action"), inputs=_inputs(body),
-            client_address=address, verbose=verbose)
+            client_address=address, language=language, verbose=verbose)
 
 
     def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -105,7 +109,7 @@ OPENAPI_PATHS: dict[str, dict] = {
         "operationId": "flowExecute",
         "requestBody": json_body({"type": "object", "properties": {
             "applicationId": {"type": "string"},
-            "flowType": {"type": "string", "enum": ["AUTHENTICATION", "REGISTRATION"]},
+            "flowType": {"type": "string", "enum": list(FLOW_TYPES)},
             "executionId": {"type": "string"}, "action": {"type": "string"},
             "inputs": {"type": "object", "additionalProperties": {"type": "string"}},
             "verbose": {"type": "boolean"}}}),

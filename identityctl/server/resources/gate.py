@@ -27,7 +27,8 @@ def write_page(resp: falcon.Response, page: str, *, status: int = 200) -> None:
 
 
 class GatePageResource:
-    """GET /gate/signin and /gate/signup ?authId&applicationId[&executionId][&resume]."""
+    """GET /gate/signin, /gate/signup and /gate/recover
+    ?authId&applicationId[&executionId][&resume]."""
 
     def __init__(self, context: ServiceContext, mode: str) -> None:
         self.context = context
@@ -91,6 +92,7 @@ def add_gate_routes(app: falcon.App, context: ServiceContext) -> None:
     app.add_route("/favicon.ico", FaviconResource())
     app.add_route(f"{gate.GATE_PATH}/{gate.SIGN_IN}", GatePageResource(context, gate.SIGN_IN))
     app.add_route(f"{gate.GATE_PATH}/{gate.SIGN_UP}", GatePageResource(context, gate.SIGN_UP))
+    app.add_route(f"{gate.GATE_PATH}/{gate.RECOVER}", GatePageResource(context, gate.RECOVER))
     app.add_route(gate.THEME_PATH, ThemeResource())
     app.add_route(gate.STATIC_PATH + "/{name}", StaticResource())
 
@@ -134,6 +136,9 @@ OPENAPI_PATHS = {
     f"{gate.GATE_PATH}/{gate.SIGN_UP}": _page(
         "Hosted sign-up page (the application's registration flow)", "gateSignUp",
         _REQUEST_PARAMETERS, f"{_PAGE_ERRORS}, registration_disabled"),
+    f"{gate.GATE_PATH}/{gate.RECOVER}": _page(
+        "Hosted recovery page (\"Lost your passkey?\": the RECOVERY flow)", "gateRecover",
+        _REQUEST_PARAMETERS, _PAGE_ERRORS),
     "/favicon.ico": {"get": {"summary": "The service's icon (SVG)", "operationId": "favicon",
                              "responses": {"200": {"description": "image/svg+xml",
                                                    "content": {"image/svg+xml": {}}}}}},

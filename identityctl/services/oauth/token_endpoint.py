@@ -46,6 +46,7 @@ from identityctl.services.oauth.clients import authenticate_client
 from identityctl.services.oauth.revocation import end_grant
 from identityctl.store import audit, directory
 from identityctl.store import oauth as oauth_store
+from identityctl.store import recovery as recovery_store
 from identityctl.store.db import transaction
 from identityctl.store.directory import UserRecord
 from identityctl.store.models import new_id
@@ -234,8 +235,15 @@ def _issue(ctx: ServiceContext, client: Client, *, subject: str, scope: tuple[st
 
 
 def released_claims(user: UserRecord, scope: tuple[str, ...]) -> dict[str, Any]:
-    """The user's claims that ``scope`` releases (ID token and userinfo alike)."""
-    return user_claims(subject=user.id, username=user.username, attributes=user.attributes,
+    """The user's claims that ``scope`` releases (ID token and userinfo alike).
+    ``email_verified``: the address is the one the person proved (a code sent there came
+    back), services/email_codes.py."""
+    attributes = user.attributes
+    address = str(attributes.get("email") or "")
+    if address and "email" in scope:
+        verified = recovery_store.verified_address(user.id) == address.strip().lower()
+        attributes = {**attributes, "email_verified": verified}
+    return user_claims(subject=user.id, username=user.username, attributes=attributes,
                        updated_at=user.updated_at, scope=scope)
 
 

@@ -198,7 +198,7 @@
     content.replaceChildren(
       section(t("Profile"), element("dl", {},
         element("dt", {}, t("Username")), element("dd", { id: "username" }, profile.username),
-        element("dt", {}, t("Email")), element("dd", {}, (profile.attributes || {}).email || "—"),
+        element("dt", {}, t("Email")), element("dd", {}, emailText(profile)),
         element("dt", {}, t("Roles")), element("dd", {}, (profile.roles || []).join(", ") || "—"))),
       section(t("Passkeys"),
         table([t("Name"), t("Added"), t("Last used"), ""], passkeys.passkeys.map((key) => [
@@ -232,6 +232,7 @@
             setStatus(t("Signed out of {application}.", { application: entry.application }));
           }), true)]))),
       section(t("Password"), passwordForm),
+      section(t("Recovery codes"), recoveryCodes(profile)),
       section(t("Applications you allowed"), table([t("Application"), t("May"), ""],
         consents.consents.map((grant) => [grant.application, grant.scopes.join(", "),
           button(t("Revoke"), () => guarded(async () => {
@@ -244,6 +245,32 @@
         const query = new URLSearchParams({ id_token_hint: idToken });
         window.location.assign(`${page.logoutUrl}?${query}`);
       }, true)));
+  }
+
+  function emailText(profile) {
+    const address = (profile.attributes || {}).email;
+    if (!address) return "—";
+    return `${address} (${profile.emailVerified ? t("confirmed") : t("not confirmed")})`;
+  }
+
+  // Codes for "Lost your passkey?": made here, shown once, each works once.
+  function recoveryCodes(profile) {
+    const shown = element("div", { id: "recovery-codes" });
+    const make = button(profile.recoveryCodesLeft ? t("Make new recovery codes")
+      : t("Make recovery codes"), () => guarded(async () => {
+      const made = await call("POST", "/recovery-codes", {});
+      shown.replaceChildren(
+        element("p", {}, t("Keep these somewhere safe, apart from your devices. Each works " +
+          "once. They are not shown again.")),
+        element("ul", { class: "codes" }, ...made.recoveryCodes.map(
+          (code) => element("li", {}, element("code", {}, code)))));
+      setStatus(t("New recovery codes made; the old ones no longer work."));
+    }), true);
+    return element("div", {},
+      element("p", {}, profile.recoveryCodesLeft
+        ? t("You have {count} unused recovery codes.", { count: profile.recoveryCodesLeft })
+        : t("With a recovery code you can get back in if you lose your passkeys.")),
+      element("p", { class: "actions" }, make), shown);
   }
 
   // --- the other device: a passkey from a one-time link --------------------------------------

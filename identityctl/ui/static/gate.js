@@ -12,6 +12,9 @@
   const $ = (id) => document.getElementById(id);
   const form = $("step");
   const signingUp = page.mode === "signup";
+  const recovering = page.mode === "recover";  // "Lost your passkey?": the RECOVERY flow
+  const signingIn = !signingUp && !recovering;
+  const newCredentials = signingUp || recovering;  // a password typed here is a new one
   const passkeysSupported = typeof window.PublicKeyCredential === "function" &&
     !!navigator.credentials;
 
@@ -54,6 +57,14 @@
       "screen lock). Try again.",
     network: "The service could not be reached. Check your connection and try again.",
     session_expired: "Your sign-in has ended. Sign in again.",
+    invalid_code: "That code is not right. Check the e-mail and try again.",
+    code_expired: "This code has expired. Ask for a new one.",
+    too_many_codes: "No more codes can be sent for this try. Start again in a few minutes.",
+    code_not_sent: "No code was sent yet. Ask for one.",
+    email_not_configured: "This service cannot send e-mail. Use a recovery code, or ask " +
+      "an administrator for help.",
+    invalid_recovery_code: "That recovery code is not right, or was used already.",
+    user_not_identified: "This step needs you to be identified first. Start again.",
   };
   const CEREMONY_TEXT = {
     NotAllowedError:
@@ -133,11 +144,13 @@
 
   function autocompleteFor(input) {
     const name = (input.identifier || input.ref || "").toLowerCase();
-    if (input.type === "PASSWORD_INPUT") return signingUp ? "new-password" : "current-password";
+    if (input.type === "PASSWORD_INPUT") {
+      return newCredentials ? "new-password" : "current-password";
+    }
     if (input.type === "OTP_INPUT") return "one-time-code";
     if (name.includes("email")) return "email";
     // "webauthn": the browser offers the person's passkeys in this field's suggestions.
-    if (name.includes("user")) return signingUp ? "username" : "username webauthn";
+    if (name.includes("user")) return signingIn ? "username webauthn" : "username";
     if (name.includes("given")) return "given-name";
     if (name.includes("family")) return "family-name";
     return "off";
@@ -161,7 +174,7 @@
     control.autocomplete = autocompleteFor(input);
     if (input.type === "OTP_INPUT") control.inputMode = "numeric";
     wrapper.append(label, control);
-    if (signingUp && input.type === "PASSWORD_INPUT") {  // the rules before, not after, a try
+    if (newCredentials && input.type === "PASSWORD_INPUT") {  // the rules before a try
       const hint = document.createElement("p");
       hint.className = "hint";
       hint.id = `${id}-hint`;
@@ -206,7 +219,7 @@
 
   function continuePaths(step) {
     const actions = (step.data && step.data.actions) || [];
-    if (signingUp || passkeyCeremony(step) || !actions.every((a) => Array.isArray(a.inputs))) {
+    if (!signingIn || passkeyCeremony(step) || !actions.every((a) => Array.isArray(a.inputs))) {
       return null;
     }
     const password = actions.find((action) => action.inputs.includes("password"));
@@ -351,8 +364,15 @@
       form.append(button);
     });
     if (ceremony && ceremony.kind === "create") {
-      show($("notice"), "A passkey lets you sign in with your fingerprint, face or screen " +
-        "lock instead of a password. It stays on your device.");
+      show($("notice"), t("A passkey lets you sign in with your fingerprint, face or screen " +
+        "lock instead of a password. It stays on your device."));
+    }
+    if (visible.some((input) => input.type === "OTP_INPUT")) {
+      const sentTo = (data.additionalData || {}).emailSentTo;
+      show($("notice"), sentTo
+        ? t("We sent a code to {address}. It works for a few minutes.", { address: sentTo })
+        : t("If the account has a confirmed e-mail address, we sent a code to it. It works " +
+          "for a few minutes."));
     }
     for (const control of form.querySelectorAll("input")) {
       if (control.type !== "password" && typed[control.name]) control.value = typed[control.name];
@@ -444,7 +464,7 @@
         inputs = { ...inputs, ...(await runCeremony(ceremony, options)) };
       }
       setStatus(t("Checking…"));
-      if (!signingUp && "password" in inputs) {
+      if (signingIn && "password" in inputs) {
         signedInWith = { username: inputs.username, method: "password" };
       }
       next = await post(page.flowUrl, { executionId, action, inputs });
@@ -485,7 +505,9 @@
         : t("This sign-in cannot continue."));
       return offerRestart();
     }
-    if (signingUp && passkeyCeremony(step)) $("switch").hidden = true;  // the account exists
+    if (newCredentials && passkeyCeremony(step)) {  // the account exists, or is recovered
+      $("switch").hidden = true;
+    }
     if (step.type === "REDIRECTION" && step.data && step.data.redirectURL) {
       window.location.assign(step.data.redirectURL);
       return undefined;
@@ -526,7 +548,7 @@
   function askConsent(consent, token) {
     consentToken = token;
     setStatus("");
-    $("switch").hidden = true;  // signed in: no "create an account" any more
+    $("switch").hidden = $("recover").hidden = true;  // signed in: no other ways in
     $("heading").textContent = t("Allow {client} to use your account?",
       { client: consent.client });
     form.replaceChildren();
@@ -586,7 +608,7 @@
 
   function refuse(text, redirectUri) {
     setStatus("");
-    $("switch").hidden = true;
+    $("switch").hidden = $("recover").hidden = true;
     form.replaceChildren();
     $("heading").textContent = t("You cannot continue");
     showError(text);
@@ -623,7 +645,7 @@
   }
 
   async function startAutofill(firstStep) {
-    if (signingUp || !passkeysSupported || !PublicKeyCredential.isConditionalMediationAvailable
+    if (!signingIn || !passkeysSupported || !PublicKeyCredential.isConditionalMediationAvailable
         || !(await PublicKeyCredential.isConditionalMediationAvailable())) return;
     const actions = (firstStep.data && firstStep.data.actions) || [];
     const passkeyAction = actions.find((action) => Array.isArray(action.inputs)
@@ -631,7 +653,7 @@
     if (!passkeyAction) return;
     const aborting = new AbortController();
     autofill = aborting;
-    let signingIn = false;
+    let picked = false;  // a suggested passkey was chosen: this sign-in is under way
     try {
       const started = await post(page.flowUrl, { applicationId: page.applicationId,
         flowType: "AUTHENTICATION" });
@@ -646,7 +668,7 @@
       const credential = await navigator.credentials.get({ mediation: "conditional",
         publicKey: requestOptions(options.publicKey || options), signal: aborting.signal });
       if (!credential) return;
-      signingIn = true;
+      picked = true;
       busy(true);
       setStatus(t("Checking…"));
       const done = await post(page.flowUrl, { executionId: challenged.executionId,
@@ -658,7 +680,7 @@
       if (failure && failure.name !== "AbortError") showError(messageFor(failure));
     } finally {
       if (autofill === aborting) autofill = null;
-      if (signingIn) busy(false);
+      if (picked) busy(false);
     }
   }
 
@@ -674,7 +696,7 @@
       const firstStep = resume && page.firstStep ? JSON.parse(page.firstStep) : null;
       const step = firstStep || await post(page.flowUrl, {
         applicationId: page.applicationId,
-        flowType: signingUp ? "REGISTRATION" : "AUTHENTICATION" });
+        flowType: signingUp ? "REGISTRATION" : recovering ? "RECOVERY" : "AUTHENTICATION" });
       await advance(step);
       if (step.flowStatus === "INCOMPLETE") startAutofill(step);
     } catch (failure) {
@@ -693,11 +715,24 @@
     else submit(button);
   });
 
-  if (page.signupUrl || signingUp) {
-    const link = document.createElement("a");
-    link.href = signingUp ? page.signinUrl : page.signupUrl;
-    link.textContent = signingUp ? t("Sign in instead") : t("Create an account");
-    $("switch").append(signingUp ? t("Already have an account? ") : t("New here? "), link);
+  function link(href, text) {
+    const element = document.createElement("a");
+    element.href = href;
+    element.textContent = text;
+    return element;
+  }
+
+  if (signingIn && page.recoverUrl) {
+    $("recover").append(link(page.recoverUrl, t("Lost your passkey or password?")));
+    $("recover").hidden = false;
+  }
+  if (recovering) {
+    $("switch").append(t("Remembered it? "), link(page.signinUrl, t("Sign in")));
+    $("switch").hidden = false;
+  } else if (page.signupUrl || signingUp) {
+    $("switch").append(signingUp ? t("Already have an account? ") : t("New here? "),
+      link(signingUp ? page.signinUrl : page.signupUrl,
+        signingUp ? t("Sign in instead") : t("Create an account")));
     $("switch").hidden = false;
   }
 
