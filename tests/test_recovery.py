@@ -1,0 +1,269 @@
+"""Recovery without an admin, through /flow/execute as the hosted page drives it, with mail
+read from a real SMTP server (aiosmtpd): e-mail verification at sign-up, the RECOVERY flow
+by e-mail code and by recovery code, the bounds on guessing, and invitations."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import jwt
+import pytest
+
+from identityctl.services import catalog, directory, recovery
+from identityctl.services.context import ServiceContext
+from identityctl.store import db
+from identityctl.store import recovery as recovery_store
+from tests.conftest import Service, start_service
+from tests.support.authenticator import SoftAuthenticator
+from tests.support.flows import FlowClient
+from tests.support.smtp import SmtpServer, code_in, text_of
+from tests.test_email import QUICK_DELIVERIES, mailing, smtp  # noqa: F401 (fixtures)
+from tests.test_oauth_helpers import OAuthDriver, register_client
+from tests.test_passkey_helpers import PasskeyClient, assert_error
+
+PASSWORD = "correct horse battery"
+
+
+def new_person(*, verified: bool = True) -> Any:
+    name = f"rita-{uuid.uuid4().hex[:6]}"
+    user = directory.create_user(username=name, password=PASSWORD,
+                                 attributes={"email": f"{name}@example.com"})
+    if verified:
+        with db.transaction():
+            recovery_store.mark_verified(user.id, user.attributes["email"])
+    return user
+
+
+def recovering(service: Service) -> FlowClient:
+    flows = FlowClient(service, register_client("SPA").application_id)
+    flows.start("RECOVERY")
+    return flows
+
+
+def mailed_code(smtp: SmtpServer, to: str, count: int = 1) -> str:
+    return code_in(smtp.mailbox.wait_for(to, count)[count - 1])
+
+
+# --- e-mail verification at sign-up ----------------------------------------------------------
+
+
+def test_sign_up_confirms_the_address_with_a_code_and_tokens_say_it_is_verified(
+        mailing: Service, smtp: SmtpServer) -> None:
+    app = register_client("SPA")
+    application = catalog.get_application(app.application_id)
+    catalog.update_application({**application, "isRegistrationFlowEnabled": True})
+    flows = FlowClient(mailing, app.application_id)
+    flows.start("REGISTRATION")
+    name = f"vera-{uuid.uuid4().hex[:6]}"
+    address = f"{name}@example.com"
+    flows.act("signup", username=name, password=PASSWORD, email=address)
+    step = flows.create_passkey()
+    assert step["data"]["additionalData"]["emailSentTo"] == address
+    assert [i["identifier"] for i in step["data"]["inputs"]] == ["otp"]
+    assert flows.act("verify_email", otp="000000" if mailed_code(smtp, address) != "000000"
+                     else "111111")["failureReason"] == "invalid_code"
+    done = flows.act("verify_email", otp=mailed_code(smtp, address))
+    assert done["flowStatus"] == "COMPLETE"
+
+    user = directory.require_user(name)
+    rp = OAuthDriver(mailing)
+    tokens = rp.tokens(rp.authorization(app, person=(user, flows.authenticator),
+                                        scope="openid email"))
+    claims = jwt.decode(tokens["id_token"], options={"verify_signature": False})
+    assert claims["email"] == address and claims["email_verified"] is True
+    assert rp.userinfo(tokens["access_token"]).json()["email_verified"] is True
+    # Another address is not verified until proven.
+    directory.update_user(user.id, attributes={"email": f"new-{address}"})
+    again = rp.tokens(rp.authorization(app, person=(user, flows.authenticator),
+                                       scope="openid email"))
+    assert rp.userinfo(again["access_token"]).json()["email_verified"] is False
+
+
+# --- recovery by e-mail code ---------------------------------------------------------------------
+
+
+def test_recovery_by_e_mail_code_enrols_a_new_passkey_signs_in_and_tells_the_person(
+        mailing: Service, smtp: SmtpServer) -> None:
+    person = new_person()
+    address = person.attributes["email"]
+    flows = recovering(mailing)
+    step = flows.act("email_code", username=person.username)
+    assert [i["identifier"] for i in step["data"]["inputs"]] == ["otp"]
+    step = flows.act("check_code", otp=mailed_code(smtp, address))
+    assert "passkeyCreationOptions" in step["data"]["additionalData"]
+    done = flows.create_passkey()
+    assert done["flowStatus"] == "COMPLETE" and done["assertion"]
+    claims = jwt.decode(done["assertion"], options={"verify_signature": False})
+    assert claims["sub"] == person.id and set(claims["amr"]) == {"otp", "passkey"}
+    [_, notice] = smtp.mailbox.wait_for(address, 2)
+    assert "added to your account" in text_of(notice) and "recovering" in text_of(notice)
+    # The new passkey signs in.
+    assert PasskeyClient(mailing).sign_in(flows.authenticator, person.id).status_code == 200
+
+
+def test_the_address_itself_names_the_account(mailing: Service, smtp: SmtpServer) -> None:
+    person = new_person()
+    flows = recovering(mailing)
+    flows.act("email_code", username=person.attributes["email"].upper())
+    step = flows.act("check_code", otp=mailed_code(smtp, person.attributes["email"]))
+    assert "passkeyCreationOptions" in step["data"]["additionalData"]
+
+
+def test_anyone_named_gets_the_same_answer_and_only_a_proven_address_gets_mail(
+        mailing: Service, smtp: SmtpServer) -> None:
+    known, unverified = new_person(), new_person(verified=False)
+    answers = []
+    for name in (known.username, unverified.username, "nobody-at-all", "who@example.com"):
+        flows = recovering(mailing)
+        step = flows.act("email_code", username=name)
+        answers.append((step["flowStatus"], step.get("failureReason"),
+                        [i["identifier"] for i in step["data"]["inputs"]],
+                        sorted(step["data"]["additionalData"])))
+    assert len(set(map(repr, answers))) == 1, answers
+    smtp.mailbox.wait_for(known.attributes["email"])
+    time.sleep(2)  # the deliveries thread ran: nothing else went out
+    assert smtp.mailbox.to(unverified.attributes["email"]) == []
+    assert {message["To"] for message in smtp.mailbox.messages} == {known.attributes["email"]}
+
+
+def test_a_code_opens_only_the_execution_it_was_sent_to(mailing: Service,
+                                                        smtp: SmtpServer) -> None:
+    person = new_person()
+    first, second = recovering(mailing), recovering(mailing)
+    first.act("email_code", username=person.username)
+    code = mailed_code(smtp, person.attributes["email"])
+    second.act("email_code", username=person.username)
+    mailed_code(smtp, person.attributes["email"], 2)
+    assert second.act("check_code", otp=code)["failureReason"] == "invalid_code"
+    assert "passkeyCreationOptions" in first.act("check_code", otp=code)["data"][
+        "additionalData"]
+
+
+def test_wrong_codes_end_the_execution_and_are_bounded_per_account(
+        mailing: Service, smtp: SmtpServer) -> None:
+    person = new_person()
+    flows = recovering(mailing)
+    flows.act("email_code", username=person.username)
+    code = mailed_code(smtp, person.attributes["email"])
+    wrong = "000000" if code != "000000" else "111111"
+    for _ in range(mailing.config.email.code_attempts):
+        assert flows.act("check_code", otp=wrong)["failureReason"] == "invalid_code"
+    ended = flows.act("check_code", otp=code)  # even the right one: this try is over
+    assert ended["flowStatus"] == "ERROR" and ended["failureReason"] == "too_many_attempts"
+    assert_error(flows.call({"executionId": flows.execution_id, "action": "check_code",
+                             "inputs": {"otp": code}}), 400, "execution_completed")
+    # New executions keep guessing at the same account from this address: throttled.
+    refused = None
+    for _ in range(3):
+        more = recovering(mailing)
+        more.act("email_code", username=person.username)
+        for _ in range(mailing.config.email.code_attempts):
+            answer = more.call({"executionId": more.execution_id, "action": "check_code",
+                                "inputs": {"otp": wrong}})
+            if answer.status_code == 429:
+                refused = answer
+                break
+        if refused is not None:
+            break
+    assert refused is not None and refused.json()["code"] == "too_many_attempts"
+
+
+@pytest.fixture
+def short_codes(tmp_path: Path, smtp: SmtpServer) -> Iterator[Service]:
+    running, stop = start_service(tmp_path, settings={**smtp.settings(), **QUICK_DELIVERIES,
+                                                      "code_ttl = 600": "code_ttl = 1"})
+    yield running
+    stop()
+
+
+def test_a_code_expires(short_codes: Service, smtp: SmtpServer) -> None:
+    person = new_person()
+    flows = recovering(short_codes)
+    flows.act("email_code", username=person.username)
+    code = mailed_code(smtp, person.attributes["email"])
+    time.sleep(1.2)
+    assert flows.act("check_code", otp=code)["failureReason"] == "code_expired"
+    flows.act("resend_code")
+    fresh = mailed_code(smtp, person.attributes["email"], 2)
+    assert "passkeyCreationOptions" in flows.act("check_code", otp=fresh)["data"][
+        "additionalData"]
+
+
+# --- recovery codes ------------------------------------------------------------------------------
+
+
+def test_a_recovery_code_works_once_even_when_sent_twice_at_once(mailing: Service) -> None:
+    person = new_person(verified=False)
+    codes = recovery.new_recovery_codes(person.id, actor="test")
+    assert len(set(codes)) == 10 and recovery.recovery_codes_left(person.id) == 10
+    tries = [recovering(mailing) for _ in range(4)]
+    typed = codes[0].lower().replace("-", " ")  # as a person might type it
+
+    def use(flows: FlowClient) -> dict[str, Any]:
+        return flows.act("recovery_code", username=person.username, recoveryCode=typed)
+
+    with ThreadPoolExecutor(len(tries)) as pool:
+        answers = list(pool.map(use, tries))
+    won = [a for a in answers if "passkeyCreationOptions" in a["data"].get("additionalData", {})]
+    assert len(won) == 1, answers
+    assert all(a.get("failureReason") == "invalid_recovery_code" for a in answers
+               if a not in won)
+    assert recovery.recovery_codes_left(person.id) == 9
+    # Another person's name with this person's code: refused, and the code is not spent.
+    other = new_person(verified=False)
+    assert recovering(mailing).act("recovery_code", username=other.username,
+                                   recoveryCode=codes[1])["failureReason"] == \
+        "invalid_recovery_code"
+    assert recovery.recovery_codes_left(person.id) == 9
+    # New codes replace the old ones.
+    recovery.new_recovery_codes(person.id, actor="test")
+    assert recovering(mailing).act("recovery_code", username=person.username,
+                                   recoveryCode=codes[1])["failureReason"] == \
+        "invalid_recovery_code"
+
+
+def test_a_new_password_instead_of_a_passkey(mailing: Service) -> None:
+    person = new_person(verified=False)
+    [code, *_] = recovery.new_recovery_codes(person.id, actor="test")
+    flows = recovering(mailing)
+    flows.act("recovery_code", username=person.username, recoveryCode=code)
+    flows.act("use_password")
+    assert flows.act("set_password", password="short")["failureReason"] == "weak_password"
+    done = flows.act("set_password", password="a brand new passphrase")
+    assert done["flowStatus"] == "COMPLETE"
+    assert directory.require_user(person.id).password_hash is not None
+
+
+# --- invitations ---------------------------------------------------------------------------------
+
+
+def test_an_invitation_enrols_a_first_passkey_once_and_tells_the_person(
+        mailing: Service, smtp: SmtpServer) -> None:
+    name = f"ivo-{uuid.uuid4().hex[:6]}"
+    user = directory.create_user(username=name, attributes={"email": f"{name}@example.com"})
+    with db.transaction():
+        recovery_store.mark_verified(user.id, user.attributes["email"])
+    made = recovery.invite(ServiceContext.for_config(mailing.config), name, send_email=True,
+                           actor="test")
+    [invitation] = smtp.mailbox.wait_for(user.attributes["email"])
+    assert made["url"] in text_of(invitation)
+    link = urlsplit(made["url"]).fragment
+    started = mailing.post("/account/api/enrol/start", {"link": link})
+    assert started.status_code == 200 and started.json()["username"] == name
+    device = SoftAuthenticator()
+    finished = mailing.post("/account/api/enrol/finish", {
+        "link": link, "sessionToken": started.json()["sessionToken"],
+        "publicKeyCredential": device.create(
+            started.json()["publicKeyCredentialCreationOptions"],
+            origin=mailing.config.passkey.allowed_origins[0])})
+    assert finished.status_code == 201, finished.text
+    assert_error(mailing.post("/account/api/enrol/start", {"link": link}), 401, "link_used")
+    [_, notice] = smtp.mailbox.wait_for(user.attributes["email"], 2)
+    assert "invitation" in text_of(notice)
+    assert PasskeyClient(mailing).sign_in(device, user.id).status_code == 200
