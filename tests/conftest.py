@@ -21,6 +21,7 @@ from identityctl.services import bootstrap
 from identityctl.services.bootstrap import open_store
 from identityctl.store import db
 from identityctl.store.models import ALL_MODELS
+from tests.support.smtp import SmtpServer, smtp_server
 from tests.support.threads import served_in_thread
 
 PG_URL_ENV = "IDENTITYCTL_TEST_PG_URL"
@@ -115,6 +116,23 @@ def deployment_with(tmp_path: Path, settings: dict[str, str]) -> Iterator[Servic
     running, stop = start_service(tmp_path, settings=settings)
     yield running
     stop()
+
+
+#: One delivery may take 1 s, so a claim on an outbox message runs out after 3 s.
+QUICK_DELIVERIES = {"\ntimeout = 10\n": "\ntimeout = 1\n"}
+
+
+@pytest.fixture
+def smtp() -> Iterator[SmtpServer]:
+    """A real SMTP server (aiosmtpd) on 127.0.0.1 that keeps what it receives."""
+    with smtp_server() as server:
+        yield server
+
+
+@pytest.fixture
+def mailing(tmp_path: Path, smtp: SmtpServer) -> Iterator[Service]:
+    """A running deployment that sends its mail to ``smtp``."""
+    yield from deployment_with(tmp_path, {**smtp.settings(), **QUICK_DELIVERIES})
 
 
 @pytest.fixture

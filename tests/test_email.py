@@ -22,29 +22,17 @@ from identityctl.services import bootstrap, mail
 from identityctl.services.bootstrap import open_store
 from identityctl.services.context import ServiceContext
 from identityctl.store import db
-from tests.conftest import PG_URL_ENV, Service, free_port, make_deployment, start_service
+from tests.conftest import (
+    PG_URL_ENV,
+    QUICK_DELIVERIES,
+    Service,
+    free_port,
+    make_deployment,
+)
 from tests.support.postgres import empty_database
 from tests.support.processes import stop, wait_for_health
-from tests.support.smtp import Mailbox, SmtpServer, smtp_server, text_of
+from tests.support.smtp import Mailbox, SmtpServer, text_of
 from tests.test_scale_out import _serve
-
-#: One delivery may take 1 s, so a claim on a message runs out after 3 s.
-QUICK_DELIVERIES = {"\ntimeout = 10\n": "\ntimeout = 1\n"}
-
-
-@pytest.fixture
-def smtp() -> Iterator[SmtpServer]:
-    with smtp_server() as server:
-        yield server
-
-
-@pytest.fixture
-def mailing(tmp_path: Path, smtp: SmtpServer) -> Iterator[Service]:
-    """A running deployment that sends mail to ``smtp``."""
-    running, stop_serving = start_service(tmp_path, settings={**smtp.settings(),
-                                                              **QUICK_DELIVERIES})
-    yield running
-    stop_serving()
 
 
 def address() -> str:

@@ -19,11 +19,10 @@ from identityctl.services import catalog, directory, recovery
 from identityctl.services.context import ServiceContext
 from identityctl.store import db
 from identityctl.store import recovery as recovery_store
-from tests.conftest import Service, start_service
+from tests.conftest import QUICK_DELIVERIES, Service, start_service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.flows import FlowClient
 from tests.support.smtp import SmtpServer, code_in, text_of
-from tests.test_email import QUICK_DELIVERIES, mailing, smtp  # noqa: F401 (fixtures)
 from tests.test_oauth_helpers import OAuthDriver, register_client
 from tests.test_passkey_helpers import PasskeyClient, assert_error
 

@@ -17,8 +17,6 @@ from typing import Any
 
 from aiosmtpd.controller import Controller
 
-from tests.conftest import free_port
-
 
 class Mailbox:
     """What the SMTP server received, and its knobs."""
@@ -70,6 +68,8 @@ class SmtpServer:
     """aiosmtpd on 127.0.0.1:``port``; ``down()`` and ``up()`` keep the port and mailbox."""
 
     def __init__(self) -> None:
+        from tests.conftest import free_port  # (conftest imports this module)
+
         self.port = free_port()
         self.mailbox = Mailbox()
         self._controller: Controller | None = None
