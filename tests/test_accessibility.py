@@ -116,6 +116,11 @@ def test_every_hosted_page_has_no_serious_accessibility_violations(
         page.goto(service.url("/account"))
         page.locator("#username").wait_for()
 
+    def recover_page() -> None:  # "Lost your passkey?"
+        page.goto(_authorize_url(service, shop, prompt="login"))
+        page.get_by_role("link", name="Lost your passkey or password?").click()
+        page.get_by_label("Recovery code").wait_for()
+
     def link_page() -> None:
         page.goto(service.url("/account/enrol#not-a-link"))
         page.get_by_role("alert").wait_for()
@@ -128,6 +133,7 @@ def test_every_hosted_page_has_no_serious_accessibility_violations(
     visit("consent", consent_page)
     visit("account", account_page)
     visit("enrol-link", link_page)
+    visit("recover", recover_page)
     visit("error", lambda: page.goto(service.url("/gate/signin")))
     visit("signed-out", lambda: page.goto(service.url("/oauth2/logout")))
     tab.close()
