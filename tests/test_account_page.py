@@ -176,3 +176,16 @@ def test_a_german_browser_reads_the_account_page_in_german(browser: Any,
         ui.shot("german")
     finally:
         ui.tab.close()
+
+
+def test_recovery_codes_are_made_and_shown_once(account_page: AccountPage) -> None:
+    ui = account_page
+    ui.open()
+    ui.press("Make recovery codes")
+    ui.wait_for_status("New recovery codes made")
+    assert len(ui.page.locator("#recovery-codes li").all_inner_texts()) == 10
+    ui.shot("recovery-codes")
+    ui.page.reload()
+    ui.page.locator("#username").wait_for()
+    assert ui.page.locator("#recovery-codes li").count() == 0  # not shown again
+    ui.page.get_by_text("You have 10 unused recovery codes.").wait_for()

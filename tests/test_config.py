@@ -30,6 +30,15 @@ from identityctl.errors import ConfigError
         ({"passkey": {"algorithms": ["HS256"]}}, "passkey.algorithms[0]", "one of"),
         ({"oauth": {"code_ttl": 0}}, "oauth.code_ttl", "greater than 0"),
         ({"mcp": {"enabled": "yes"}}, "mcp.enabled", "must be of type bool"),
+        ({"email": {"smtp_host": "smtp.example.com", "from": "nobody"}}, "email.from",
+         "must be an address"),
+        ({"email": {"security": "ssl"}}, "email.security", "one of"),
+        ({"email": {"sender": "a@example.com"}}, "email.sender", "unknown key"),
+        ({"email": {"smtp_host": "smtp.example.com", "from": "a@example.com",
+                    "password_file": "/run/secrets/smtp"}}, "email.username", "must be set"),
+        ({"email": {"smtp_host": "smtp.example.com", "from": "a@example.com",
+                    "username": "a", "password_file": "/no/such/file"}},
+         "email.password_file", "is not a file"),
     ],
 )
 def test_bad_values_name_the_key_and_the_problem(document: dict, key: str, problem: str) -> None:
@@ -61,8 +70,10 @@ def test_sample_config_documents_every_key_and_loads() -> None:
     config = load_config(sample)
     text = sample.read_text()
     for section in ("server", "database", "passkey", "oauth", "gate_client", "mcp", "flow",
-                    "security"):
+                    "email", "security"):
         for key in vars(getattr(config, section)):
+            key = {"sender": "from", "password_file": "# password_file",
+                   "username": "# username"}.get(key, key) if section == "email" else key
             assert f"\n{key} = " in text, f"{section}.{key} is not documented"
 
 

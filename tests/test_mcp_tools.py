@@ -105,7 +105,10 @@ def test_initialize_lists_exactly_the_sixteen_tools(tools: Callable[..., Any]) -
         flows = listed["svc_list_flows"].input_schema["properties"]
         assert flows["limit"]["default"] == 30
         assert flows["offset"]["default"] == 0
-        assert flows["flow_type"]["anyOf"][0]["enum"] == ["AUTHENTICATION", "REGISTRATION"]
+        # The reference system's two types, and RECOVERY: a superset, so its clients' calls
+        # all still validate.
+        assert flows["flow_type"]["anyOf"][0]["enum"] == ["AUTHENTICATION", "REGISTRATION",
+                                                          "RECOVERY"]
         create = listed["svc_create_application"]
         assert "svc_list_themes" in (create.description or "")
         assert "themeId" in create.input_schema["properties"]

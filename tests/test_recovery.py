@@ -23,6 +23,7 @@ from tests.conftest import QUICK_DELIVERIES, Service, start_service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.flows import FlowClient
 from tests.support.smtp import SmtpServer, code_in, text_of
+from tests.test_account import Account
 from tests.test_oauth_helpers import OAuthDriver, register_client
 from tests.test_passkey_helpers import PasskeyClient, assert_error
 
@@ -94,7 +95,9 @@ def test_recovery_by_e_mail_code_enrols_a_new_passkey_signs_in_and_tells_the_per
     flows = recovering(mailing)
     step = flows.act("email_code", username=person.username)
     assert [i["identifier"] for i in step["data"]["inputs"]] == ["otp"]
-    step = flows.act("check_code", otp=mailed_code(smtp, address))
+    [message] = smtp.mailbox.wait_for(address)
+    assert message["Subject"].startswith("Your SPA app ")  # the application's name
+    step = flows.act("check_code", otp=code_in(message))
     assert "passkeyCreationOptions" in step["data"]["additionalData"]
     done = flows.create_passkey()
     assert done["flowStatus"] == "COMPLETE" and done["assertion"]
@@ -266,3 +269,30 @@ def test_an_invitation_enrols_a_first_passkey_once_and_tells_the_person(
     [_, notice] = smtp.mailbox.wait_for(user.attributes["email"], 2)
     assert "invitation" in text_of(notice)
     assert PasskeyClient(mailing).sign_in(device, user.id).status_code == 200
+
+
+# --- notices and the account page -------------------------------------------------------------
+
+
+def test_passkeys_added_and_deleted_on_the_account_page_are_e_mailed(
+        mailing: Service, smtp: SmtpServer) -> None:
+    me = Account(mailing)
+    address = me.user.attributes["email"]
+    with db.transaction():
+        recovery_store.mark_verified(me.user.id, address)
+    [first] = me.ok("GET", "/passkeys")["passkeys"]
+    started = me.ok("POST", "/passkeys/start", {})
+    made = SoftAuthenticator().create(started["publicKeyCredentialCreationOptions"],
+                                      origin=me.passkeys.origin)
+    me.ok("POST", "/passkeys/finish", {"sessionToken": started["sessionToken"],
+                                       "publicKeyCredential": made, "credentialName": "Phone"})
+    [added] = smtp.mailbox.wait_for(address)
+    assert "\"Phone\" was added" in text_of(added) and "on your account page" in text_of(added)
+    assert me.call("DELETE", f"/passkeys/{first['credentialId']}").status_code == 204
+    [_, removed] = smtp.mailbox.wait_for(address, 2)
+    assert "was removed" in text_of(removed) and mailing.url("/account") in text_of(removed)
+    profile = me.ok("GET", "/profile")
+    assert profile["emailVerified"] is True and profile["recoveryCodesLeft"] == 0
+    made_codes = me.call("POST", "/recovery-codes", {})
+    assert made_codes.status_code == 201 and len(made_codes.json()["recoveryCodes"]) == 10
+    assert me.ok("GET", "/profile")["recoveryCodesLeft"] == 10

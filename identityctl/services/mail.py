@@ -8,6 +8,7 @@ the store and only its subject stays for the outbox view.
 
 from __future__ import annotations
 
+import contextlib
 import smtplib
 import ssl
 from email.message import EmailMessage
@@ -15,13 +16,16 @@ from typing import Any
 
 from identityctl import i18n
 from identityctl.config import Config
-from identityctl.errors import BadGateway, BadRequest
+from identityctl.errors import BadGateway, BadRequest, InvalidField, NotFound
 from identityctl.mail import Mail, as_email, compose
+from identityctl.services import catalog
 from identityctl.services.context import ServiceContext
 from identityctl.store import outbox
 from identityctl.store import recovery as recovery_store
 from identityctl.store.directory import UserRecord
 from identityctl.store.outbox import OutboxEntry, OutboxRecord
+from identityctl.theme import css_values
+from identityctl.theme.branding import page_branding
 
 #: The outbox kind of e-mail.
 EMAIL = "email"
@@ -47,13 +51,28 @@ def language_of(user: UserRecord | None, fallback: str = i18n.DEFAULT) -> str:
     return i18n.choose(ui_locales=wanted) if wanted else fallback
 
 
+def brand_of(application: dict[str, Any]) -> dict[str, str]:
+    """How mail about ``application`` looks: its theme's product name (else the
+    application's name) and primary colour, as the hosted page shows them."""
+    try:
+        theme = catalog.require_theme(application.get("themeId") or "default")["theme"]
+    except NotFound:
+        theme = {}
+    brand = {"product": page_branding(theme).get("productName") or application["name"]}
+    primary = ((theme.get("colorSchemes") or {}).get("light") or {}).get("primary")
+    with contextlib.suppress(InvalidField):  # a hand-edited colour: the default one
+        brand["accent"] = css_values.color(primary, "primary")
+    return brand
+
+
 def queue(ctx: ServiceContext, kind: str, *, to: str, language: str = i18n.DEFAULT,
-          send: bool = True, **values: str) -> None:
-    """(In the caller's transaction.) Queue message ``kind`` for ``to``; ``send=False`` does
-    the same work without sending anything (an answer that must not tell whether an
-    address is known)."""
-    mail = compose(kind, to=to, language=language, product=ctx.config.passkey.rp_name,
-                   **values)
+          send: bool = True, brand: dict[str, str] | None = None, **values: str) -> None:
+    """(In the caller's transaction.) Queue message ``kind`` for ``to``, looking like
+    ``brand`` (:func:`brand_of`; else the deployment's name); ``send=False`` does the same
+    work without sending anything (an answer that must not tell whether an address is
+    known)."""
+    mail = compose(kind, to=to, language=language,
+                   **{"product": ctx.config.passkey.rp_name, **(brand or {})}, **values)
     outbox.enqueue(kind=EMAIL, target=to, send=send and ctx.config.email.enabled,
                    payload={"subject": mail.subject, "text": mail.text, "html": mail.html})
 
