@@ -42,11 +42,20 @@ EXECUTORS: dict[str, tuple[str, ...]] = {
     "RecoveryCodeExecutor": (),
     #: Sets the identified person's new password (input ``password``).
     "CredentialSetter": (),
+    #: Sign-in through an upstream identity provider (property or input ``idpId``): a
+    #: REDIRECTION step, then the provider's answer (inputs ``code``, ``state``).
+    "OIDCAuthExecutor": (),
+    "GoogleOIDCAuthExecutor": (),
+    "GithubOAuthExecutor": (),
+    #: Links an upstream account that waited for its owner to the person just signed in.
+    "FederatedAuthResolverExecutor": (),
 }
 #: Executors (name, mode) after which the flow knows who the user is.
 USER_ESTABLISHING = {("BasicAuthExecutor", ""), ("IdentifyingExecutor", ""),
                      ("PasskeyAuthExecutor", "verify"), ("ProvisioningExecutor", ""),
-                     ("OTPExecutor", ""), ("RecoveryCodeExecutor", "")}
+                     ("OTPExecutor", ""), ("RecoveryCodeExecutor", ""),
+                     ("OIDCAuthExecutor", ""), ("GoogleOIDCAuthExecutor", ""),
+                     ("GithubOAuthExecutor", "")}
 PASSKEY_MODES_NEEDING_RP = ("challenge", "register_start")
 _HANDLE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 _NEXT_KEYS = ("onSuccess", "onIncomplete", "onFailure")

@@ -24,9 +24,11 @@ class TaskOutcome:
     ``incomplete``: the user can fix it (wrong password): go to onIncomplete.
     ``failure``: this path cannot work (no passkeys): go to onFailure.
     Without the matching next node the execution ends with flowStatus ERROR.
+    ``redirect``: the browser must go elsewhere first (an identity provider); the execution
+    waits at this task, which runs again with what the browser brings back.
     """
 
-    kind: Literal["success", "incomplete", "failure"]
+    kind: Literal["success", "incomplete", "failure", "redirect"]
     reason: str = ""
 
 
@@ -43,6 +45,8 @@ class Halt:
     status: str
     node_id: str
     failure_reason: str = ""
+    #: Waiting at a task for the browser to come back (a REDIRECTION step), not at a PROMPT.
+    redirect: bool = False
 
 
 class FlowGraph:
@@ -68,6 +72,8 @@ class FlowGraph:
                 node_id = node["onSuccess"]
                 continue
             outcome = run_task(node)
+            if outcome.kind == "redirect":
+                return Halt(INCOMPLETE, node_id, redirect=True)
             if outcome.kind == "success":
                 node_id = node["onSuccess"]
                 continue
@@ -79,10 +85,15 @@ class FlowGraph:
             node_id = following
         return Halt(ERROR, node_id, "flow_loop")
 
-    def choose(self, node_id: str, action: Any, inputs: dict[str, Any]) -> str:
+    def choose(self, node_id: str, action: Any, inputs: dict[str, Any], *,
+               redirected: bool = False) -> str:
         """The next node for ``action`` at the PROMPT ``node_id``; its required inputs must
-        be present (400 naming the first one missing)."""
+        be present (400 naming the first one missing). ``redirected``: the execution waits
+        at the task ``node_id`` that sent the browser away (REDIRECTION): that task again,
+        with what the browser brought back."""
         node = self.nodes.get(node_id)
+        if redirected and node is not None and node["type"] == "TASK_EXECUTION":
+            return node_id
         if node is None or node["type"] != "PROMPT":
             raise BadRequest("This execution is not waiting for input.",
                              code="execution_not_waiting")

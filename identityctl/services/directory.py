@@ -24,6 +24,14 @@ DEFAULT_OU = "default"
 DEFAULT_USER_TYPE = "person"
 
 
+def self_registration_type(application: dict[str, Any],
+                           name: str | None = None) -> dict[str, Any]:
+    """The user type a person signing up at ``application`` gets: ``name`` (a flow's
+    ``userType``), else the application's first allowed type, else the default."""
+    allowed = application.get("allowedUserTypes") or []
+    return require_user_type(name or (allowed[0] if allowed else DEFAULT_USER_TYPE))
+
+
 def require_user_type(id_or_name: str) -> dict[str, Any]:
     found = directory.find_user_type(id_or_name)
     if found is None:

@@ -41,6 +41,9 @@ SENDS_PER_EXECUTION = 3
 #: Recovery messages one address gets per hour, whoever asks (no mail bombing).
 RECOVERY_MAILS_PER_HOUR = 5
 VERIFY, RECOVERY = "verify", "recovery"
+#: The address probed for a name without one: no message is ever queued to it, so the probe
+#: reads as little as for a real address (never the stand-ins, which have no address).
+UNADDRESSED = "nobody@invalid"
 
 
 def _new_code(step: StepRequest, *, purpose: str, user_id: str | None, address: str) -> str:
@@ -98,7 +101,7 @@ def send_recovery(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     user = account_named(name)
     # The same reads for every name: nothing in the timing tells whether it is known.
     address = recovery_store.verified_address(user.id if user else NOBODY)
-    recently = outbox.sent_to_since(mail.EMAIL, address or "", time.time() - 3600)
+    recently = outbox.sent_to_since(mail.EMAIL, address or UNADDRESSED, time.time() - 3600)
     deliverable = (address is not None and directory_service.is_usable(user)
                    and recently < RECOVERY_MAILS_PER_HOUR)
     try:
@@ -106,7 +109,7 @@ def send_recovery(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
                          else None, address=address or "")
     except TooManySends:
         return TaskOutcome("incomplete", "too_many_codes")
-    mail.queue(step.ctx, "recovery_code", to=address or "nobody@invalid",
+    mail.queue(step.ctx, "recovery_code", to=address or UNADDRESSED,
                language=mail.language_of(user, step.language) if user else step.language,
                send=deliverable, code=code, brand=mail.brand_of(step.application),
                minutes=str(step.ctx.config.email.code_ttl // 60))

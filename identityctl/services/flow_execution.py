@@ -18,6 +18,7 @@ from identityctl.errors import BadRequest, Conflict, Forbidden, InvalidField, No
 from identityctl.flow.definition import FLOW_TYPES
 from identityctl.flow.engine import COMPLETE, ERROR, FlowGraph
 from identityctl.services import catalog as catalog_service
+from identityctl.services import federation
 from identityctl.services.context import ServiceContext
 from identityctl.services.flow_executors import StepRequest, task_runner
 from identityctl.services.passkeys import sessions
@@ -50,8 +51,15 @@ def _flow_for(application: dict[str, Any], flow_type: str) -> dict[str, Any]:
     return catalog.get_flow(flow_id)
 
 
+#: Context key: the execution waits for the browser to come back from elsewhere.
+REDIRECTED = "redirected"
+#: The input of an action that signs in through an upstream provider: the page offers one
+#: "Continue with …" per provider (``additionalData.identityProviders``).
+FEDERATED_INPUT = "idpId"
+
+
 def _respond(step: StepRequest, execution_id: str, graph: FlowGraph, status: str, node_id: str,
-             failure_reason: str, *, verbose: bool) -> dict[str, Any]:
+             failure_reason: str, *, verbose: bool, redirect: bool = False) -> dict[str, Any]:
     response: dict[str, Any] = {"executionId": execution_id, "flowStatus": status}
     if status == ERROR:
         response["failureReason"] = failure_reason
@@ -61,9 +69,18 @@ def _respond(step: StepRequest, execution_id: str, graph: FlowGraph, status: str
             response["assertion"] = step.assertion
         response["data"] = {"additionalData": step.context.get("additionalData", {})}
         return response
+    if redirect:  # the browser goes to step.redirect_url, and comes back to go on
+        response["type"] = "REDIRECTION"
+        response["data"] = {"redirectURL": step.redirect_url,
+                            "additionalData": step.context.get("additionalData", {})}
+        return response
     response["type"] = "VIEW"
-    response["data"] = {**graph.view(node_id, verbose=verbose),
-                        "additionalData": step.context.get("additionalData", {})}
+    view = graph.view(node_id, verbose=verbose)
+    additional = step.context.get("additionalData", {})
+    if any(FEDERATED_INPUT in action["inputs"] for action in view["actions"]):
+        additional = {**additional,
+                      "identityProviders": federation.identity_providers_json()}
+    response["data"] = {**view, "additionalData": additional}
     if failure_reason:
         response["failureReason"] = failure_reason
     return response
@@ -73,6 +90,7 @@ def _walk_and_save(step: StepRequest, execution: store.ExecutionRecord, graph: F
                    from_node: str, *, claimed_version: int, verbose: bool) -> dict[str, Any]:
     halt = graph.walk(from_node, task_runner(step))
     step.context["additionalData"] = step.additional
+    step.context[REDIRECTED] = halt.redirect
     if not store.save(execution.id, claimed_version=claimed_version, current_node=halt.node_id,
                       context=step.context, status=halt.status, now=time.time()):
         raise _concurrent()
@@ -82,7 +100,7 @@ def _walk_and_save(step: StepRequest, execution: store.ExecutionRecord, graph: F
                      details={"executionId": execution.id, "node": halt.node_id,
                               "reason": halt.failure_reason})
     return _respond(step, execution.id, graph, halt.status, halt.node_id, halt.failure_reason,
-                    verbose=verbose)
+                    verbose=verbose, redirect=halt.redirect)
 
 
 def _concurrent() -> Conflict:
@@ -136,11 +154,12 @@ def continue_execution(ctx: ServiceContext, *, execution_id: str, action: Any,
     execution = _open(execution_id, now)
     flow = catalog.get_flow(execution.flow_id)
     graph = FlowGraph(flow["nodes"])
-    next_node = graph.choose(execution.current_node, action, inputs)
+    next_node = graph.choose(execution.current_node, action, inputs,
+                             redirected=bool(execution.context.get(REDIRECTED)))
     if not store.claim(execution.id, version=execution.version, now=now):
         raise _concurrent()
     context = {key: value for key, value in execution.context.items()
-               if key != "additionalData"}
+               if key not in ("additionalData", REDIRECTED)}
     step = StepRequest(ctx=ctx, execution_id=execution.id,
                        application=catalog.get_application(execution.application_id),
                        context=context, inputs=inputs, client_address=client_address,

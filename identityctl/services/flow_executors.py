@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from identityctl.errors import (
@@ -24,12 +25,13 @@ from identityctl.errors import (
     IdentityError,
     NotFound,
 )
+from identityctl.federation import GITHUB, GOOGLE
 from identityctl.flow.definition import executor_of
 from identityctl.flow.engine import SUCCESS, TaskOutcome
 from identityctl.passkey import codec
 from identityctl.security import passwords
 from identityctl.services import directory as directory_service
-from identityctl.services import email_codes, mail, recovery, signin
+from identityctl.services import email_codes, federation, mail, recovery, signin
 from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.context import ServiceContext
 from identityctl.services.passkeys import ceremonies
@@ -54,6 +56,8 @@ class StepRequest:
     client_address: str
     #: The language of the person's page (their browser's), for what is sent to them.
     language: str = "en"
+    #: Set by an executor that sends the browser elsewhere (REDIRECTION).
+    redirect_url: str | None = None
     #: Set by AuthAssertExecutor; returned once, never stored.
     assertion: str | None = None
     additional: dict[str, str] = field(default_factory=dict)
@@ -205,16 +209,10 @@ def _collect_attributes(step: StepRequest, properties: dict[str, Any]) -> TaskOu
     return SUCCESS
 
 
-def _self_registration_type(step: StepRequest, properties: dict[str, Any]) -> dict[str, Any]:
-    allowed = step.application.get("allowedUserTypes") or []
-    name = properties.get("userType") or (allowed[0] if allowed
-                                          else directory_service.DEFAULT_USER_TYPE)
-    return directory_service.require_user_type(name)
-
-
 def _provision(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     """ProvisioningExecutor: create the user from the collected inputs (self sign-up)."""
-    kind = _self_registration_type(step, properties)
+    kind = directory_service.self_registration_type(step.application,
+                                                    properties.get("userType"))
     if not kind["allowSelfRegistration"]:
         return TaskOutcome("failure", "self_registration_disabled")
     password = step.inputs.get("password")
@@ -288,6 +286,12 @@ _EXECUTORS: dict[tuple[str, str], Executor] = {
     ("OTPExecutor", ""): Executor(email_codes.check_code),
     ("RecoveryCodeExecutor", ""): Executor(recovery.use_recovery_code),
     ("CredentialSetter", ""): Executor(recovery.set_credential),
+    ("OIDCAuthExecutor", ""): Executor(federation.federated_sign_in),
+    ("GoogleOIDCAuthExecutor", ""): Executor(partial(federation.federated_sign_in,
+                                                     kinds=(GOOGLE,))),
+    ("GithubOAuthExecutor", ""): Executor(partial(federation.federated_sign_in,
+                                                  kinds=(GITHUB,))),
+    ("FederatedAuthResolverExecutor", ""): Executor(federation.link_pending),
 }
 
 

@@ -24,7 +24,9 @@ from identityctl.store.models import (
     ALL_MODELS,
     BrowserSession,
     ClientRegistration,
+    FederatedIdentity,
     Grant,
+    IdentityProvider,
     OutboxMessage,
     RecoveryCode,
     ResourceServer,
@@ -137,7 +139,11 @@ def _create_sessions_and_outbox() -> None:
 
 def _create_recovery() -> None:
     db.database.create_tables([VerifiedEmail, RecoveryCode], safe=True)
-    OutboxMessage._schema.create_indexes(safe=True)  # (kind, created_at) joined them
+    OutboxMessage._schema.create_indexes(safe=True)  # (kind, …), (target, …) joined them
+
+
+def _create_identity_providers() -> None:
+    db.database.create_tables([IdentityProvider, FederatedIdentity], safe=True)
 
 
 MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
@@ -156,8 +162,10 @@ MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (10, "browser sessions (single sign-on), the clients signed in through them, and an "
          "outbox of deliveries", _create_sessions_and_outbox),
     (11, "verified e-mail addresses and recovery codes (self-service recovery); the "
-         "outbox is read newest first by kind",
+         "outbox is read newest first by kind, and by address",
      _create_recovery),
+    (12, "upstream identity providers and the accounts linked through them",
+     _create_identity_providers),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

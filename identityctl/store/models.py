@@ -413,7 +413,9 @@ class OutboxMessage(BaseModel):
         # (the history) are never scanned (bench/outbox.py).
         indexes = ((("delivered_at", "failed_at", "next_attempt_at"), False),
                    # The outbox view: the newest of a kind.
-                   (("kind", "created_at"), False))
+                   (("kind", "created_at"), False),
+                   # The hourly bound of recovery mails to one address.
+                   (("target", "created_at"), False))
 
 
 class VerifiedEmail(BaseModel):
@@ -438,10 +440,46 @@ class RecoveryCode(BaseModel):
     used_at = peewee.DoubleField(null=True)
 
 
+class IdentityProvider(BaseModel):
+    """An upstream identity provider people may sign in through (federation/)."""
+
+    id = peewee.CharField(primary_key=True, default=new_id)
+    handle = peewee.CharField(unique=True)
+    name = peewee.CharField()
+    #: oidc | google | microsoft | github
+    kind = peewee.CharField()
+    #: OpenID kinds: the issuer (discovery at {issuer}/.well-known/openid-configuration).
+    issuer = peewee.TextField(default="")
+    client_id = peewee.TextField()
+    #: Needed in clear to redeem codes upstream; never shown after creation, never logged.
+    client_secret = peewee.TextField()
+    scopes = JSONField(default=list)
+    #: Our attribute -> the upstream claim it is taken from.
+    mapping = JSONField(default=dict)
+    #: Kind-specific: GitHub's endpoints (GitHub Enterprise), an icon.
+    settings = JSONField(default=dict)
+    created_at = peewee.DoubleField(default=now)
+
+
+class FederatedIdentity(BaseModel):
+    """A person's account at a provider, linked to our user."""
+
+    id = peewee.CharField(primary_key=True, default=new_id)
+    provider = peewee.ForeignKeyField(IdentityProvider, on_delete="CASCADE")
+    #: The provider's stable id of the person (``sub``; GitHub's numeric id).
+    subject = peewee.CharField()
+    user = peewee.ForeignKeyField(User, on_delete="CASCADE", index=True)
+    created_at = peewee.DoubleField(default=now)
+    last_used_at = peewee.DoubleField(null=True)
+
+    class Meta:
+        indexes = ((("provider", "subject"), True),)
+
+
 ALL_MODELS: list[type[BaseModel]] = [
     SchemaVersion, OrganizationUnit, UserType, User, Theme, Flow, Application,
     PasskeyCredential, CeremonySession, FlowExecution, SigningKey, AuthorizationRequest,
     AuthorizationCode, RefreshToken, RevokedToken, AuditEvent, Throttle, ServiceSecret,
     Role, UserRole, Grant, ResourceServer, ClientRegistration, BrowserSession, SessionGrant,
-    OutboxMessage, VerifiedEmail, RecoveryCode,
+    OutboxMessage, VerifiedEmail, RecoveryCode, IdentityProvider, FederatedIdentity,
 ]

@@ -112,5 +112,5 @@ def depth() -> int:
 def sent_to_since(kind: str, target: str, since: float) -> int:
     """Messages of ``kind`` queued for ``target`` since ``since`` (a rate bound)."""
     return OutboxMessage.select().where(
-        (OutboxMessage.kind == kind) & (OutboxMessage.created_at >= since)
-        & (OutboxMessage.target == target)).count()
+        (OutboxMessage.target == target) & (OutboxMessage.created_at >= since)
+        & (OutboxMessage.kind == kind)).count()

@@ -1,0 +1,329 @@
+"""Signing in through upstream identity providers: managing them, and the flow executors
+(the reference system's names: OIDCAuthExecutor, GoogleOIDCAuthExecutor, GithubOAuthExecutor,
+FederatedAuthResolverExecutor).
+
+An executor's first run sends the browser to the provider (a REDIRECTION step); the
+provider sends it back to ``{base_url}/gate/federated``, whose page continues the same
+execution with ``code`` and ``state``; the executor's second run checks the answer
+(``identityctl.federation``), redeems the code (PKCE, the client secret) and resolves our
+user:
+
+- an upstream account already linked signs its user in;
+- else, when no user has its e-mail address, a user is created from it (the application's
+  self-registration user type, the provider's attribute mapping) and linked;
+- else the upstream account waits, unlinked, until the person signs in to that account
+  another way (FederatedAuthResolverExecutor links it then): a matching e-mail address
+  alone never gives an account away (docs/security.md, "Linking accounts").
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import secrets
+from functools import partial
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from identityctl.errors import InvalidField, NotFound
+from identityctl.federation import (
+    GITHUB,
+    GOOGLE,
+    KINDS,
+    MICROSOFT,
+    OIDC,
+    PRESETS,
+    FederationError,
+    UpstreamIdentity,
+    check_callback,
+    identity_from_claims,
+    identity_from_github,
+    mapped_attributes,
+    start_authorization,
+    verify_id_token,
+)
+from identityctl.flow.engine import SUCCESS, TaskOutcome
+from identityctl.services import directory as directory_service
+from identityctl.services import upstream
+from identityctl.services.context import ServiceContext
+from identityctl.store import audit, db, directory
+from identityctl.store import identity_providers as store
+from identityctl.store import recovery as recovery_store
+from identityctl.store.identity_providers import ProviderRecord
+
+if TYPE_CHECKING:
+    from identityctl.services.flow_executors import StepRequest
+
+CALLBACK_PATH = "/gate/federated"
+#: What the page sends when the browser came back from the provider without an answer
+#: (the back button): the sign-in goes back to its choices.
+CANCELLED = "cancelled"
+#: Microsoft's tenants that are not one directory: the issuer names the account's own.
+MICROSOFT_SHARED_TENANTS = ("common", "organizations", "consumers")
+_HANDLE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+def callback_uri(ctx: ServiceContext) -> str:
+    """The redirect URI to register at every provider."""
+    return ctx.config.base_url + CALLBACK_PATH
+
+
+# --- managing providers ---------------------------------------------------------------------------
+
+
+def add_provider(ctx: ServiceContext, *, kind: str, client_id: str, client_secret: str,
+                 handle: str = "", name: str = "", issuer: str = "", tenant: str = "",
+                 scopes: list[str] | None = None, mapping: dict[str, str] | None = None,
+                 api_url: str = "", web_url: str = "", actor: str) -> ProviderRecord:
+    """Register an upstream identity provider; an OpenID one's discovery is checked now."""
+    if kind not in KINDS:
+        raise InvalidField("kind", f"must be one of {', '.join(KINDS)}")
+    preset = PRESETS[kind]
+    handle = handle or kind
+    if not _HANDLE.match(handle):
+        raise InvalidField("handle", "must be 1-64 of a-z 0-9 - _")
+    if not client_id or not client_secret:
+        raise InvalidField("clientSecret" if client_id else "clientId", "is required")
+    settings: dict[str, Any] = {}
+    if kind == MICROSOFT:
+        tenant = tenant or "organizations"
+        issuer = preset["issuer"].format(tenant=tenant)
+        settings["tenantIssuer"] = tenant in MICROSOFT_SHARED_TENANTS
+    elif kind == GOOGLE:
+        issuer = preset["issuer"]
+    elif kind == GITHUB:
+        web = (web_url or "https://github.com").rstrip("/")
+        settings.update(authorizationEndpoint=f"{web}/login/oauth/authorize",
+                        tokenEndpoint=f"{web}/login/oauth/access_token",
+                        api=(api_url or preset["api"]).rstrip("/"))
+    elif not issuer:
+        raise InvalidField("issuer", "is required for an OpenID provider")
+    issuer = issuer.rstrip("/")
+    if kind == OIDC:
+        _discovery(issuer, tenant_issuer=False)  # reachable, and really that issuer
+    with db.transaction():
+        created = store.create_provider(
+            handle=handle, name=name or preset.get("name") or handle, kind=kind, issuer=issuer,
+            client_id=client_id, client_secret=client_secret,
+            scopes=list(scopes or preset["scopes"]), mapping=dict(mapping or {}),
+            settings=settings)
+        audit.record("identity_provider.create", "success", actor=actor,
+                     details={"handle": created.handle, "kind": kind})
+    return created
+
+
+def list_providers() -> list[ProviderRecord]:
+    return store.list_providers()
+
+
+def require_provider(id_or_handle: str) -> ProviderRecord:
+    return store.require_provider(id_or_handle)
+
+
+def remove_provider(provider_id: str, *, actor: str) -> None:
+    """Remove a provider; the accounts linked through it are unlinked (users stay)."""
+    provider = store.require_provider(provider_id)
+    with db.transaction():
+        store.delete_provider(provider.id)
+        audit.record("identity_provider.delete", "success", actor=actor,
+                     details={"handle": provider.handle})
+
+
+def provider_choices() -> list[dict[str, str]]:
+    """What a sign-in page shows: one "Continue with …" per provider."""
+    return [{"id": provider.id, "name": provider.name, "kind": provider.kind}
+            for provider in store.list_providers()]
+
+
+# --- the upstream conversation ------------------------------------------------------------------
+
+
+def _discovery(issuer: str, *, tenant_issuer: bool) -> dict[str, Any]:
+    document = upstream.cached_json(f"{issuer}/.well-known/openid-configuration")
+    if not isinstance(document, dict) or (not tenant_issuer and \
+            str(document.get("issuer", "")).rstrip("/") != issuer):
+        raise FederationError(f"The discovery document of {issuer} names another issuer.",
+                              code="federation_failed")
+    return document
+
+
+def _authorization_endpoint(provider: ProviderRecord) -> str:
+    if provider.kind == GITHUB:
+        return provider.settings["authorizationEndpoint"]
+    return _discovery(provider.issuer, tenant_issuer=bool(
+        provider.settings.get("tenantIssuer")))["authorization_endpoint"]
+
+
+def _basic(provider: ProviderRecord) -> str:
+    """RFC 6749 §2.3.1: both parts form-encoded, then Base64."""
+    pair = f"{quote(provider.client_id, safe='')}:{quote(provider.client_secret, safe='')}"
+    return "Basic " + base64.b64encode(pair.encode()).decode()
+
+
+def _redeem(ctx: ServiceContext, provider: ProviderRecord, token_endpoint: str, code: str,
+            verifier: str, *, basic: bool) -> dict[str, Any]:
+    fields = {"grant_type": "authorization_code", "code": code,
+              "redirect_uri": callback_uri(ctx), "code_verifier": verifier}
+    if basic:
+        headers = {"Authorization": _basic(provider)}
+    else:
+        headers = {}
+        fields.update(client_id=provider.client_id, client_secret=provider.client_secret)
+    answer = upstream.request_json("POST", token_endpoint, fields=fields, headers=headers)
+    if not isinstance(answer, dict) or not isinstance(answer.get("access_token"), str):
+        raise FederationError("The identity provider did not give an access token.",
+                              code="federation_failed")
+    return answer
+
+
+def _openid_identity(ctx: ServiceContext, provider: ProviderRecord, code: str,
+                     pending: dict[str, Any]) -> UpstreamIdentity:
+    tenant_issuer = bool(provider.settings.get("tenantIssuer"))
+    discovery = _discovery(provider.issuer, tenant_issuer=tenant_issuer)
+    methods = discovery.get("token_endpoint_auth_methods_supported") or ["client_secret_basic"]
+    tokens = _redeem(ctx, provider, discovery["token_endpoint"], code, pending["verifier"],
+                     basic="client_secret_basic" in methods)
+    if not isinstance(tokens.get("id_token"), str):
+        raise FederationError("The identity provider sent no ID token.",
+                              code="federation_token_invalid")
+    check = partial(verify_id_token, tokens["id_token"],
+                    issuer=discovery["issuer"] if tenant_issuer else provider.issuer,
+                    client_id=provider.client_id, nonce=pending["nonce"],
+                    tenant_issuer=tenant_issuer)
+    try:
+        claims = check(jwks=upstream.cached_json(discovery["jwks_uri"]))
+    except FederationError:  # perhaps a key newer than our copy of the JWKS
+        claims = check(jwks=upstream.cached_json(discovery["jwks_uri"], refresh=True))
+    if discovery.get("userinfo_endpoint"):
+        info = upstream.request_json("GET", discovery["userinfo_endpoint"], headers={
+            "Authorization": f"Bearer {tokens['access_token']}"})
+        if isinstance(info, dict) and info.get("sub") == claims["sub"]:  # OIDC Core §5.3.2
+            claims = {**info, **claims}
+    return identity_from_claims(claims)
+
+
+def _github_identity(ctx: ServiceContext, provider: ProviderRecord, code: str,
+                     pending: dict[str, Any]) -> UpstreamIdentity:
+    tokens = _redeem(ctx, provider, provider.settings["tokenEndpoint"], code,
+                     pending["verifier"], basic=False)
+    api, bearer = provider.settings["api"], {"Authorization": f"Bearer {tokens['access_token']}",
+                                             "X-GitHub-Api-Version": "2022-11-28"}
+    user = upstream.request_json("GET", f"{api}/user", headers=bearer)
+    emails = upstream.request_json("GET", f"{api}/user/emails", headers=bearer)
+    return identity_from_github(user if isinstance(user, dict) else {},
+                                emails if isinstance(emails, list) else [])
+
+
+# --- the executors ------------------------------------------------------------------------------
+
+
+def _start(step: StepRequest, provider: ProviderRecord) -> TaskOutcome:
+    started = start_authorization(authorization_endpoint=_authorization_endpoint(provider),
+                                  client_id=provider.client_id,
+                                  redirect_uri=callback_uri(step.ctx), scopes=provider.scopes,
+                                  openid=provider.kind != GITHUB)
+    step.context["federation"] = {"providerId": provider.id, "state": started.state,
+                                  "nonce": started.nonce, "verifier": started.verifier}
+    step.redirect_url = started.url
+    return TaskOutcome("redirect")
+
+
+def federated_sign_in(step: StepRequest, properties: dict[str, Any], *,
+                      kinds: tuple[str, ...] = KINDS) -> TaskOutcome:
+    """OIDCAuthExecutor (any provider, from property or input ``idpId``),
+    GoogleOIDCAuthExecutor and GithubOAuthExecutor (``idpId`` of their kind)."""
+    pending = step.context.pop("federation", None)
+    if pending is not None and any(name in step.inputs for name in ("code", "error",
+                                                                   "state")):
+        return _finish(step, pending)
+    reference = properties.get("idpId") or step.text("idpId")
+    if not reference:
+        return TaskOutcome("incomplete", "provider_not_found")
+    try:
+        provider = store.require_provider(reference)
+    except NotFound:
+        return TaskOutcome("incomplete", "provider_not_found")
+    if provider.kind not in kinds:
+        return TaskOutcome("failure", "provider_kind_mismatch")
+    return _start(step, provider)
+
+
+def _finish(step: StepRequest, pending: dict[str, Any]) -> TaskOutcome:
+    """The provider's answer: a signed-in user, a new one, or an account to link."""
+    if step.inputs.get("error") == CANCELLED and "state" not in step.inputs:
+        return TaskOutcome("incomplete", "federation_cancelled")  # back without an answer
+    code = check_callback(step.inputs, expected_state=pending["state"])
+    provider = store.require_provider(pending["providerId"])
+    identity = (_github_identity if provider.kind == GITHUB else _openid_identity)(
+        step.ctx, provider, code, pending)
+    details = {"provider": provider.handle, "subject": identity.subject}
+    with db.transaction():
+        user_id = store.linked_user(provider.id, identity.subject)
+        if user_id is None and identity.email and _someone_has(identity.email):
+            step.context["federatedLink"] = {"providerId": provider.id,
+                                             "subject": identity.subject,
+                                             "provider": provider.name}
+            audit.record("federation.link_required", "success", actor=provider.handle,
+                         client_address=step.client_address, details=details)
+            return TaskOutcome("incomplete", "federated_link_required")
+        user = directory.get_user(user_id) if user_id else _new_user(step, provider, identity)
+        directory_service.ensure_usable(user)
+        audit.record("federation.sign_in", "success", actor=user.id, user_id=user.id,
+                     client_address=step.client_address, details=details)
+    step.context["username"] = user.username
+    step.signed_in(user.id, list(identity.amr))
+    return SUCCESS
+
+
+def _someone_has(address: str) -> bool:
+    return (directory.find_user_by_attribute("email", address) is not None
+            or recovery_store.user_with_verified_address(address) is not None)
+
+
+def _new_user(step: StepRequest, provider: ProviderRecord,
+              identity: UpstreamIdentity) -> Any:
+    """(In the caller's transaction.) A user made from the upstream account, linked."""
+    kind = directory_service.self_registration_type(step.application)
+    if not kind["allowSelfRegistration"]:
+        raise FederationError("New accounts cannot be made here; ask an administrator.",
+                              code="self_registration_disabled")
+    mapping = provider.mapping or {"given_name": "given_name", "family_name": "family_name"}
+    attributes = {name: value for name, value in mapped_attributes(identity, mapping).items()
+                  if name in kind["schema"]}
+    user = directory_service.create_user(
+        username=_free_username(identity.suggested_username(), provider, identity),
+        attributes=attributes, user_type=kind["name"], actor=f"federation:{provider.handle}")
+    store.link(provider.id, identity.subject, user.id)
+    if identity.email:  # the provider verified it
+        recovery_store.mark_verified(user.id, identity.email)
+    return user
+
+
+def _free_username(wanted: str, provider: ProviderRecord, identity: UpstreamIdentity) -> str:
+    base = re.sub(r"[^A-Za-z0-9._@+-]", "", wanted)[:100].lstrip("._@+-") or \
+        f"{provider.handle}-{identity.subject[:12]}"
+    candidate = base
+    while directory.find_user_by_username(candidate) is not None:
+        candidate = f"{base}-{secrets.token_hex(2)}"
+    return candidate
+
+
+def link_pending(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
+    """FederatedAuthResolverExecutor: the upstream account that waited for its owner joins
+    the account the person just proved they control (by passkey or password)."""
+    waiting = step.context.pop("federatedLink", None)
+    if waiting is None or not step.user_id:
+        return SUCCESS
+    with db.transaction():
+        store.link(waiting["providerId"], waiting["subject"], step.user_id)
+        audit.record("federation.link", "success", actor=step.user_id, user_id=step.user_id,
+                     client_address=step.client_address,
+                     details={"providerId": waiting["providerId"],
+                              "subject": waiting["subject"]})
+    return SUCCESS
+
+
+def identity_providers_json() -> str:
+    """additionalData.identityProviders of a step that offers them."""
+    return json.dumps(provider_choices())
