@@ -75,11 +75,14 @@ def test_the_first_step_is_a_view_with_inputs_and_actions(flow: FlowClient) -> N
     assert step["data"]["inputs"] == [
         {"ref": "username", "identifier": "username", "type": "TEXT_INPUT", "required": False},
         {"ref": "password", "identifier": "password", "type": "PASSWORD_INPUT",
-         "required": False}]
-    assert [action["ref"] for action in step["data"]["actions"]] == ["passkey", "password"]
+         "required": False},
+        {"ref": "idpId", "identifier": "idpId", "type": "HIDDEN", "required": False}]
+    assert [action["ref"] for action in step["data"]["actions"]] == ["passkey", "password",
+                                                                     "federated"]
     assert [action["inputs"] for action in step["data"]["actions"]] == [
-        ["username"], ["username", "password"]]
-    assert step["data"]["additionalData"] == {}
+        ["username"], ["username", "password"], ["idpId"]]
+    # "Continue with …" lists the identity providers (none here).
+    assert step["data"]["additionalData"] == {"identityProviders": "[]"}
 
 
 def test_sign_up_with_password_then_passkey_then_sign_in_with_it(

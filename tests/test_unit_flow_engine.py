@@ -290,9 +290,10 @@ def test_the_view_lists_each_input_and_each_action_with_what_it_takes() -> None:
 def test_an_input_of_several_actions_is_listed_once_and_required_only_if_all_need_it() -> None:
     view = graph_of(PASSWORD_OR_PASSKEY).view("prompt_signin")
     assert [(item["identifier"], item["required"]) for item in view["inputs"]] == \
-        [("username", False), ("password", False)]
+        [("username", False), ("password", False), ("idpId", False)]
     assert [(action["ref"], action["inputs"]) for action in view["actions"]] == \
-        [("passkey", ["username"]), ("password", ["username", "password"])]
+        [("passkey", ["username"]), ("password", ["username", "password"]),
+         ("federated", ["idpId"])]
 
 
 def test_an_input_without_ref_or_type_is_a_text_input_named_by_its_identifier() -> None:

@@ -64,11 +64,15 @@ def parse_assignments(pairs: list[str], option: str) -> dict[str, str]:
     return values
 
 
-def read_new_password(from_stdin: bool) -> str:
+def read_secret(prompt: str, *, from_stdin: bool) -> str:
     """One line of standard input, or a hidden prompt asked twice (never an argument)."""
     if from_stdin:
         return typer.get_text_stream("stdin").readline().rstrip("\r\n")
-    return typer.prompt("New password", hide_input=True, confirmation_prompt=True, err=True)
+    return typer.prompt(prompt, hide_input=True, confirmation_prompt=True, err=True)
+
+
+def read_new_password(from_stdin: bool) -> str:
+    return read_secret("New password", from_stdin=from_stdin)
 
 
 # --- users ----------------------------------------------------------------------------------
@@ -91,6 +95,10 @@ def user_create(
     username: str = typer.Option(..., "--username", "-u",
                                  help="Sign-in name: letters, digits and . _ @ + -"),
     email: str | None = typer.Option(None, "--email", help="Sets the email attribute."),
+    email_verified: bool = typer.Option(
+        False, "--email-verified",
+        help="Vouch for the e-mail address, as if the user had confirmed it (it may then "
+             "be used for recovery and sign-in through providers)."),
     password_stdin: bool = typer.Option(
         False, "--password-stdin",
         help="Read a password from the first line of standard input. Without it the user "
@@ -133,7 +141,15 @@ def user_create(
 
     for name in role or []:
         roles.grant_role(user.id, name, actor=ACTOR)
+    _confirm_email(user.id, email_verified)
     _show_user(user, title=f"Created user {user.username}", as_json=as_json)
+
+
+def _confirm_email(user_id: str, vouched: bool) -> None:
+    if vouched:
+        from identityctl.services import recovery
+
+        recovery.confirm_email(user_id, actor=ACTOR)
 
 
 @command(user_app, "list")
@@ -177,6 +193,10 @@ def user_show(user: str = typer.Argument(..., metavar="ID|USERNAME", help="Who t
 def user_update(
     user: str = typer.Argument(..., metavar="ID|USERNAME", help="Who to change."),
     email: str | None = typer.Option(None, "--email", help="New email attribute."),
+    email_verified: bool = typer.Option(
+        False, "--email-verified",
+        help="Vouch for the e-mail address, as if the user had confirmed it (it may then "
+             "be used for recovery and sign-in through providers)."),
     attribute: list[str] | None = typer.Option(
         None, "--attribute", "-a", metavar="NAME=VALUE", help="Set an attribute; repeatable."),
     unset: list[str] | None = typer.Option(None, "--unset", metavar="NAME",
@@ -203,6 +223,7 @@ def user_update(
             attributes.pop(name, None)
     updated = directory_service.update_user(current.id, attributes=attributes, ou=ou,
                                             actor=ACTOR)
+    _confirm_email(updated.id, email_verified)
     _show_user(updated, title=f"Updated user {updated.username}", as_json=as_json)
 
 

@@ -15,6 +15,7 @@ from identityctl.cli.common import Session, command
 from identityctl.cli.directory import ou_app, user_app, user_type_app
 from identityctl.cli.email import email_app
 from identityctl.cli.grants import grant_app
+from identityctl.cli.identity_providers import idp_app
 from identityctl.cli.mcp import mcp_app
 from identityctl.cli.output import JsonOption, console, done, emit_json, show_table
 from identityctl.cli.passkey import passkey_app
@@ -53,6 +54,7 @@ app.add_typer(role_app, name="role")
 app.add_typer(grant_app, name="grant")
 app.add_typer(resource_server_app, name="resource-server")
 app.add_typer(email_app, name="email")
+app.add_typer(idp_app, name="idp")
 
 
 def _version(value: bool) -> None:

@@ -18,7 +18,7 @@ import json
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import MCPServer
@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field
 
 from identityctl import __version__
 from identityctl.errors import IdentityError
+from identityctl.federation import KINDS
 from identityctl.mcp import react_sdk
 from identityctl.mcp.schemas import (
     Application,
@@ -54,6 +55,7 @@ from identityctl.mcp.schemas import (
 )
 from identityctl.services import catalog as catalog_service
 from identityctl.services import directory as directory_service
+from identityctl.services import federation
 from identityctl.services import roles as roles_service
 from identityctl.services import sessions as sessions_service
 from identityctl.services.context import ServiceContext
@@ -81,7 +83,9 @@ Rules:
 - Roles carry scopes; only a person holding a role that carries a scope can grant it to a
   client (the role admin carries system: administering this service). list_roles,
   create_role, grant_role and revoke_role manage them.
-- end_user_sessions signs a user out everywhere (their single sign-on sessions)."""
+- end_user_sessions signs a user out everywhere (their single sign-on sessions).
+- list_identity_providers, add_identity_provider and remove_identity_provider manage the
+  "Continue with Google / Microsoft / GitHub / your OpenID provider" sign-in."""
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 CREATES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
@@ -387,6 +391,28 @@ def revoke_role(user: UserName, role: RoleName) -> UserRoles:
 # --- sessions (ours) ---------------------------------------------------------------------------
 
 
+class IdentityProviderInfo(WireModel):
+    """A provider as list_identity_providers shows it (never its client secret)."""
+
+    id: str
+    handle: str
+    name: str
+    kind: str
+    issuer: str
+    client_id: str
+    scopes: list[str]
+
+
+class IdentityProviderList(BaseModel):
+    redirect_uri: Annotated[str, Field(description="Register this at each provider.")]
+    identity_providers: list[IdentityProviderInfo]
+
+
+class Removed(BaseModel):
+    id: str
+    removed: bool
+
+
 class EndedSessions(BaseModel):
     user_id: str
     username: str
@@ -443,6 +469,42 @@ def build_server(context: ServiceContext) -> MCPServer[Any]:
         url = service_url or config.base_url
         return react_sdk.integration_guide(service_url=url, issuer=config.oauth.issuer or url)
 
+    def list_identity_providers() -> IdentityProviderList:
+        """The upstream identity providers people may sign in through ("Continue with …"),
+        never their client secrets, and the redirect URI to register at each."""
+        return IdentityProviderList(
+            redirect_uri=federation.callback_uri(context),
+            identity_providers=[IdentityProviderInfo.model_validate(provider.to_api())
+                                for provider in federation.list_providers()])
+
+    def add_identity_provider(
+            kind: Annotated[Literal[KINDS], Field(  # type: ignore[valid-type]
+                description="oidc (any OpenID provider), google, microsoft or github.")],
+            client_id: Annotated[str, Field(description="The client id the provider gave.")],
+            client_secret: Annotated[str, Field(description="Its client secret: stored, "
+                                                "never shown again.")],
+            issuer: Annotated[str, Field(description="oidc: the issuer URL.")] = "",
+            tenant: Annotated[str, Field(description="microsoft: the directory id, or "
+                                         "organizations / common.")] = "",
+            handle: Annotated[str, Field(description="Short key (default: the kind).")] = "",
+            name: Annotated[str, Field(description="Shown after \"Continue with\".")] = "",
+    ) -> IdentityProviderInfo:
+        """Let people sign in through an identity provider; register
+        list_identity_providers' redirect_uri at the provider first. The default sign-in
+        flow then shows "Continue with <name>"."""
+        return IdentityProviderInfo.model_validate(federation.add_provider(
+            context, kind=kind, client_id=client_id, client_secret=client_secret,
+            issuer=issuer, tenant=tenant, handle=handle, name=name,
+            actor=current_actor()).to_api())
+
+    def remove_identity_provider(
+            provider: Annotated[str, Field(description="Its handle or id.")]) -> Removed:
+        """Stop offering a provider; accounts linked through it are unlinked (the users
+        stay and sign in another way)."""
+        found = federation.require_provider(provider)
+        federation.remove_provider(found.id, actor=current_actor())
+        return Removed(id=found.id, removed=True)
+
     def end_user_sessions(user: UserName) -> EndedSessions:
         """Sign a user out everywhere: end every sign-in session (single sign-on) and every
         token of a client signed in through one; clients with a back-channel logout URI are
@@ -458,7 +520,10 @@ def build_server(context: ServiceContext) -> MCPServer[Any]:
     # The SDK logs every stateless request and expected tool error at INFO.
     logging.getLogger("mcp").setLevel(logging.WARNING)
     tools = [*_TOOLS, (svc_integrate_react_sdk, "integrate the React SDK", READ_ONLY),
-             (end_user_sessions, "end user sessions", REPLACES)]
+             (end_user_sessions, "end user sessions", REPLACES),
+             (list_identity_providers, "list identity providers", READ_ONLY),
+             (add_identity_provider, "add identity provider", CREATES),
+             (remove_identity_provider, "remove identity provider", REPLACES)]
     for function, operation, hints in tools:
         server.add_tool(_reporting_failures(function, operation), name=function.__name__,
                         description=inspect.cleandoc(function.__doc__ or ""), annotations=hints)

@@ -75,7 +75,8 @@ def callback_uri(ctx: ServiceContext) -> str:
 def add_provider(ctx: ServiceContext, *, kind: str, client_id: str, client_secret: str,
                  handle: str = "", name: str = "", issuer: str = "", tenant: str = "",
                  scopes: list[str] | None = None, mapping: dict[str, str] | None = None,
-                 api_url: str = "", web_url: str = "", actor: str) -> ProviderRecord:
+                 api_url: str = "", web_url: str = "", discovery_url: str = "",
+                 actor: str) -> ProviderRecord:
     """Register an upstream identity provider; an OpenID one's discovery is checked now."""
     if kind not in KINDS:
         raise InvalidField("kind", f"must be one of {', '.join(KINDS)}")
@@ -100,8 +101,10 @@ def add_provider(ctx: ServiceContext, *, kind: str, client_id: str, client_secre
     elif not issuer:
         raise InvalidField("issuer", "is required for an OpenID provider")
     issuer = issuer.rstrip("/")
+    if discovery_url:  # metadata published somewhere else than under the issuer
+        settings["discoveryUrl"] = discovery_url
     if kind == OIDC:
-        _discovery(issuer, tenant_issuer=False)  # reachable, and really that issuer
+        _discovery(issuer, tenant_issuer=False, url=discovery_url)  # reachable, that issuer
     with db.transaction():
         created = store.create_provider(
             handle=handle, name=name or preset.get("name") or handle, kind=kind, issuer=issuer,
@@ -139,8 +142,8 @@ def provider_choices() -> list[dict[str, str]]:
 # --- the upstream conversation ------------------------------------------------------------------
 
 
-def _discovery(issuer: str, *, tenant_issuer: bool) -> dict[str, Any]:
-    document = upstream.cached_json(f"{issuer}/.well-known/openid-configuration")
+def _discovery(issuer: str, *, tenant_issuer: bool, url: str = "") -> dict[str, Any]:
+    document = upstream.cached_json(url or f"{issuer}/.well-known/openid-configuration")
     if not isinstance(document, dict) or (not tenant_issuer and \
             str(document.get("issuer", "")).rstrip("/") != issuer):
         raise FederationError(f"The discovery document of {issuer} names another issuer.",
@@ -151,8 +154,12 @@ def _discovery(issuer: str, *, tenant_issuer: bool) -> dict[str, Any]:
 def _authorization_endpoint(provider: ProviderRecord) -> str:
     if provider.kind == GITHUB:
         return provider.settings["authorizationEndpoint"]
-    return _discovery(provider.issuer, tenant_issuer=bool(
-        provider.settings.get("tenantIssuer")))["authorization_endpoint"]
+    return _provider_discovery(provider)["authorization_endpoint"]
+
+
+def _provider_discovery(provider: ProviderRecord) -> dict[str, Any]:
+    return _discovery(provider.issuer, tenant_issuer=bool(provider.settings.get("tenantIssuer")),
+                      url=provider.settings.get("discoveryUrl", ""))
 
 
 def _basic(provider: ProviderRecord) -> str:
@@ -180,7 +187,7 @@ def _redeem(ctx: ServiceContext, provider: ProviderRecord, token_endpoint: str, 
 def _openid_identity(ctx: ServiceContext, provider: ProviderRecord, code: str,
                      pending: dict[str, Any]) -> UpstreamIdentity:
     tenant_issuer = bool(provider.settings.get("tenantIssuer"))
-    discovery = _discovery(provider.issuer, tenant_issuer=tenant_issuer)
+    discovery = _provider_discovery(provider)
     methods = discovery.get("token_endpoint_auth_methods_supported") or ["client_secret_basic"]
     tokens = _redeem(ctx, provider, discovery["token_endpoint"], code, pending["verifier"],
                      basic="client_secret_basic" in methods)

@@ -46,10 +46,11 @@ def request_json(method: str, url: str, *, fields: dict[str, str] | None = None,
     _check_url(url)
     try:
         response = _POOL.request(
-            method, url, fields=fields, encode_multipart=False, redirect=False,
-            preload_content=False, timeout=urllib3.Timeout(connect=TIMEOUT, read=TIMEOUT),
+            method, url, redirect=False, preload_content=False,
+            timeout=urllib3.Timeout(connect=TIMEOUT, read=TIMEOUT),
             headers={"Accept": "application/json", "User-Agent": "identityctl",
-                     **(headers or {})})
+                     **(headers or {})},
+            **({"fields": fields, "encode_multipart": False} if fields is not None else {}))
     except urllib3.exceptions.HTTPError as failure:
         raise FederationError(f"The identity provider could not be reached ({url}).",
                               code="federation_unreachable") from failure

@@ -17,7 +17,7 @@ from identityctl.config import Config
 from identityctl.errors import NotFound
 from identityctl.oauth.discovery import CALLBACK_PATH, CONSENT_PATH
 from identityctl.oauth.errors import UntrustedRedirect
-from identityctl.services import catalog
+from identityctl.services import catalog, federation
 from identityctl.services.oauth import authorization
 from identityctl.theme import stylesheet as theme
 from identityctl.theme.branding import page_branding
@@ -28,6 +28,8 @@ STATIC_PATH = GATE_PATH + "/static"
 THEME_PATH = GATE_PATH + "/theme.css"
 FLOW_PATH = "/flow/execute"
 SIGN_IN, SIGN_UP, RECOVER = "signin", "signup", "recover"
+#: Where identity providers send the browser back.
+PROVIDER_RETURN_PATH = federation.CALLBACK_PATH
 #: The heading of each page.
 TITLES = {SIGN_IN: "Sign in", SIGN_UP: "Create your account",
           RECOVER: "Get back into your account"}
@@ -119,6 +121,15 @@ def flow_page(config: Config, *, mode: str, application_id: str, auth_id: str,
     return pages.page(title=f"{title} | {product or application.name}", main=main,
                       assets=assets(config, application.id),
                       scripts=("webauthn.js", "gate.js"), language=language)
+
+
+def provider_return_page(config: Config, language: str = i18n.DEFAULT) -> str:
+    """``/gate/federated``, where an identity provider sends the browser back: its script
+    hands the answer to the sign-in page this tab came from (gate.js)."""
+    title = i18n.translate(language, "Signing you in…")
+    main = pages.render("federated.html", heading=title)
+    return pages.page(title=title, main=main, assets=assets(config, None), scripts=("gate.js",),
+                      language=language)
 
 
 def error_page(config: Config, error: UntrustedRedirect,

@@ -90,6 +90,6 @@ def sign_in_with_password(page: Any, username: str, password: str) -> None:
     """The hosted page's way in with a password: the username, Continue (which finds no
     passkey for it here, or remembers the password), then the password."""
     page.get_by_label("Username").fill(username)
-    page.get_by_role("button", name="Continue").click()
+    page.get_by_role("button", name="Continue", exact=True).click()
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Sign in", exact=True).click()

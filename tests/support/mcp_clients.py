@@ -34,7 +34,9 @@ SPEC_TOOLS = frozenset({
     "svc_update_flow", "svc_list_themes", "svc_get_theme_by_id", "svc_list_organization_units",
     "svc_list_user_types", "svc_integrate_react_sdk"})
 ROLE_TOOLS = frozenset({"list_roles", "create_role", "grant_role", "revoke_role"})
-ALL_TOOLS = SPEC_TOOLS | ROLE_TOOLS | {"end_user_sessions"}
+IDP_TOOLS = frozenset({"list_identity_providers", "add_identity_provider",
+                       "remove_identity_provider"})
+ALL_TOOLS = SPEC_TOOLS | ROLE_TOOLS | IDP_TOOLS | {"end_user_sessions"}
 
 
 def run(coro: Awaitable[T], timeout: float = 120) -> T:

@@ -56,6 +56,17 @@ def language_of(req: falcon.Request) -> str:
                        accept_language=req.get_header("Accept-Language"))
 
 
+class ProviderReturnResource:
+    """GET /gate/federated?code&state (or error): an identity provider's answer comes back
+    here (the redirect URI registered at every provider); the page hands it on."""
+
+    def __init__(self, context: ServiceContext) -> None:
+        self.context = context
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        write_page(resp, gate.provider_return_page(self.context.config, language_of(req)))
+
+
 class ThemeResource:
     """GET /gate/theme.css[?applicationId=] -> the theme's CSS variables."""
 
@@ -93,6 +104,7 @@ def add_gate_routes(app: falcon.App, context: ServiceContext) -> None:
     app.add_route(f"{gate.GATE_PATH}/{gate.SIGN_IN}", GatePageResource(context, gate.SIGN_IN))
     app.add_route(f"{gate.GATE_PATH}/{gate.SIGN_UP}", GatePageResource(context, gate.SIGN_UP))
     app.add_route(f"{gate.GATE_PATH}/{gate.RECOVER}", GatePageResource(context, gate.RECOVER))
+    app.add_route(gate.PROVIDER_RETURN_PATH, ProviderReturnResource(context))
     app.add_route(gate.THEME_PATH, ThemeResource())
     app.add_route(gate.STATIC_PATH + "/{name}", StaticResource())
 
@@ -139,6 +151,14 @@ OPENAPI_PATHS = {
     f"{gate.GATE_PATH}/{gate.RECOVER}": _page(
         "Hosted recovery page (\"Lost your passkey?\": the RECOVERY flow)", "gateRecover",
         _REQUEST_PARAMETERS, _PAGE_ERRORS),
+    gate.PROVIDER_RETURN_PATH: {"get": {
+        "summary": "Where identity providers send the browser back (register this URL "
+                   "upstream); the page continues the sign-in in the tab that left",
+        "operationId": "gateProviderReturn",
+        "parameters": [_query("code", "The provider's authorization code.", required=False),
+                       _query("state", "The state sent to the provider.", required=False),
+                       _query("error", "The provider's refusal.", required=False)],
+        "responses": {"200": {"description": "text/html", "content": {"text/html": {}}}}}},
     "/favicon.ico": {"get": {"summary": "The service's icon (SVG)", "operationId": "favicon",
                              "responses": {"200": {"description": "image/svg+xml",
                                                    "content": {"image/svg+xml": {}}}}}},

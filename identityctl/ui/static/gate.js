@@ -10,6 +10,39 @@
   if (!root) return;
   const page = root.dataset;
   const $ = (id) => document.getElementById(id);
+  // A sign-in through another service (an identity provider) leaves this page and comes
+  // back to /gate/federated; what the page needs to go on waits in this tab's storage.
+  const FEDERATED = "identityctl.federated";
+  const FEDERATED_INPUT = "idpId";
+
+  function pendingFederation() {
+    try {
+      return JSON.parse(sessionStorage.getItem(FEDERATED) || "null");
+    } catch (unavailable) {
+      return null;
+    }
+  }
+
+  if (page.mode === "federated") {  // back from the provider: hand its answer to the page
+    const pending = pendingFederation();
+    const params = new URLSearchParams(window.location.search);
+    history.replaceState(null, "", window.location.pathname);  // the code leaves the address
+    if (!pending) {
+      const error = $("error");
+      error.textContent = t("This sign-in was started in another browser or tab. Start " +
+        "again from the application.");
+      error.hidden = false;
+      return;
+    }
+    const callback = {};
+    for (const name of ["code", "state", "error", "error_description"]) {
+      if (params.get(name)) callback[name] = params.get(name);
+    }
+    sessionStorage.setItem(FEDERATED, JSON.stringify({ ...pending, callback }));
+    window.location.replace(pending.returnTo);
+    return;
+  }
+
   const form = $("step");
   const signingUp = page.mode === "signup";
   const recovering = page.mode === "recover";  // "Lost your passkey?": the RECOVERY flow
@@ -65,7 +98,23 @@
       "an administrator for help.",
     invalid_recovery_code: "That recovery code is not right, or was used already.",
     user_not_identified: "This step needs you to be identified first. Start again.",
+    federation_denied: "Signing in with the other service was cancelled or refused. " +
+      "Choose another way to sign in.",
+    federation_state_mismatch: "The other service's answer is not for this sign-in. " +
+      "Start again.",
+    federation_token_invalid: "The other service's answer could not be trusted. Try again, " +
+      "or choose another way to sign in.",
+    federation_failed: "Signing in with the other service did not work. Try again, or " +
+      "choose another way to sign in.",
+    federation_unreachable: "The other service could not be reached. Try again later, or " +
+      "choose another way to sign in.",
+    federated_link_required: "You already have an account with this e-mail address. Sign " +
+      "in to it once here, and your account at the other service is connected to it.",
+    provider_not_found: "This way to sign in is no longer offered. Choose another.",
+    self_registration_disabled: "New accounts cannot be made here. Ask an administrator.",
   };
+  // Reasons that need no words: the person is simply back at the choices.
+  const SILENT = new Set(["federation_cancelled"]);
   const CEREMONY_TEXT = {
     NotAllowedError:
       "The passkey request was cancelled or timed out, or this device has no passkey for " +
@@ -127,6 +176,7 @@
   const GENERAL = t("That did not work. Check what you entered and try again.");
 
   function textFor(code) {
+    if (SILENT.has(code)) return "";
     return ERROR_TEXT[code] ? t(ERROR_TEXT[code]) : GENERAL;
   }
 
@@ -217,8 +267,16 @@
   let passwordPhase = false;  // Continue found no passkey: the password field is shown
   let signedInWith = null;  // {username, method} of the way in that is finishing
 
+  const isFederated = (action) => Array.isArray(action.inputs) &&
+    action.inputs.includes(FEDERATED_INPUT);
+
+  // The step's own actions: the ones signing in through a provider are the provider buttons.
+  function ownActions(step) {
+    return ((step.data && step.data.actions) || []).filter((action) => !isFederated(action));
+  }
+
   function continuePaths(step) {
-    const actions = (step.data && step.data.actions) || [];
+    const actions = ownActions(step);
     if (!signingIn || passkeyCeremony(step) || !actions.every((a) => Array.isArray(a.inputs))) {
       return null;
     }
@@ -332,6 +390,36 @@
     }
   }
 
+  // "Continue with …": one button per provider the step offers.
+  function renderProviders(step) {
+    const federated = ((step.data && step.data.actions) || []).find(isFederated);
+    let providers = [];
+    try {
+      providers = JSON.parse(((step.data || {}).additionalData || {}).identityProviders || "[]");
+    } catch (unreadable) {
+      providers = [];
+    }
+    if (!federated || !providers.length) return;
+    const group = document.createElement("div");
+    group.className = "providers";
+    const or = document.createElement("p");
+    or.className = "or";
+    or.textContent = t("or");
+    group.append(or);
+    for (const provider of providers) {
+      const button = document.createElement("button");
+      button.type = "submit";
+      button.value = federated.ref;
+      button.className = `secondary provider provider-${provider.kind}`;
+      button.dataset.idp = provider.id;
+      button.dataset.ceremony = "";
+      button.dataset.inputs = "";
+      button.textContent = t("Continue with {provider}", { provider: provider.name });
+      group.append(button);
+    }
+    form.append(group);
+  }
+
   function render(step) {
     // What the person typed survives a refusal (a wrong password keeps the username;
     // secrets are typed again) and the way from the username to the password.
@@ -346,7 +434,7 @@
       (input) => input.type !== "HIDDEN" && !PASSKEY_INPUTS.has(input.identifier || input.ref));
     visible.forEach((input, index) => form.append(field(input, index)));
     const ceremony = passkeyCeremony(step);
-    const actions = paths ? [] : data.actions || [];
+    const actions = paths ? [] : ownActions(step);
     let primaryShown = false;
     actions.forEach((action) => {
       const runsCeremony = ceremony && !isFallback(action);
@@ -363,6 +451,7 @@
       button.dataset.inputs = (action.inputs || []).join(" ");
       form.append(button);
     });
+    renderProviders(step);
     if (ceremony && ceremony.kind === "create") {
       show($("notice"), t("A passkey lets you sign in with your fingerprint, face or screen " +
         "lock instead of a password. It stays on your device."));
@@ -458,7 +547,8 @@
     showError("");
     let next = null;
     try {
-      let inputs = visibleInputs();
+      let inputs = button.dataset.idp ? { [FEDERATED_INPUT]: button.dataset.idp }
+        : visibleInputs();
       if (ceremony) {
         const options = passkeyCeremony(current).options;
         inputs = { ...inputs, ...(await runCeremony(ceremony, options)) };
@@ -509,6 +599,8 @@
       $("switch").hidden = true;
     }
     if (step.type === "REDIRECTION" && step.data && step.data.redirectURL) {
+      sessionStorage.setItem(FEDERATED, JSON.stringify({ authId: page.authId, executionId,
+        returnTo: window.location.href }));
       window.location.assign(step.data.redirectURL);
       return undefined;
     }
@@ -691,6 +783,17 @@
     try {
       if (resume && page.resume === "session") {  // signed in already: only the consent
         await handOff(await post(page.callbackUrl, { authId: page.authId, resume: "session" }));
+        return;
+      }
+      const returned = pendingFederation();
+      if (returned && returned.authId === page.authId) {  // back from a provider (or not)
+        sessionStorage.removeItem(FEDERATED);
+        executionId = returned.executionId;
+        await advance(await post(page.flowUrl, { executionId, action: "callback",
+          inputs: returned.callback || { error: "cancelled" } }));
+        if (current.flowStatus === "INCOMPLETE" && current.type !== "REDIRECTION") {
+          startAutofill(current);
+        }
         return;
       }
       const firstStep = resume && page.firstStep ? JSON.parse(page.firstStep) : null;
