@@ -18,7 +18,8 @@ from urllib.parse import urlencode
 import pytest
 
 from identityctl.oauth.pkce import s256_challenge
-from identityctl.services import catalog, directory
+from identityctl.services import catalog, directory, federation
+from identityctl.services.context import ServiceContext
 from tests.conftest import Service
 from tests.support.browser import (
     ARTIFACTS,
@@ -74,6 +75,9 @@ def _scan(page: Any, name: str, scheme: str) -> list[dict[str, Any]]:
 def test_every_hosted_page_has_no_serious_accessibility_violations(
         service: Service, browser: Any, scheme: str) -> None:
     shop, third_party = _client(), _client(selfRegistered=True)
+    if not federation.list_providers():  # "Continue with GitHub" on the sign-in page
+        federation.add_provider(ServiceContext.for_config(service.config), kind="github",
+                                client_id="a11y", client_secret="a11y", actor="test")
     user = directory.create_user(username=f"ally-{uuid.uuid4().hex[:6]}", password=PASSWORD)
     # A browser with an authenticator (one holding no passkey): Continue's passkey try
     # ends at once, as on a phone without a passkey for the site.
@@ -90,11 +94,11 @@ def test_every_hosted_page_has_no_serious_accessibility_violations(
 
     def sign_in_page() -> None:
         page.goto(_authorize_url(service, shop))
-        page.get_by_role("button", name="Continue").wait_for()
+        page.get_by_role("button", name="Continue", exact=True).wait_for()
 
     def password_step() -> None:  # Continue found no passkey for the name
         page.get_by_label("Username").fill(user.username)
-        page.get_by_role("button", name="Continue").click()
+        page.get_by_role("button", name="Continue", exact=True).click()
         page.get_by_label("Password").wait_for()
 
     def sign_up_page() -> None:

@@ -22,6 +22,7 @@ import base64
 import json
 import re
 import secrets
+import time
 from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -113,6 +114,7 @@ def add_provider(ctx: ServiceContext, *, kind: str, client_id: str, client_secre
             settings=settings)
         audit.record("identity_provider.create", "success", actor=actor,
                      details={"handle": created.handle, "kind": kind})
+    _forget_choices()
     return created
 
 
@@ -131,12 +133,30 @@ def remove_provider(provider_id: str, *, actor: str) -> None:
         store.delete_provider(provider.id)
         audit.record("identity_provider.delete", "success", actor=actor,
                      details={"handle": provider.handle})
+    _forget_choices()
 
 
-def provider_choices() -> list[dict[str, str]]:
-    """What a sign-in page shows: one "Continue with …" per provider."""
-    return [{"id": provider.id, "name": provider.name, "kind": provider.kind}
-            for provider in store.list_providers()]
+#: PERF: every sign-in page of the default flow lists the providers; they change rarely, so
+#: each process reads them at most once per CHOICES_SECONDS (another instance's change shows
+#: within that; this instance's at once). A cache, not state: any instance rebuilds it.
+CHOICES_SECONDS = 5.0
+#: The store (its database object) -> (when read, the JSON).
+_choices: dict[object, tuple[float, str]] = {}
+
+
+def provider_choices_json() -> str:
+    """What a sign-in page shows: one "Continue with …" per provider (JSON)."""
+    cached, moment = _choices.get(db.database.obj), time.monotonic()
+    if cached is not None and moment - cached[0] < CHOICES_SECONDS:
+        return cached[1]
+    listed = json.dumps([{"id": provider.id, "name": provider.name, "kind": provider.kind}
+                         for provider in store.list_providers()])
+    _choices[db.database.obj] = (moment, listed)
+    return listed
+
+
+def _forget_choices() -> None:
+    _choices.pop(db.database.obj, None)
 
 
 # --- the upstream conversation ------------------------------------------------------------------
@@ -331,6 +351,3 @@ def link_pending(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     return SUCCESS
 
 
-def identity_providers_json() -> str:
-    """additionalData.identityProviders of a step that offers them."""
-    return json.dumps(provider_choices())

@@ -79,7 +79,7 @@ def _respond(step: StepRequest, execution_id: str, graph: FlowGraph, status: str
     additional = step.context.get("additionalData", {})
     if any(FEDERATED_INPUT in action["inputs"] for action in view["actions"]):
         additional = {**additional,
-                      "identityProviders": federation.identity_providers_json()}
+                      "identityProviders": federation.provider_choices_json()}
     response["data"] = {**view, "additionalData": additional}
     if failure_reason:
         response["failureReason"] = failure_reason

@@ -768,8 +768,9 @@
       if (done.flowStatus === "COMPLETE") await finish(done);
       else showError(textFor(done.failureReason));
     } catch (failure) {
-      // Aborted for another way in, or no passkey picked: the form is there.
-      if (failure && failure.name !== "AbortError") showError(messageFor(failure));
+      // Aborted for another way in, or no passkey offered or picked: the form is there,
+      // and nothing the person did went wrong. Only a picked passkey that fails says so.
+      if (picked && failure && failure.name !== "AbortError") showError(messageFor(failure));
     } finally {
       if (autofill === aborting) autofill = null;
       if (picked) busy(false);
