@@ -156,6 +156,16 @@ class DeliveriesConfig:
     give_up_hours: int = 24
 
 
+@dataclass(frozen=True)
+class MetricsConfig:
+    """`GET /metrics` (Prometheus): answered to loopback addresses, to the networks in
+    ``allow``, and to a request carrying ``Authorization: Bearer <token>``."""
+
+    enabled: bool = True
+    allow: tuple[str, ...] = ()
+    token: str = ""
+
+
 #: email.security: how the SMTP connection is protected.
 SMTP_SECURITY = ("none", "starttls", "tls")
 
@@ -241,6 +251,7 @@ class Config:
     session: SessionConfig = field(default_factory=SessionConfig)
     deliveries: DeliveriesConfig = field(default_factory=DeliveriesConfig)
     email: EmailConfig = field(default_factory=EmailConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
     security: SecurityConfig = field(default_factory=SecurityConfig)
     #: File the configuration came from ("" when built in code); relative paths resolve here.
     source: str = ""
@@ -397,6 +408,12 @@ def _validate(path: str, config: Config) -> None:
     _require_choice(path, "oauth.dynamic_registration", oauth.dynamic_registration,
                     DYNAMIC_REGISTRATION)
     _validate_email(path, config)
+    for index, network in enumerate(config.metrics.allow):
+        try:
+            ipaddress.ip_network(network, strict=False)
+        except ValueError:
+            raise ConfigError(path, f"metrics.allow[{index}]",
+                              f"{network!r} is not an IP address or CIDR network") from None
     for key, value in (("oauth.issuer", oauth.issuer), ("gate_client.url", config.gate_client.url),
                        ("mcp.audience", config.mcp.audience)):
         if value:

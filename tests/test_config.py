@@ -70,7 +70,7 @@ def test_sample_config_documents_every_key_and_loads() -> None:
     config = load_config(sample)
     text = sample.read_text()
     for section in ("server", "database", "passkey", "oauth", "gate_client", "mcp", "flow",
-                    "email", "security"):
+                    "email", "metrics", "security"):
         for key in vars(getattr(config, section)):
             key = {"sender": "from", "password_file": "# password_file",
                    "username": "# username"}.get(key, key) if section == "email" else key

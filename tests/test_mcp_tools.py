@@ -43,7 +43,8 @@ from tests.support.mcp_clients import (
 TOOL_NAMES = ALL_TOOLS
 WRITING_TOOLS = {"svc_create_application", "svc_update_application", "svc_create_flow",
                  "svc_update_flow", "create_role", "grant_role", "revoke_role",
-                 "end_user_sessions", "add_identity_provider", "remove_identity_provider"}
+                 "end_user_sessions", "add_identity_provider", "remove_identity_provider",
+                 "add_webhook", "remove_webhook"}
 
 
 @pytest.fixture(params=["http", "stdio"])

@@ -47,10 +47,8 @@ def email_outbox(
     Session.connected()
     records = []
     for entry in mail.recent(limit):
-        state = ("sent" if entry.delivered_at else "given up" if entry.failed_at
-                 else "retrying" if entry.attempts else "queued")
         records.append({"id": entry.id, "to": entry.target, "subject": entry.subject,
-                        "state": state, "attempts": entry.attempts,
+                        "state": entry.state, "attempts": entry.attempts,
                         "queuedAt": when(entry.created_at),
                         "sentAt": when(entry.delivered_at), "lastError": entry.last_error})
     show_table(records, [("queuedAt", "Queued"), ("to", "To"), ("subject", "Subject"),

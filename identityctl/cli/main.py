@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import sqlite3
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,6 +26,7 @@ from identityctl.cli.passkey import passkey_app
 from identityctl.cli.recovery import add_recovery_commands
 from identityctl.cli.resource_servers import resource_server_app
 from identityctl.cli.roles import role_app
+from identityctl.cli.webhooks import webhook_app
 from identityctl.config import CONFIG_ENV, DEFAULT_CONFIG_NAME, Config, load_config
 from identityctl.errors import BadRequest, Conflict
 
@@ -55,6 +60,7 @@ app.add_typer(grant_app, name="grant")
 app.add_typer(resource_server_app, name="resource-server")
 app.add_typer(email_app, name="email")
 app.add_typer(idp_app, name="idp")
+app.add_typer(webhook_app, name="webhook")
 
 
 def _version(value: bool) -> None:
@@ -131,6 +137,8 @@ def serve(
     Stops cleanly on Ctrl-C or SIGTERM. Applies pending database migrations first.
     With --workers N, N processes of --threads threads each accept on the same port.
     """
+    if workers > 1:
+        _metrics_shared_by_workers()
     from identityctl.server.runtime import serve as run_server
     from identityctl.services import audit_log
     from identityctl.services.bootstrap import open_store, seed
@@ -161,6 +169,15 @@ def serve(
         serve_workers(config, workers=workers, **listen)
     else:
         run_server(config, **listen)
+
+
+def _metrics_shared_by_workers() -> None:
+    """prometheus_client's multiprocess mode (identityctl/metrics.py): every worker writes
+    its figures under one directory, so any worker's /metrics adds them all up. It must be
+    set before anything imports prometheus_client; the directory goes when serve ends."""
+    directory = tempfile.mkdtemp(prefix="identityctl-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory  # metrics.MULTIPROCESS_ENV
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
 
 
 @command(config_app, "check")

@@ -58,6 +58,7 @@ from identityctl.services import directory as directory_service
 from identityctl.services import federation
 from identityctl.services import roles as roles_service
 from identityctl.services import sessions as sessions_service
+from identityctl.services import webhooks as webhooks_service
 from identityctl.services.context import ServiceContext
 from identityctl.store import db
 
@@ -85,7 +86,8 @@ Rules:
   create_role, grant_role and revoke_role manage them.
 - end_user_sessions signs a user out everywhere (their single sign-on sessions).
 - list_identity_providers, add_identity_provider and remove_identity_provider manage the
-  "Continue with Google / Microsoft / GitHub / your OpenID provider" sign-in."""
+  "Continue with Google / Microsoft / GitHub / your OpenID provider" sign-in.
+- list_webhooks, add_webhook and remove_webhook send audit events to HTTPS endpoints."""
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 CREATES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
@@ -408,6 +410,21 @@ class IdentityProviderList(BaseModel):
     identity_providers: list[IdentityProviderInfo]
 
 
+class WebhookInfo(BaseModel):
+    id: str
+    url: str
+    events: list[str]
+    description: str = ""
+
+
+class NewWebhook(WebhookInfo):
+    secret: Annotated[str, Field(description="Signing secret (whsec_…): shown only now.")]
+
+
+class WebhookList(BaseModel):
+    webhooks: list[WebhookInfo]
+
+
 class Removed(BaseModel):
     id: str
     removed: bool
@@ -505,6 +522,31 @@ def build_server(context: ServiceContext) -> MCPServer[Any]:
         federation.remove_provider(found.id, actor=current_actor())
         return Removed(id=found.id, removed=True)
 
+    def list_webhooks() -> WebhookList:
+        """The webhook subscriptions: which audit events go to which HTTPS endpoint (never
+        their signing secrets)."""
+        return WebhookList(webhooks=[WebhookInfo.model_validate(subscription.to_api())
+                                     for subscription in webhooks_service.list_subscriptions()])
+
+    def add_webhook(
+            url: Annotated[str, Field(description="The endpoint (https).")],
+            events: Annotated[list[str], Field(description="Audit event types "
+                                               "(passkey.register), prefixes (user.*) or *.")],
+            description: str = "",
+    ) -> NewWebhook:
+        """Send audit events to an HTTPS endpoint, signed per Standard Webhooks; the signing
+        secret is in this answer only."""
+        made, secret = webhooks_service.add_subscription(
+            url=url, events=events, description=description, actor=current_actor())
+        return NewWebhook(**WebhookInfo.model_validate(made.to_api()).model_dump(),
+                          secret=secret)
+
+    def remove_webhook(id: Annotated[str, Field(description="The subscription's id.")]
+                       ) -> Removed:
+        """Stop delivering to a webhook subscription."""
+        webhooks_service.remove_subscription(id, actor=current_actor())
+        return Removed(id=id, removed=True)
+
     def end_user_sessions(user: UserName) -> EndedSessions:
         """Sign a user out everywhere: end every sign-in session (single sign-on) and every
         token of a client signed in through one; clients with a back-channel logout URI are
@@ -523,7 +565,10 @@ def build_server(context: ServiceContext) -> MCPServer[Any]:
              (end_user_sessions, "end user sessions", REPLACES),
              (list_identity_providers, "list identity providers", READ_ONLY),
              (add_identity_provider, "add identity provider", CREATES),
-             (remove_identity_provider, "remove identity provider", REPLACES)]
+             (remove_identity_provider, "remove identity provider", REPLACES),
+             (list_webhooks, "list webhooks", READ_ONLY),
+             (add_webhook, "add webhook", CREATES),
+             (remove_webhook, "remove webhook", REPLACES)]
     for function, operation, hints in tools:
         server.add_tool(_reporting_failures(function, operation), name=function.__name__,
                         description=inspect.cleandoc(function.__doc__ or ""), annotations=hints)

@@ -14,6 +14,7 @@ from identityctl.server.resources.flow import add_flow_routes
 from identityctl.server.resources.gate import add_gate_routes
 from identityctl.server.resources.health import HealthResource, HomeResource
 from identityctl.server.resources.mcp_metadata import ProtectedResourceMetadataResource
+from identityctl.server.resources.metrics import MetricsResource
 from identityctl.server.resources.oauth import add_oauth_routes
 from identityctl.server.resources.passkey import add_passkey_routes
 from identityctl.services.context import ServiceContext
@@ -27,6 +28,7 @@ def create_app(config: Config, context: ServiceContext | None = None) -> falcon.
         middleware.BodyRules(config.server.max_body_bytes),
         middleware.BrowserOrigin(config),
         *([middleware.RequestLog()] if config.server.access_log else []),
+        *([middleware.RequestMetrics()] if config.metrics.enabled else []),
     ], response_type=middleware.SecureResponse)
     app.req_options.strip_url_path_trailing_slash = True
     # Falcon's default JSON handler calls json.dumps with an option, which builds an encoder
@@ -43,6 +45,8 @@ def add_routes(app: falcon.App, context: ServiceContext) -> None:
     app.add_route("/", HomeResource(context.config))
     app.add_route("/health", HealthResource())
     app.add_route("/openapi.json", OpenApiResource(context.config.base_url))
+    if context.config.metrics.enabled:
+        app.add_route("/metrics", MetricsResource(context.config))
     add_passkey_routes(app, context)
     add_flow_routes(app, context)
     add_oauth_routes(app, context)

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 import falcon
 
+from identityctl import metrics
 from identityctl.config import Config
 from identityctl.errors import Forbidden, PayloadTooLarge, UnsupportedMediaType
 from identityctl.oauth.discovery import CALLBACK_PATH, CONSENT_PATH
@@ -169,3 +170,22 @@ class RequestLog:
         access_log.info("%s %s %s %.1fms %s", req.method, req.path, resp.status[:3]
                         if isinstance(resp.status, str) else resp.status, elapsed,
                         getattr(req.context, "client_address", ""))
+
+
+class RequestMetrics:
+    """Counts each request by route template (never the path: ids would make endless
+    series), method and status, and times it; counts 503s of an unavailable database."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        req.context.metrics_started = time.perf_counter()
+
+    def process_response(self, req: falcon.Request, resp: falcon.Response, resource: Any,
+                         req_succeeded: bool) -> None:
+        route = req.uri_template or "unmatched"
+        status = resp.status[:3] if isinstance(resp.status, str) else str(resp.status)
+        metrics.REQUESTS.labels(route, req.method, status).inc()
+        started = getattr(req.context, "metrics_started", None)
+        if started is not None:
+            metrics.LATENCY.labels(route).observe(time.perf_counter() - started)
+        if status == "503" and isinstance(resp.media, dict):
+            metrics.DATABASE_UNAVAILABLE.labels(str(resp.media.get("code", ""))).inc()

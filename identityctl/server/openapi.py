@@ -21,6 +21,7 @@ RESOURCE_MODULES: tuple[str, ...] = (
     "identityctl.server.resources.gate",
     "identityctl.server.resources.health",
     "identityctl.server.resources.mcp_metadata",
+    "identityctl.server.resources.metrics",
     "identityctl.server.resources.oauth",
     "identityctl.server.resources.passkey",
 )

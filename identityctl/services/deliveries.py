@@ -1,4 +1,4 @@
-"""Delivering the outbox: back-channel logout notices and e-mail (webhooks will join).
+"""Delivering the outbox: back-channel logout notices, e-mail and webhooks.
 
 Every serving process runs one :class:`Deliverer` thread. It claims due messages (a claim is
 a conditional update, so of several instances exactly one gets each message), delivers them,
@@ -10,19 +10,24 @@ restarted one) delivers the message again, with the same content: a logout token
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
-from identityctl.errors import IdentityError
+from standardwebhooks.webhooks import Webhook
+
+from identityctl.errors import IdentityError, NotFound
 from identityctl.oauth.claims import logout_token_claims
 from identityctl.security.tokens import LOGOUT_TOKEN_TYP
 from identityctl.services import mail, outbound
 from identityctl.services.context import ServiceContext
 from identityctl.services.sessions import BACKCHANNEL_LOGOUT
 from identityctl.store import audit, db, outbox
+from identityctl.store import webhooks as webhook_store
 from identityctl.store.outbox import OutboxRecord
 
 log = logging.getLogger("identityctl.deliveries")
@@ -62,11 +67,44 @@ def _deliver_mail(ctx: ServiceContext, message: OutboxRecord) -> dict[str, Any]:
         raise DeliveryFailed(str(failure), permanent=failure.permanent) from None
 
 
+def _deliver_webhook(ctx: ServiceContext, message: OutboxRecord) -> dict[str, Any]:
+    """Standard Webhooks: the body signed with the subscription's secret; ``webhook-id`` is
+    the message's, the same on every attempt (receivers drop repeats by it). A 2xx is done;
+    anything else is tried again. A subscription removed meanwhile: nothing to send."""
+    payload = message.payload
+    try:
+        subscription = webhook_store.require(payload["subscriptionId"])
+    except NotFound:
+        return {"subscriptionId": payload["subscriptionId"], "type": payload["body"]["type"],
+                "status": "subscription removed"}
+    body = json.dumps(payload["body"], separators=(",", ":"))
+    sent_at = datetime.now(UTC)
+    signature = Webhook(subscription.secret).sign(message.id, sent_at, body)
+    try:
+        status = outbound.post_json(message.target, body.encode(), timeout=ctx.config
+                                    .deliveries.timeout, headers={
+                                        "webhook-id": message.id,
+                                        "webhook-timestamp": str(int(sent_at.timestamp())),
+                                        "webhook-signature": signature})
+    except outbound.FetchRefused as refused:
+        raise DeliveryFailed(refused.description) from None
+    if not 200 <= status < 300:
+        raise DeliveryFailed(f"{message.target} answered HTTP {status}")
+    return {"subscriptionId": subscription.id, "type": payload["body"]["type"],
+            "status": status}
+
+
 #: kind -> how to deliver it; a handler may answer what of the payload to keep once sent.
 _HANDLERS: dict[str, Callable[[ServiceContext, OutboxRecord], dict[str, Any] | None]] = {
     BACKCHANNEL_LOGOUT: _deliver_logout,
     mail.EMAIL: _deliver_mail,
+    webhook_store.WEBHOOK: _deliver_webhook,
 }
+
+
+def waiting_by_kind() -> dict[str, int]:
+    """Messages waiting (not delivered, not given up), by kind."""
+    return outbox.depth_by_kind()
 
 
 def deliver_due(ctx: ServiceContext) -> int:

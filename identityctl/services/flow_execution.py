@@ -14,9 +14,10 @@ import secrets
 import time
 from typing import Any
 
+from identityctl import metrics
 from identityctl.errors import BadRequest, Conflict, Forbidden, InvalidField, NotFound
 from identityctl.flow.definition import FLOW_TYPES
-from identityctl.flow.engine import COMPLETE, ERROR, FlowGraph
+from identityctl.flow.engine import COMPLETE, ERROR, INCOMPLETE, FlowGraph
 from identityctl.services import catalog as catalog_service
 from identityctl.services import federation
 from identityctl.services.context import ServiceContext
@@ -94,6 +95,8 @@ def _walk_and_save(step: StepRequest, execution: store.ExecutionRecord, graph: F
     if not store.save(execution.id, claimed_version=claimed_version, current_node=halt.node_id,
                       context=step.context, status=halt.status, now=time.time()):
         raise _concurrent()
+    if halt.status != INCOMPLETE:
+        metrics.FLOWS.labels(execution.flow_type, halt.status).inc()
     if halt.status == ERROR:
         audit.record("flow.error", "failure", actor=step.user_id or "",
                      user_id=step.user_id, client_address=step.client_address,

@@ -161,3 +161,18 @@ def post_form(url: str, fields: dict[str, str], *, timeout: float) -> int:
         raise FetchRefused("unreachable", f"{url} could not be reached.", str(error)) \
             from None
     return response.status
+
+
+def post_json(url: str, body: bytes, *, headers: dict[str, str], timeout: float) -> int:
+    """POST ``body`` (JSON) to ``url`` with ``headers``; the HTTP status. Raises FetchRefused
+    when the service cannot be reached in time."""
+    try:
+        response = _DELIVERIES.request(
+            "POST", url, body=body, redirect=False,
+            timeout=urllib3.Timeout(connect=timeout, read=timeout),
+            headers={"Content-Type": "application/json", "User-Agent": "identityctl (webhooks)",
+                     **headers})
+    except urllib3.exceptions.HTTPError as error:
+        raise FetchRefused("unreachable", f"{url} could not be reached.", str(error)) \
+            from None
+    return response.status

@@ -7,7 +7,9 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from identityctl.store.db import CompiledQuery
+from identityctl import metrics
+from identityctl.store import webhooks
+from identityctl.store.db import CompiledQuery, transaction
 from identityctl.store.models import AuditEvent, now
 
 #: ``details`` is JSON text already (AuditEvent.details.db_value).
@@ -33,10 +35,22 @@ def request_address(address: str) -> Iterator[None]:
 
 def record(event: str, outcome: str, *, actor: str = "", user_id: str | None = None,
            client_address: str = "", details: dict[str, Any] | None = None) -> None:
-    """Append one event (in the caller's transaction when there is one)."""
-    _INSERT.execute(at=now(), event=event, outcome=outcome, actor=actor, user_id=user_id,
-                    client_address=client_address or _request_address.get(),
-                    details=AuditEvent.details.db_value(details or {}))
+    """Append one event (in the caller's transaction when there is one), with a webhook
+    delivery for each subscription that wants it, in the same transaction."""
+    metrics.audit_event(event, outcome)
+    at, address = now(), client_address or _request_address.get()
+    subscribed = webhooks.subscribers(event)
+    arguments = {"at": at, "event": event, "outcome": outcome, "actor": actor,
+                 "user_id": user_id, "client_address": address,
+                 "details": AuditEvent.details.db_value(details or {})}
+    if not subscribed:
+        _INSERT.execute(**arguments)
+        return
+    with transaction():
+        _INSERT.execute(**arguments)
+        webhooks.enqueue(subscribed, event=event, at=at, data={
+            "event": event, "outcome": outcome, "actor": actor, "userId": user_id,
+            "clientAddress": address, "details": details or {}})
 
 
 def events(*, since: float | None = None, user_id: str | None = None, event: str | None = None,

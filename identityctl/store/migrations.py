@@ -35,6 +35,7 @@ from identityctl.store.models import (
     SessionGrant,
     UserRole,
     VerifiedEmail,
+    WebhookSubscription,
 )
 from identityctl.store.startup import lock_in_transaction
 
@@ -142,6 +143,10 @@ def _create_recovery() -> None:
     OutboxMessage._schema.create_indexes(safe=True)  # (kind, …), (target, …) joined them
 
 
+def _create_webhooks() -> None:
+    db.database.create_tables([WebhookSubscription], safe=True)
+
+
 def _create_identity_providers() -> None:
     db.database.create_tables([IdentityProvider, FederatedIdentity], safe=True)
 
@@ -166,6 +171,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
      _create_recovery),
     (12, "upstream identity providers and the accounts linked through them",
      _create_identity_providers),
+    (13, "webhook subscriptions (audit events to HTTPS endpoints)", _create_webhooks),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

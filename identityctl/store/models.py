@@ -476,10 +476,24 @@ class FederatedIdentity(BaseModel):
         indexes = ((("provider", "subject"), True),)
 
 
+class WebhookSubscription(BaseModel):
+    """An admin's HTTPS endpoint told about audit events (Standard Webhooks)."""
+
+    id = peewee.CharField(primary_key=True, default=new_id)
+    url = peewee.TextField()
+    #: Audit event types ("passkey.register"), or prefixes ending in ".*", or "*".
+    events = JSONField(default=list)
+    #: ``whsec_`` + Base64 of 32 random bytes: signs every delivery; needed in clear.
+    secret = peewee.TextField()
+    description = peewee.TextField(default="")
+    created_at = peewee.DoubleField(default=now)
+
+
 ALL_MODELS: list[type[BaseModel]] = [
     SchemaVersion, OrganizationUnit, UserType, User, Theme, Flow, Application,
     PasskeyCredential, CeremonySession, FlowExecution, SigningKey, AuthorizationRequest,
     AuthorizationCode, RefreshToken, RevokedToken, AuditEvent, Throttle, ServiceSecret,
     Role, UserRole, Grant, ResourceServer, ClientRegistration, BrowserSession, SessionGrant,
     OutboxMessage, VerifiedEmail, RecoveryCode, IdentityProvider, FederatedIdentity,
+    WebhookSubscription,
 ]

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from peewee import fn
+
 from identityctl.store.models import OutboxMessage, now
 
 
@@ -78,6 +80,15 @@ class OutboxEntry:
     failed_at: float | None
     last_error: str
 
+    @property
+    def state(self) -> str:
+        """sent, given up, retrying (after a failed attempt) or queued."""
+        if self.delivered_at:
+            return "sent"
+        if self.failed_at:
+            return "given up"
+        return "retrying" if self.attempts else "queued"
+
 
 def recent(*, kind: str, limit: int) -> list[OutboxEntry]:
     """The newest ``limit`` messages of ``kind`` (never the unsent stand-ins)."""
@@ -103,10 +114,13 @@ def give_up(message_id: str, *, error: str) -> None:
         OutboxMessage.id == message_id).execute()
 
 
-def depth() -> int:
-    """Messages waiting (not delivered, not given up)."""
-    return OutboxMessage.select().where(OutboxMessage.delivered_at.is_null()
-                                        & OutboxMessage.failed_at.is_null()).count()
+def depth_by_kind() -> dict[str, int]:
+    """Messages waiting (not delivered, not given up), by kind."""
+    rows = (OutboxMessage.select(OutboxMessage.kind, fn.COUNT(OutboxMessage.id).alias("n"))
+            .where(OutboxMessage.delivered_at.is_null() & OutboxMessage.failed_at.is_null())
+            .group_by(OutboxMessage.kind))
+    return {row.kind: row.n for row in rows}
+
 
 
 def sent_to_since(kind: str, target: str, since: float) -> int:

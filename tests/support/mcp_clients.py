@@ -36,7 +36,8 @@ SPEC_TOOLS = frozenset({
 ROLE_TOOLS = frozenset({"list_roles", "create_role", "grant_role", "revoke_role"})
 IDP_TOOLS = frozenset({"list_identity_providers", "add_identity_provider",
                        "remove_identity_provider"})
-ALL_TOOLS = SPEC_TOOLS | ROLE_TOOLS | IDP_TOOLS | {"end_user_sessions"}
+WEBHOOK_TOOLS = frozenset({"list_webhooks", "add_webhook", "remove_webhook"})
+ALL_TOOLS = SPEC_TOOLS | ROLE_TOOLS | IDP_TOOLS | WEBHOOK_TOOLS | {"end_user_sessions"}
 
 
 def run(coro: Awaitable[T], timeout: float = 120) -> T:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from identityctl import metrics
 from identityctl.oauth.claims import (
     OPENID,
     SignIn,
@@ -66,7 +67,9 @@ def token(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
                                  client_address=client_address)
     try:
         client.require_grant(grant_type)
-        return grant(ctx, client, parameters, client_address)
+        issued = grant(ctx, client, parameters, client_address)
+        metrics.TOKENS.labels(grant_type).inc()
+        return issued
     except OAuthError as refusal:
         audit.record("oauth.token", "failure", actor=client.client_id,
                      client_address=client_address,
