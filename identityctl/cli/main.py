@@ -5,7 +5,6 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import sqlite3
 import tempfile
 import time
 from pathlib import Path
@@ -244,25 +243,80 @@ def db_upgrade(as_json: bool = JsonOption) -> None:
 
 
 @command(db_app, "backup")
-def db_backup(destination: Path = typer.Argument(..., help="File to write the copy to."),
+def db_backup(destination: Path = typer.Argument(..., help="File to write the backup to."),
               as_json: bool = JsonOption) -> None:
-    """Copy a live SQLite database consistently (SQLite online backup API).
+    """The same as `identityctl backup --to FILE`."""
+    backup(to=destination, as_json=as_json)
 
-    For PostgreSQL use pg_dump; this command only knows SQLite.
+
+@command(app, "backup")
+def backup(to: Path = typer.Option(..., "--to", metavar="FILE",
+                                   help="The backup to write (a .tar.gz, mode 0600)."),
+           as_json: bool = JsonOption) -> None:
+    """Back up a SQLite deployment while it serves: a consistent copy of the database
+    (SQLite's online backup API) with the config file and a manifest, in one file.
+
+        identityctl backup --to /backups/identity-$(date +%F).tar.gz
+
+    For PostgreSQL use pg_dump (docs/deployment.md, "Backups"), then `identityctl db check`
+    after a restore.
     """
-    from identityctl.store import db
+    from identityctl.services import backups
+
+    config = Session.connected()
+    with console.status("Copying the database..."):
+        made = backups.backup(config, to)
+    done(f"backed up {made['source']} to {to} in {made['seconds']}s (schema "
+         f"{made['schemaVersion']})", as_json=as_json, data=made)
+
+
+@command(app, "restore")
+def restore(source: Path = typer.Option(..., "--from", metavar="FILE",
+                                        help="A backup made by `identityctl backup`."),
+            with_config: bool = typer.Option(False, "--with-config",
+                                              help="Also put back the backup's config.toml."),
+            yes: bool = typer.Option(False, "--yes", help="Do not ask first."),
+            as_json: bool = JsonOption) -> None:
+    """Restore a backup into this deployment, which must be stopped: its database is
+    replaced (after the backup's copy passed SQLite's integrity check).
+
+        systemctl stop identityctl
+        identityctl restore --from /backups/identity-2026-11-25.tar.gz
+        identityctl db check && systemctl start identityctl
+    """
+    from identityctl.services import backups
+
+    config = Session.config()
+    if not yes:
+        typer.confirm("Replace this deployment's database with the backup's?", abort=True,
+                      err=True)
+    restored = backups.restore(config, source, with_config=with_config)
+    done(f"restored {source} into {restored['restoredTo']} (made by identityctl "
+         f"{restored['identityctl']}); run `identityctl db check`", as_json=as_json,
+         data=restored)
+
+
+@command(db_app, "check")
+def db_check(as_json: bool = JsonOption) -> None:
+    """Check that the database is complete: SQLite's integrity check (SQLite), every table
+    of the schema at the latest migration, a signing key. Exits 1 on any problem; after a
+    restore (from a backup or pg_restore), before starting the service."""
+    from identityctl.services import backups
 
     Session.connected()
-    source_path = db.sqlite_path()
-    if source_path is None:
-        raise BadRequest("db backup copies SQLite databases; use pg_dump for PostgreSQL.",
-                         code="not_sqlite")
-    started = time.perf_counter()
-    with sqlite3.connect(source_path) as source, sqlite3.connect(destination) as target:
-        source.backup(target)
-    destination.chmod(0o600)
-    done(f"backed up {source_path} to {destination} in {time.perf_counter() - started:.2f}s",
-         as_json=as_json, data={"source": source_path, "backup": str(destination)})
+    result = backups.check_database(Session.config())
+    if as_json:
+        emit_json({"ok": not result.problems, "problems": result.problems,
+                   "rows": result.counts})
+    else:
+        for problem in result.problems:
+            console.print(f"[red]problem[/red] {problem}")
+        if not result.problems:
+            console.print(f"[green]ok[/green]: {len(result.counts)} tables, "
+                          f"{result.counts.get('user', 0)} users, "
+                          f"{result.counts.get('passkeycredential', 0)} passkeys")
+    if result.problems:
+        raise typer.Exit(1)
 
 
 @command(keys_app, "list")

@@ -23,6 +23,7 @@ import json
 import re
 import secrets
 import time
+import weakref
 from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -140,8 +141,9 @@ def remove_provider(provider_id: str, *, actor: str) -> None:
 #: each process reads them at most once per CHOICES_SECONDS (another instance's change shows
 #: within that; this instance's at once). A cache, not state: any instance rebuilds it.
 CHOICES_SECONDS = 5.0
-#: The store (its database object) -> (when read, the JSON).
-_choices: dict[object, tuple[float, str]] = {}
+#: The store (its database object, weakly: a store dropped takes its entry) -> (when read,
+#: the JSON).
+_choices: weakref.WeakKeyDictionary[Any, tuple[float, str]] = weakref.WeakKeyDictionary()
 
 
 def provider_choices_json() -> str:

@@ -33,6 +33,7 @@ from identityctl.store.models import (
     Role,
     SchemaVersion,
     SessionGrant,
+    SigningKey,
     UserRole,
     VerifiedEmail,
     WebhookSubscription,
@@ -198,3 +199,13 @@ def upgrade() -> list[str]:
                 SchemaVersion.create(version=number)
                 applied.append(f"{number}: {description}")
     return applied
+
+
+#: The table whose rows sign and check every token.
+SIGNING_KEYS = SigningKey._meta.table_name
+
+
+def table_counts() -> dict[str, int | None]:
+    """Rows in every table of the schema (None: the table is missing)."""
+    return {model._meta.table_name: model.select().count() if model.table_exists() else None
+            for model in ALL_MODELS}

@@ -4,6 +4,7 @@ in the event's transaction: delivered once, or not at all)."""
 from __future__ import annotations
 
 import time
+import weakref
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -18,7 +19,9 @@ WEBHOOK = "webhook"
 #: process reads them at most once per this many seconds (a subscription made on another
 #: instance takes effect there within it; on this one at once). A cache, not state.
 SUBSCRIPTIONS_SECONDS = 5.0
-_cache: dict[object, tuple[float, list[SubscriptionRecord]]] = {}
+#: Keyed weakly by the store's database object: a store closed and dropped takes its entry.
+_cache: weakref.WeakKeyDictionary[Any, tuple[float, list[SubscriptionRecord]]] = \
+    weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True, slots=True)
