@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import socket
 from collections.abc import Callable, Iterator
@@ -89,11 +88,6 @@ def start_service(directory: Path, *, database_url: str | None = None,
         serving.close()
         service.http.close()
         db.close()
-        # The stopped deployment's SQLite connections (one per server thread, held in
-        # reference cycles of thread-local state) close now, not at some later collection:
-        # the suite runs hundreds of deployments in one process, and waitress's select()
-        # fails on descriptors past 1024.
-        gc.collect()
 
     return service, stop
 

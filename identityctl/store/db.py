@@ -14,8 +14,10 @@ import math
 import os
 import pkgutil
 import shutil
+import sqlite3
 import stat
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -62,6 +64,7 @@ def connect(url: str, *, busy_timeout: float = 5.0, statement_timeout: float = 1
                 "synchronous": "normal",
             },
             check_same_thread=False,
+            factory=_SqliteConnection,
         )
     elif url.startswith(("postgresql://", "postgres://")):
         parts = urlsplit(url)
@@ -82,6 +85,20 @@ def connect(url: str, *, busy_timeout: float = 5.0, statement_timeout: float = 1
     database.initialize(db)
     compile_statements()
     return db
+
+
+class _SqliteConnection(sqlite3.Connection):
+    """A SQLite connection the store can find again: they are per thread, and close()
+    closes every thread's (a thread still alive, such as one of the MCP SDK's workers,
+    would otherwise keep its connection, and its file descriptors, for good)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _SQLITE_CONNECTIONS.add(self)
+
+
+#: Every SQLite connection open in this process (weakly: a dropped one goes by itself).
+_SQLITE_CONNECTIONS: weakref.WeakSet[_SqliteConnection] = weakref.WeakSet()
 
 
 def _whole_seconds(seconds: float) -> int:
@@ -427,6 +444,9 @@ def close() -> None:
         db.close_all()
     elif db is not None and not db.is_closed():
         db.close()
+    for connection in list(_SQLITE_CONNECTIONS):  # other threads' (SQLite)
+        with contextlib.suppress(Exception):
+            connection.close()
 
 
 class StatementError(Exception):
