@@ -181,11 +181,9 @@ class RequestMetrics:
 
     def process_response(self, req: falcon.Request, resp: falcon.Response, resource: Any,
                          req_succeeded: bool) -> None:
-        route = req.uri_template or "unmatched"
         status = resp.status[:3] if isinstance(resp.status, str) else str(resp.status)
-        metrics.REQUESTS.labels(route, req.method, status).inc()
         started = getattr(req.context, "metrics_started", None)
-        if started is not None:
-            metrics.LATENCY.labels(route).observe(time.perf_counter() - started)
+        metrics.request_answered(req.uri_template or "unmatched", req.method, status,
+                                 time.perf_counter() - started if started else 0.0)
         if status == "503" and isinstance(resp.media, dict):
-            metrics.DATABASE_UNAVAILABLE.labels(str(resp.media.get("code", ""))).inc()
+            metrics.count(metrics.DATABASE_UNAVAILABLE, str(resp.media.get("code", "")))

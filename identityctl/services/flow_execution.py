@@ -96,7 +96,7 @@ def _walk_and_save(step: StepRequest, execution: store.ExecutionRecord, graph: F
                       context=step.context, status=halt.status, now=time.time()):
         raise _concurrent()
     if halt.status != INCOMPLETE:
-        metrics.FLOWS.labels(execution.flow_type, halt.status).inc()
+        metrics.count(metrics.FLOWS, execution.flow_type, halt.status)
     if halt.status == ERROR:
         audit.record("flow.error", "failure", actor=step.user_id or "",
                      user_id=step.user_id, client_address=step.client_address,

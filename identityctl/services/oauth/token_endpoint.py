@@ -68,7 +68,7 @@ def token(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
     try:
         client.require_grant(grant_type)
         issued = grant(ctx, client, parameters, client_address)
-        metrics.TOKENS.labels(grant_type).inc()
+        metrics.count(metrics.TOKENS, grant_type)
         return issued
     except OAuthError as refusal:
         audit.record("oauth.token", "failure", actor=client.client_id,
