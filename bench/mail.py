@@ -21,13 +21,13 @@ import uuid
 import requests
 from aiosmtpd.controller import Controller
 
+from bench.outbox import grow_history
 from bench.passkey import bench_arguments
 from identityctl.config import load_config
 from identityctl.services import catalog, mail
 from identityctl.services.bootstrap import open_store
 from identityctl.services.context import ServiceContext
 from identityctl.store import db
-from identityctl.store.models import OutboxMessage, new_id
 
 HISTORY = (0, 20_000)
 MESSAGES = 300
@@ -41,19 +41,6 @@ class Counter:
     async def handle_DATA(self, server: object, session: object, envelope: object) -> str:
         Counter.received += 1
         return "250 OK"
-
-
-def grow_history(count: int) -> None:
-    """Sent e-mails (two hours old) until the outbox holds ``count`` of them."""
-    have = OutboxMessage.select().where((OutboxMessage.kind == mail.EMAIL)
-                                        & OutboxMessage.delivered_at.is_null(False)).count()
-    sent = time.time() - 7200
-    rows = [{"id": new_id(), "kind": mail.EMAIL, "target": f"old-{n}@example.com",
-             "payload": {"subject": "old"}, "created_at": sent, "next_attempt_at": sent,
-             "delivered_at": sent, "attempts": 1} for n in range(max(0, count - have))]
-    for start in range(0, len(rows), 500):
-        with db.transaction():
-            OutboxMessage.insert_many(rows[start:start + 500]).execute()
 
 
 def send(ctx: ServiceContext) -> float:
@@ -109,7 +96,8 @@ def main() -> None:
     url = args.url.rstrip("/")
     report = {}
     for history in HISTORY:
-        grow_history(history)
+        grow_history(history, kind=mail.EMAIL, target="old-{n}@example.com", age=7200,
+                     payload={"subject": "old"})
         report[str(history)] = {"sent_per_second": round(send(ctx), 1),
                                 "views_per_second": round(view(), 1),
                                 "recoveries_per_second": round(recover(url, application_id), 1)}

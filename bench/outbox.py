@@ -46,13 +46,17 @@ class Receiver(BaseHTTPRequestHandler):
         self.end_headers()
 
 
-def grow_history(count: int) -> None:
-    """Delivered messages until the outbox holds ``count`` of them."""
-    have = OutboxMessage.select().where(OutboxMessage.delivered_at.is_null(False)).count()
-    now = time.time()
-    rows = [{"id": new_id(), "kind": BACKCHANNEL_LOGOUT, "target": "http://127.0.0.1:9/",
-             "payload": {}, "created_at": now, "next_attempt_at": now, "delivered_at": now,
-             "attempts": 1} for _ in range(max(0, count - have))]
+def grow_history(count: int, *, kind: str = BACKCHANNEL_LOGOUT,
+                 target: str = "http://127.0.0.1:9/{n}", age: float = 0.0,
+                 payload: dict | None = None) -> None:
+    """Delivered messages of ``kind`` (``age`` seconds old) until the outbox holds ``count``
+    of them; ``target`` may number each ({n})."""
+    have = OutboxMessage.select().where((OutboxMessage.kind == kind)
+                                        & OutboxMessage.delivered_at.is_null(False)).count()
+    sent = time.time() - age
+    rows = [{"id": new_id(), "kind": kind, "target": target.format(n=n),
+             "payload": payload or {}, "created_at": sent, "next_attempt_at": sent,
+             "delivered_at": sent, "attempts": 1} for n in range(max(0, count - have))]
     for start in range(0, len(rows), 500):
         with db.transaction():
             OutboxMessage.insert_many(rows[start:start + 500]).execute()

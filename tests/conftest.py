@@ -118,6 +118,19 @@ def deployment_with(tmp_path: Path, settings: dict[str, str]) -> Iterator[Servic
     stop()
 
 
+def shared_deployment(tmp_path: Path, settings: dict[str, str]) -> Iterator[tuple[Path, int]]:
+    """For a fixture: a deployment for `identityctl serve` processes whose SQLite store this
+    test process opens too (to arrange and read what the server does); its config file and
+    port (``yield from shared_deployment(...)``)."""
+    port = free_port()
+    config_path = make_deployment(tmp_path, port=port, settings=settings)
+    config = load_config(config_path)
+    open_store(config, create=True)
+    bootstrap.seed(config)
+    yield config_path, port
+    db.close()
+
+
 #: One delivery may take 1 s, so a claim on an outbox message runs out after 3 s.
 QUICK_DELIVERIES = {"\ntimeout = 10\n": "\ntimeout = 1\n"}
 

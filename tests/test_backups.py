@@ -12,10 +12,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import requests
 
-from identityctl.config import load_config
-from tests.conftest import Service, free_port
+from tests.conftest import free_port
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.processes import stop, wait_for_health
 from tests.test_cli_process import identityctl
@@ -31,13 +29,7 @@ def deployment(directory: Path, port: int) -> Path:
 
 
 def passkeys_of(config_path: Path, port: int) -> PasskeyClient:
-    service = Service(config=load_config(config_path), config_path=config_path,
-                      base_url=f"http://localhost:{port}", http=requests.Session())
-    client = PasskeyClient(service)
-    token = identityctl("token", "--scope", "system", config=config_path)
-    assert token.returncode == 0, token.stderr
-    client._admin_token = token.stdout.strip()
-    return client
+    return PasskeyClient.of_process(config_path, f"http://localhost:{port}")
 
 
 def test_a_backup_taken_during_sign_ins_restores_and_signs_the_same_people_in(

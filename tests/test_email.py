@@ -28,6 +28,7 @@ from tests.conftest import (
     Service,
     free_port,
     make_deployment,
+    shared_deployment,
 )
 from tests.support.postgres import empty_database
 from tests.support.processes import stop, wait_for_health
@@ -112,15 +113,7 @@ def test_without_smtp_email_test_names_the_setting(service: Service) -> None:
 
 @pytest.fixture
 def served_deployment(tmp_path: Path, smtp: SmtpServer) -> Iterator[tuple[Path, int]]:
-    """A deployment for `identityctl serve` processes; this test process shares its store."""
-    port = free_port()
-    config_path = make_deployment(tmp_path, port=port,
-                                  settings={**smtp.settings(), **QUICK_DELIVERIES})
-    config = load_config(config_path)
-    open_store(config, create=True)
-    bootstrap.seed(config)
-    yield config_path, port
-    db.close()
+    yield from shared_deployment(tmp_path, {**smtp.settings(), **QUICK_DELIVERIES})
 
 
 def test_a_message_is_sent_after_the_server_is_killed_in_the_middle_of_sending_it(

@@ -27,7 +27,6 @@ import pytest
 import requests
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from identityctl.config import load_config
 from identityctl.services import catalog, directory, federation
 from identityctl.services.context import ServiceContext
 from identityctl.store import identity_providers as provider_store
@@ -86,13 +85,9 @@ def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
     process = _serve(config_path, port, log)
     try:
         wait_for_health(f"http://127.0.0.1:{port}/health", process, log)
-        service = Service(config=load_config(config_path), config_path=config_path,
-                          base_url=f"http://localhost:{port}", http=requests.Session())
-        passkeys = PasskeyClient(service)
-        token = identityctl("token", "--scope", "system", config=config_path)
-        assert token.returncode == 0, token.stderr
-        passkeys._admin_token = token.stdout.strip()
-        yield Upstream(url=service.base_url, config_path=config_path, passkeys=passkeys)
+        passkeys = PasskeyClient.of_process(config_path, f"http://localhost:{port}")
+        yield Upstream(url=passkeys.service.base_url, config_path=config_path,
+                       passkeys=passkeys)
     finally:
         stop(process)
 

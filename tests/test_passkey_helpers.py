@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -84,6 +85,18 @@ class PasskeyClient:
 
     def __post_init__(self) -> None:
         self.origin = self.origin or self.service.config.passkey.allowed_origins[0]
+
+    @classmethod
+    def of_process(cls, config_path: Path, base_url: str) -> PasskeyClient:
+        """For an `identityctl serve` process (another store than this test process's):
+        its admin token comes from `identityctl token`, as an operator gets one."""
+        from tests.test_cli_process import identityctl
+
+        token = identityctl("token", "--scope", "system", config=config_path)
+        assert token.returncode == 0, token.stderr
+        service = Service(config=load_config(config_path), config_path=config_path,
+                          base_url=base_url, http=requests.Session())
+        return cls(service, _admin_token=token.stdout.strip())
 
     @property
     def rp_id(self) -> str:

@@ -24,9 +24,7 @@ from identityctl.cli.main import app as cli_app
 from identityctl.config import load_config
 from identityctl.oauth.pkce import s256_challenge
 from identityctl.services import catalog, directory
-from identityctl.services.bootstrap import open_store, seed
-from identityctl.store import db
-from tests.conftest import Service, free_port, make_deployment
+from tests.conftest import QUICK_DELIVERIES, Service, shared_deployment
 from tests.support.processes import stop, wait_for_health
 from tests.support.relying_party import RelyingParty, relying_party
 from tests.test_consent import self_registered
@@ -110,17 +108,8 @@ def test_an_admin_lists_and_ends_a_users_sessions(rp: OAuthDriver, service: Serv
 
 @pytest.fixture
 def deployment(tmp_path: Path) -> Iterator[tuple[Path, int]]:
-    """A deployment for `identityctl serve` processes (one delivery may take 1 s, so a
-    claim runs out after 3 s); this test process shares its SQLite store."""
-    port = free_port()
-    config_path = make_deployment(tmp_path, port=port,
-                                  settings={"\ntimeout = 10\n": "\ntimeout = 1\n"})
-    config = load_config(config_path)
-    assert config.deliveries.timeout == 1
-    open_store(config, create=True)
-    seed(config)
-    yield config_path, port
-    db.close()
+    """One delivery may take 1 s, so a claim runs out after 3 s."""
+    yield from shared_deployment(tmp_path, QUICK_DELIVERIES)
 
 
 def test_a_logout_notice_survives_the_service_being_killed_while_delivering_it(

@@ -20,12 +20,15 @@ from standardwebhooks.webhooks import Webhook
 from typer.testing import CliRunner
 
 from identityctl.cli.main import app as cli_app
-from identityctl.config import load_config
 from identityctl.errors import InvalidField
-from identityctl.services import bootstrap, directory, webhooks
-from identityctl.services.bootstrap import open_store
-from identityctl.store import db
-from tests.conftest import QUICK_DELIVERIES, Service, deployment_with, free_port, make_deployment
+from identityctl.services import directory, webhooks
+from tests.conftest import (
+    QUICK_DELIVERIES,
+    Service,
+    deployment_with,
+    free_port,
+    shared_deployment,
+)
 from tests.support.processes import stop, wait_for_health
 from tests.test_scale_out import _serve
 
@@ -146,13 +149,7 @@ def test_a_subscription_needs_an_https_url_and_event_names(
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[Path, int]]:
-    port = free_port()
-    config_path = make_deployment(tmp_path, port=port, settings=QUICK_DELIVERIES)
-    config = load_config(config_path)
-    open_store(config, create=True)
-    bootstrap.seed(config)
-    yield config_path, port
-    db.close()
+    yield from shared_deployment(tmp_path, QUICK_DELIVERIES)
 
 
 def test_events_survive_the_server_being_killed_mid_delivery(
