@@ -28,6 +28,7 @@ RESIDENT_KEY = ("required", "preferred", "discouraged")
 AUTHENTICATOR_ATTACHMENT = ("platform", "cross-platform")
 SIGNING_ALGS = ("ES256", "RS256", "EdDSA")
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
+LOG_FORMATS = ("text", "json")
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ class ServerConfig:
     #: One log line per request (off by default, as in gunicorn: the proxy in front usually
     #: logs requests, and the audit log records every security event either way).
     access_log: bool = False
+    #: "text" (a line a person reads) or "json" (one JSON object per line, for a log
+    #: collector); either way each request's line carries its request id.
+    log_format: str = "text"
 
 
 @dataclass(frozen=True)
@@ -370,6 +374,7 @@ def _validate(path: str, config: Config) -> None:
             f"must be more than one address can fail at one account per account_window "
             f"({security.most_failures_from_one_address} with these settings), or one address "
             f"alone could slow down the account's password sign-in for everybody"))
+    _require_choice(path, "server.log_format", server.log_format, LOG_FORMATS)
     _require_url(path, "server.base_url", server.base_url)
     for index, proxy in enumerate(server.trusted_proxies):
         try:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 from identityctl import __version__
 from tests.conftest import Service
+from tests.test_oauth_helpers import basic_auth
 
 
 def assert_error(response, status: int, code: str) -> dict:
@@ -69,11 +72,42 @@ def test_access_log_writes_one_line_per_request_when_turned_on(service: Service)
     assert service.config.server.access_log is False
     log_on = lambda text: text.replace("access_log = false", "access_log = true")  # noqa: E731
     with second_instance(service, log_on) as logging_instance:
-        logging_instance.http.get(logging_instance.url("/health?secret=x"))
+        answer = logging_instance.http.get(logging_instance.url("/health?secret=x"),
+                                           headers={"X-Request-ID": "trace-42"})
         log = logging_instance.config_path.with_suffix(".log")
+    assert answer.headers["X-Request-ID"] == "trace-42"
     lines = [line for line in log.read_text().splitlines() if "identityctl.access" in line]
     assert lines and all("secret" not in line for line in lines)
-    assert " GET /health 200 " in lines[-1] and lines[-1].endswith(" 127.0.0.1")
+    assert " GET /health 200 " in lines[-1] and lines[-1].endswith(" 127.0.0.1 trace-42")
+
+
+def test_json_logs_are_one_object_per_line_with_the_request_id(service: Service) -> None:
+    from tests.test_passkey_helpers import second_instance
+
+    def json_lines(text: str) -> str:
+        return text.replace("access_log = false", "access_log = true").replace(
+            'log_format = "text"', 'log_format = "json"')
+
+    with second_instance(service, json_lines) as logging_instance:
+        answer = logging_instance.http.get(logging_instance.url("/health"))
+        log = logging_instance.config_path.with_suffix(".log")
+    entries = [json.loads(line) for line in log.read_text().splitlines()
+               if line.startswith("{")]
+    [access] = [entry for entry in entries if entry["logger"] == "identityctl.access"
+                and entry.get("requestId") == answer.headers["X-Request-ID"]]  # made here
+    assert (access["method"], access["path"], access["status"]) == ("GET", "/health", 200)
+
+
+def test_an_audit_event_names_the_request_that_caused_it(service: Service) -> None:
+    failed = service.http.post(service.url("/oauth2/token"), timeout=30,
+                               data={"grant_type": "client_credentials"},
+                               headers={"X-Request-ID": "req-7",
+                                        "Authorization": basic_auth("nobody", "no")})
+    assert failed.status_code == 401 and failed.headers["X-Request-ID"] == "req-7"
+    odd = service.get("/health", headers={"X-Request-ID": "not a token; <script>"})
+    assert odd.headers["X-Request-ID"] != "not a token; <script>"  # a new one instead
+    from identityctl.store import audit
+    assert any(event["requestId"] == "req-7" for event in audit.events(limit=20))
 
 
 def test_the_start_page_says_what_is_running_and_offers_a_sign_in(service: Service) -> None:

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import falcon
 
-from identityctl import metrics
+from identityctl import logs, metrics
 from identityctl.config import Config
 from identityctl.errors import Forbidden, PayloadTooLarge, UnsupportedMediaType
 from identityctl.oauth.discovery import CALLBACK_PATH, CONSENT_PATH
@@ -27,7 +27,8 @@ access_log = logging.getLogger("identityctl.access")
 
 
 class ClientAddress:
-    """``req.context.client_address``: the peer, or X-Forwarded-For from a trusted proxy.
+    """``req.context.client_address``: the peer, or X-Forwarded-For from a trusted proxy;
+    and the request's id (identityctl/logs.py), echoed in ``X-Request-ID``.
 
     Unparsable forwarding headers never relax anything: the peer address is kept.
     """
@@ -44,6 +45,10 @@ class ClientAddress:
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.client_address = self.of(req)
+        # PERF: the request's id rides on this middleware (every request needs both).
+        request_id = logs.request_id_for(req.get_header(logs.REQUEST_ID_HEADER))
+        logs.set_request_id(request_id)
+        resp.set_header(logs.REQUEST_ID_HEADER, request_id)
 
     def of(self, req: falcon.Request) -> str:
         """The client address of ``req``."""
@@ -167,9 +172,12 @@ class RequestLog:
                          req_succeeded: bool) -> None:
         started = getattr(req.context, "started", None)
         elapsed = (time.perf_counter() - started) * 1000 if started else 0.0
-        access_log.info("%s %s %s %.1fms %s", req.method, req.path, resp.status[:3]
-                        if isinstance(resp.status, str) else resp.status, elapsed,
-                        getattr(req.context, "client_address", ""))
+        status = resp.status[:3] if isinstance(resp.status, str) else resp.status
+        address = getattr(req.context, "client_address", "")
+        access_log.info("%s %s %s %.1fms %s %s", req.method, req.path, status, elapsed,
+                        address, logs.current_request_id(),
+                        extra={"method": req.method, "path": req.path, "status": int(status),
+                               "ms": round(elapsed, 1), "clientAddress": address})
 
 
 class RequestMetrics:

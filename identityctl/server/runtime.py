@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import signal
 import socket
 from collections.abc import Callable
@@ -11,6 +10,7 @@ from typing import Any
 import waitress
 from waitress.server import BaseWSGIServer, MultiSocketServer
 
+from identityctl import logs
 from identityctl.config import Config
 from identityctl.server.app import create_app
 from identityctl.server.heap import settle_heap
@@ -90,7 +90,7 @@ def stop_server(server: BaseWSGIServer | MultiSocketServer) -> None:
 def serve(config: Config, *, host: str, port: int, threads: int,
           on_ready: Callable[[str], None], sockets: list[socket.socket] | None = None) -> None:
     """Serve until SIGINT/SIGTERM; ``on_ready`` gets the bound address."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logs.configure(config.server.log_format)
     server = make_server(config, host=host, port=port, threads=threads, sockets=sockets)
 
     def stop(signum: int, frame: object) -> None:

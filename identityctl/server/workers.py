@@ -22,6 +22,7 @@ import socket
 import time
 from collections.abc import Callable
 
+from identityctl import logs
 from identityctl.config import Config
 from identityctl.errors import IdentityError
 from identityctl.server import runtime
@@ -138,7 +139,7 @@ def serve_workers(config: Config, *, host: str, port: int, threads: int, workers
     The store must be migrated already; its connection is closed here before forking so no
     worker inherits (and shares) the supervisor's database connection.
     """
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logs.configure(config.server.log_format)
     listener = bind_listener(host, port)
     db.close()
     on_ready(f"http://{host}:{listener.getsockname()[1]}")

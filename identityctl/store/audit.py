@@ -7,16 +7,17 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from identityctl import metrics
+from identityctl import logs, metrics
 from identityctl.store import webhooks
 from identityctl.store.db import CompiledQuery, transaction
 from identityctl.store.models import AuditEvent, now
 
 #: ``details`` is JSON text already (AuditEvent.details.db_value).
-_INSERT = CompiledQuery(lambda at, event, outcome, actor, user_id, client_address, details:
-                        AuditEvent.insert(at=at, event=event, outcome=outcome, actor=actor,
-                                          user_id=user_id, client_address=client_address,
-                                          details=details))
+_INSERT = CompiledQuery(lambda at, event, outcome, actor, user_id, client_address, details,
+                        request_id: AuditEvent.insert(
+                            at=at, event=event, outcome=outcome, actor=actor, user_id=user_id,
+                            client_address=client_address, details=details,
+                            request_id=request_id))
 
 
 _request_address: ContextVar[str] = ContextVar("identityctl_request_address", default="")
@@ -40,9 +41,12 @@ def record(event: str, outcome: str, *, actor: str = "", user_id: str | None = N
     metrics.audit_event(event, outcome)
     at, address = now(), client_address or _request_address.get()
     subscribed = webhooks.subscribers(event)
+    # The request that caused it: its log line and X-Request-ID say the same.
+    request_id = logs.current_request_id()
     arguments = {"at": at, "event": event, "outcome": outcome, "actor": actor,
                  "user_id": user_id, "client_address": address,
-                 "details": AuditEvent.details.db_value(details or {})}
+                 "details": AuditEvent.details.db_value(details or {}),
+                 "request_id": request_id}
     if not subscribed:
         _INSERT.execute(**arguments)
         return
@@ -50,7 +54,7 @@ def record(event: str, outcome: str, *, actor: str = "", user_id: str | None = N
         _INSERT.execute(**arguments)
         webhooks.enqueue(subscribed, event=event, at=at, data={
             "event": event, "outcome": outcome, "actor": actor, "userId": user_id,
-            "clientAddress": address, "details": details or {}})
+            "clientAddress": address, "details": details or {}, "requestId": request_id})
 
 
 def events(*, since: float | None = None, user_id: str | None = None, event: str | None = None,
@@ -64,7 +68,7 @@ def events(*, since: float | None = None, user_id: str | None = None, event: str
         query = query.where(AuditEvent.event == event)
     return [{"id": row.id, "at": row.at, "event": row.event, "outcome": row.outcome,
              "actor": row.actor, "userId": row.user_id, "clientAddress": row.client_address,
-             "details": row.details}
+             "details": row.details, "requestId": row.request_id}
             for row in query.order_by(AuditEvent.id.desc()).limit(limit)]
 
 

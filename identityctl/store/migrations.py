@@ -22,6 +22,7 @@ from identityctl.security.usernames import username_key
 from identityctl.store import db
 from identityctl.store.models import (
     ALL_MODELS,
+    AuditEvent,
     BrowserSession,
     ClientRegistration,
     FederatedIdentity,
@@ -152,6 +153,13 @@ def _create_identity_providers() -> None:
     db.database.create_tables([IdentityProvider, FederatedIdentity], safe=True)
 
 
+def _audit_request_ids() -> None:
+    table = AuditEvent._meta.table_name
+    if "request_id" not in _columns(table):  # a database made by migration 1 of now has it
+        db.database.execute_sql(f'ALTER TABLE "{table}" ADD COLUMN "request_id" '
+                                "VARCHAR(255) NOT NULL DEFAULT ''")
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (1, "create the initial schema", _create_tables),
     (2, "index the open ceremony sessions of a user", _index_open_ceremony_sessions),
@@ -173,6 +181,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (12, "upstream identity providers and the accounts linked through them",
      _create_identity_providers),
     (13, "webhook subscriptions (audit events to HTTPS endpoints)", _create_webhooks),
+    (14, "audit events name the request that caused them", _audit_request_ids),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

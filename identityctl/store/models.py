@@ -295,6 +295,8 @@ class AuditEvent(BaseModel):
     user_id = peewee.CharField(null=True, index=True)
     client_address = peewee.CharField(default="")
     details = JSONField(default=dict)
+    #: The id of the request that caused it (its X-Request-ID and log line); "" for none.
+    request_id = peewee.CharField(default="")
 
 
 class Throttle(BaseModel):
