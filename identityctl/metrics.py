@@ -73,10 +73,20 @@ def _child(metric: Any, *values: str) -> Any:
 METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"})
 
 
+_request_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+
+
 def request_answered(route: str, method: str, status: str, seconds: float) -> None:
-    """One HTTP request: counted by route template, method and status, and timed."""
-    _child(REQUESTS, route, method if method in METHODS else "other", status).inc()
-    _child(LATENCY, route).observe(seconds)
+    """One HTTP request: counted by route template, method and status, and timed (PERF:
+    both children found with one lookup)."""
+    if method not in METHODS:
+        method = "other"
+    children = _request_children.get((route, method, status))
+    if children is None:
+        children = _request_children[(route, method, status)] = (
+            REQUESTS.labels(route, method, status), LATENCY.labels(route))
+    children[0].inc()
+    children[1].observe(seconds)
 
 
 def count(metric: Any, *values: str) -> None:
