@@ -92,6 +92,15 @@ def start_service(directory: Path, *, database_url: str | None = None,
     return service, stop
 
 
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Debian Chromium, one per test module (tests/support/browser.py)."""
+    from tests.support.browser import chromium
+
+    with chromium() as launched:
+        yield launched
+
+
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[Service]:
     """identityctl on 127.0.0.1 (ephemeral port) over a fresh SQLite file."""

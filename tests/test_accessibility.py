@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -24,7 +24,6 @@ from tests.conftest import Service
 from tests.support.browser import (
     ARTIFACTS,
     PasskeyPage,
-    chromium,
     needs_chromium,
     sign_in_with_password,
 )
@@ -36,12 +35,6 @@ pytestmark = [needs_chromium, pytest.mark.skipif(
 NARROW = {"width": 375, "height": 812}
 PASSWORD = "correct horse battery"
 REDIRECT_URI = "https://demo-client.example/callback"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
 
 
 def _client(**marks: Any) -> dict[str, Any]:

@@ -14,17 +14,11 @@ from typing import Any
 import pytest
 
 from tests.conftest import Service
-from tests.support.browser import PasskeyPage, chromium, needs_chromium
+from tests.support.browser import PasskeyPage, needs_chromium
 from tests.test_account import Account
 from tests.test_oauth_helpers import register_client
 
 pytestmark = needs_chromium
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
 
 
 class AccountPage:

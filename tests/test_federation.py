@@ -32,7 +32,7 @@ from identityctl.services.context import ServiceContext
 from identityctl.store import identity_providers as provider_store
 from tests.conftest import Service, free_port
 from tests.support.authenticator import SoftAuthenticator
-from tests.support.browser import PasskeyPage, chromium, sign_in_with_password
+from tests.support.browser import PasskeyPage, sign_in_with_password
 from tests.support.flows import FlowClient
 from tests.support.processes import stop, wait_for_health
 from tests.test_cli_process import identityctl
@@ -90,12 +90,6 @@ def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
                        passkeys=passkeys)
     finally:
         stop(process)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture
@@ -275,6 +269,16 @@ def test_a_wrong_nonce_is_refused(service: Service, upstream: Upstream, people: 
     _refused_on_the_page(person, "could not be trusted", "wrong-nonce")
 
 
+def send_json(handler: BaseHTTPRequestHandler, status: int, document: Any) -> None:
+    """A stand-in's JSON answer."""
+    body = json.dumps(document).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 class ResigningProxy(BaseHTTPRequestHandler):
     """Between us and the upstream: its discovery document with the token endpoint pointed
     here, and its tokens with the ID token signed again by a key of our own."""
@@ -285,18 +289,11 @@ class ResigningProxy(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         pass
 
-    def _send(self, status: int, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
     def do_GET(self) -> None:
         document = requests.get(self.upstream + "/.well-known/openid-configuration",
                                 timeout=30).json()
         document["token_endpoint"] = f"http://127.0.0.1:{self.server.server_address[1]}/token"
-        self._send(200, json.dumps(document).encode())
+        send_json(self, 200, document)
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -309,7 +306,7 @@ class ResigningProxy(BaseHTTPRequestHandler):
             claims = jwt.decode(tokens["id_token"], options={"verify_signature": False})
             tokens["id_token"] = jwt.encode(claims, self.key, algorithm="ES256",
                                             headers={"kid": header["kid"]})
-        self._send(answer.status_code, json.dumps(tokens).encode())
+        send_json(self, answer.status_code, tokens)
 
 
 def test_an_id_token_signed_by_another_key_is_refused(service: Service, upstream: Upstream,
@@ -341,14 +338,6 @@ class GitHubStandIn(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         pass
 
-    def _json(self, document: Any) -> None:
-        body = json.dumps(document).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
     def do_GET(self) -> None:
         parts = urlsplit(self.path)
         query = {name: values[0] for name, values in parse_qs(parts.query).items()}
@@ -362,11 +351,12 @@ class GitHubStandIn(BaseHTTPRequestHandler):
             self.end_headers()
         elif parts.path == "/api/user":
             assert self.headers["Authorization"] == "Bearer gho_token"
-            self._json({"id": 583231, "login": "octocat", "name": "Mona Octocat",
-                        "avatar_url": "https://avatars.example/u/583231"})
+            send_json(self, 200, {"id": 583231, "login": "octocat", "name": "Mona Octocat",
+                                  "avatar_url": "https://avatars.example/u/583231"})
         elif parts.path == "/api/user/emails":
-            self._json([{"email": "octo-old@example.com", "primary": False, "verified": False},
-                        {"email": "mona@example.com", "primary": True, "verified": True}])
+            send_json(self, 200, [
+                {"email": "octo-old@example.com", "primary": False, "verified": False},
+                {"email": "mona@example.com", "primary": True, "verified": True}])
         else:
             self.send_error(404)
 
@@ -374,8 +364,8 @@ class GitHubStandIn(BaseHTTPRequestHandler):
         form = parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
         assert self.headers["Accept"] == "application/json"
         assert form["client_secret"] == ["gh-secret"] and form["code"][0] in self.issued
-        self._json({"access_token": "gho_token", "token_type": "bearer",
-                    "scope": "read:user,user:email"})
+        send_json(self, 200, {"access_token": "gho_token", "token_type": "bearer",
+                              "scope": "read:user,user:email"})
 
 
 def test_github_maps_its_numeric_id_and_verified_primary_address(service: Service) -> None:

@@ -26,7 +26,6 @@ from tests.support.authenticator import SoftAuthenticator
 from tests.support.browser import (
     ARTIFACTS,
     PasskeyPage,
-    chromium,
     needs_chromium,
     sign_in_with_password,
 )
@@ -42,12 +41,6 @@ THEME_PRIMARY = "rgb(170, 51, 0)"
 LOGO = "data:image/svg+xml;base64," + base64.b64encode(
     b'<svg xmlns="http://www.w3.org/2000/svg" width="40" height="40">'
     b'<circle cx="20" cy="20" r="18" fill="#aa3300"/></svg>').decode()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture

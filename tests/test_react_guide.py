@@ -28,7 +28,7 @@ import pytest
 from identityctl.services import catalog, directory
 from tests.conftest import Service, free_port, start_service
 from tests.support.authenticator import SoftAuthenticator
-from tests.support.browser import PasskeyPage, chromium, needs_chromium
+from tests.support.browser import PasskeyPage, needs_chromium
 from tests.test_mcp_react_sdk import snippets
 from tests.test_passkey_helpers import PasskeyClient
 
@@ -110,12 +110,6 @@ def build(project: Path, files: dict[str, str]) -> Path:
                            text=True, timeout=300)
     assert built.returncode == 0, built.stdout + built.stderr
     return project / "dist"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture

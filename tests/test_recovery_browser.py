@@ -18,18 +18,12 @@ from identityctl.services import catalog, directory, recovery
 from identityctl.services.context import ServiceContext
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator
-from tests.support.browser import PasskeyPage, chromium, needs_chromium
+from tests.support.browser import PasskeyPage, needs_chromium
 from tests.support.smtp import SmtpServer, code_in, text_of
 from tests.test_hosted_ui import REDIRECT_URI, Browser
 from tests.test_passkey_helpers import PasskeyClient
 
 pytestmark = needs_chromium
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture

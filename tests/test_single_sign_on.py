@@ -27,7 +27,7 @@ from identityctl.services import catalog, directory
 from identityctl.services.passkeys.admin import list_credentials
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator
-from tests.support.browser import PasskeyPage, chromium, needs_chromium, sign_in_with_password
+from tests.support.browser import PasskeyPage, needs_chromium, sign_in_with_password
 from tests.support.relying_party import RelyingParty, relying_party
 from tests.test_oauth_helpers import query_of
 from tests.test_passkey_helpers import PasskeyClient
@@ -55,12 +55,6 @@ class Visit:
     @property
     def shown_a_page(self) -> bool:
         return any("/gate/" in url for url in self.pages)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture

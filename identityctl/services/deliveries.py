@@ -25,6 +25,7 @@ from identityctl.oauth.claims import logout_token_claims
 from identityctl.security.tokens import LOGOUT_TOKEN_TYP
 from identityctl.services import mail, outbound
 from identityctl.services.context import ServiceContext
+from identityctl.services.outbound import DeliveryFailed
 from identityctl.services.sessions import BACKCHANNEL_LOGOUT
 from identityctl.store import audit, db, outbox
 from identityctl.store import webhooks as webhook_store
@@ -36,12 +37,6 @@ FIRST_RETRY, LONGEST_RETRY = 5, 900
 BATCH = 20
 #: A logout token is valid this long after it is signed (each attempt signs anew).
 LOGOUT_TOKEN_TTL = 120
-
-
-class DeliveryFailed(Exception):
-    def __init__(self, reason: str, *, permanent: bool = False) -> None:
-        super().__init__(reason)
-        self.permanent = permanent
 
 
 def _deliver_logout(ctx: ServiceContext, message: OutboxRecord) -> None:
@@ -58,13 +53,6 @@ def _deliver_logout(ctx: ServiceContext, message: OutboxRecord) -> None:
         raise DeliveryFailed(refused.description) from None
     if status not in (200, 204):
         raise DeliveryFailed(f"{message.target} answered HTTP {status}")
-
-
-def _deliver_mail(ctx: ServiceContext, message: OutboxRecord) -> dict[str, Any]:
-    try:
-        return mail.deliver(ctx, message)
-    except mail.MailNotSent as failure:
-        raise DeliveryFailed(str(failure), permanent=failure.permanent) from None
 
 
 def _deliver_webhook(ctx: ServiceContext, message: OutboxRecord) -> dict[str, Any]:
@@ -97,7 +85,7 @@ def _deliver_webhook(ctx: ServiceContext, message: OutboxRecord) -> dict[str, An
 #: kind -> how to deliver it; a handler may answer what of the payload to keep once sent.
 _HANDLERS: dict[str, Callable[[ServiceContext, OutboxRecord], dict[str, Any] | None]] = {
     BACKCHANNEL_LOGOUT: _deliver_logout,
-    mail.EMAIL: _deliver_mail,
+    mail.EMAIL: mail.deliver,
     webhook_store.WEBHOOK: _deliver_webhook,
 }
 

@@ -20,6 +20,7 @@ from identityctl.errors import BadGateway, BadRequest, InvalidField, NotFound
 from identityctl.mail import Mail, as_email, compose
 from identityctl.services import catalog
 from identityctl.services.context import ServiceContext
+from identityctl.services.outbound import DeliveryFailed
 from identityctl.store import outbox
 from identityctl.store import recovery as recovery_store
 from identityctl.store.directory import UserRecord
@@ -31,12 +32,6 @@ from identityctl.theme.branding import page_branding
 EMAIL = "email"
 #: SMTP replies that no retry will change (RFC 5321 §4.2.1: 5yz is a permanent failure).
 PERMANENT = 500
-
-
-class MailNotSent(Exception):
-    def __init__(self, reason: str, *, permanent: bool = False) -> None:
-        super().__init__(reason)
-        self.permanent = permanent
 
 
 def require_mail(ctx: ServiceContext) -> None:
@@ -97,7 +92,7 @@ def deliver(ctx: ServiceContext, message: OutboxRecord) -> dict[str, Any]:
 
 
 def send(config: Config, message: EmailMessage) -> None:
-    """Hand ``message`` to the configured SMTP server (:class:`MailNotSent` when it does
+    """Hand ``message`` to the configured SMTP server (:class:`DeliveryFailed` when it does
     not take it)."""
     email = config.email
     timeout = config.deliveries.timeout
@@ -115,22 +110,22 @@ def send(config: Config, message: EmailMessage) -> None:
                 smtp.login(email.username, _password(config))
             smtp.send_message(message)
     except smtplib.SMTPResponseException as refused:
-        raise MailNotSent(f"{email.smtp_host} answered {refused.smtp_code} "
+        raise DeliveryFailed(f"{email.smtp_host} answered {refused.smtp_code} "
                           f"{_text(refused.smtp_error)}",
                           permanent=refused.smtp_code >= PERMANENT) from None
     except smtplib.SMTPRecipientsRefused as refused:
         codes = [code for code, _ in refused.recipients.values()]
-        raise MailNotSent(f"{email.smtp_host} refused the recipient ({codes})",
+        raise DeliveryFailed(f"{email.smtp_host} refused the recipient ({codes})",
                           permanent=all(code >= PERMANENT for code in codes)) from None
     except (smtplib.SMTPException, OSError) as failure:
-        raise MailNotSent(f"{email.smtp_host}:{email.smtp_port}: {failure}") from None
+        raise DeliveryFailed(f"{email.smtp_host}:{email.smtp_port}: {failure}") from None
 
 
 def _password(config: Config) -> str:
     try:
         return config.resolve(config.email.password_file).read_text().strip()
     except OSError as failure:
-        raise MailNotSent(f"email.password_file cannot be read: {failure}") from None
+        raise DeliveryFailed(f"email.password_file cannot be read: {failure}") from None
 
 
 def _text(error: bytes | str) -> str:
@@ -145,7 +140,7 @@ def send_test(ctx: ServiceContext, to: str) -> None:
                    server=f"{email.smtp_host}:{email.smtp_port}")
     try:
         send(ctx.config, as_email(mail, sender=email.sender, message_id=f"test-{id(mail)}"))
-    except MailNotSent as failure:
+    except DeliveryFailed as failure:
         raise BadGateway(str(failure), code="email_not_sent") from None
 
 

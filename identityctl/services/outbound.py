@@ -40,6 +40,15 @@ class FetchRefused(Exception):
         self.code, self.description, self.detail = code, description, detail
 
 
+class DeliveryFailed(Exception):
+    """Something sent outside (a logout notice, a mail, a webhook) was not taken;
+    ``permanent``: trying again will not change that (an SMTP 5xx)."""
+
+    def __init__(self, reason: str, *, permanent: bool = False) -> None:
+        super().__init__(reason)
+        self.permanent = permanent
+
+
 @dataclass(frozen=True, slots=True)
 class FetchPolicy:
     timeout: float = 5.0
