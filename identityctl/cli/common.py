@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
+from rich.markup import escape
 
 from identityctl.cli.output import emit_json, errors
 from identityctl.config import Config, load_config, resolve_config_path
@@ -57,7 +58,7 @@ def command(group: typer.Typer, *args: Any, **kwargs: Any) -> Callable[[F], F]:
                     emit_json({"error": exc.to_dict()})
                 else:
                     errors.print(f"[red]error[/red] [bold]{exc.code}[/bold]: "
-                                 f"{exc.description or exc.message}")
+                                 f"{escape(exc.description or exc.message)}")
                 raise typer.Exit(1) from None
             except ConfigError as exc:
                 errors.print(f"[red]config error[/red] {exc}")

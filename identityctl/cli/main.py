@@ -15,6 +15,7 @@ from identityctl import __version__
 from identityctl.cli.audit import audit_app
 from identityctl.cli.catalog import app_app, flow_app, theme_app
 from identityctl.cli.common import Session, command
+from identityctl.cli.configuration import add_configuration_commands
 from identityctl.cli.directory import ou_app, user_app, user_type_app
 from identityctl.cli.email import email_app
 from identityctl.cli.grants import grant_app
@@ -60,6 +61,7 @@ app.add_typer(resource_server_app, name="resource-server")
 app.add_typer(email_app, name="email")
 app.add_typer(idp_app, name="idp")
 app.add_typer(webhook_app, name="webhook")
+add_configuration_commands(app)
 
 
 def _version(value: bool) -> None:

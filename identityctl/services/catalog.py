@@ -123,7 +123,7 @@ def delete_theme(id_or_handle: str, *, actor: str = "admin") -> None:
 # --- flows ----------------------------------------------------------------------------------
 
 
-def list_flows(*, flow_type: str | None = None, limit: int = 30,
+def list_flows(*, flow_type: str | None = None, limit: int | None = 30,
                offset: int = 0) -> tuple[int, list[dict[str, Any]]]:
     """One page of flows, optionally of one type, and how many there are in all."""
     if flow_type is not None and flow_type not in FLOW_TYPES:
@@ -355,8 +355,11 @@ def new_client_id() -> str:
 
 
 def create_application(document: dict[str, Any], *, actor: str = "admin",
-                       marks: dict[str, Any] | None = None) -> tuple[dict[str, Any], str | None]:
+                       marks: dict[str, Any] | None = None,
+                       client_secret: str | None = None) -> tuple[dict[str, Any], str | None]:
     """Create an application; returns it and its client secret (shown once, stored hashed).
+    A confidential client gets a new secret unless ``client_secret`` is given (configuration
+    as code brings its own, checked by :func:`checked_client_secret`).
 
     ``marks``: what the service itself records in the oauth configuration of a client that
     described itself (``selfRegistered``: RFC 7591, services/oauth/registration.py;
@@ -366,7 +369,8 @@ def create_application(document: dict[str, Any], *, actor: str = "admin",
     fields = _normalise_application(document)
     fields["oauth"].update(marks or {})
     client_id = oauth_config(document).get("clientId") or new_client_id()
-    secret = None if fields["oauth"]["publicClient"] else secrets.token_urlsafe(32)
+    secret = None if fields["oauth"]["publicClient"] else (
+        checked_client_secret(client_secret) if client_secret else secrets.token_urlsafe(32))
     created = catalog.create_application(
         **fields, clientId=client_id,
         clientSecretHash=passwords.hash_password(secret) if secret else None)
@@ -393,11 +397,31 @@ def update_application(document: dict[str, Any], *, actor: str = "admin",
     return updated
 
 
-def regenerate_client_secret(id_or_client_id: str, *, actor: str = "admin") -> str:
+#: A secret an admin brings is at least this long: 32 characters of a generator's output
+#: hold 128 bits or more (OWASP ASVS 5 §11.2).
+MIN_CLIENT_SECRET = 32
+
+
+def checked_client_secret(secret: str) -> str:
+    if len(secret) < MIN_CLIENT_SECRET:
+        raise InvalidField("clientSecret", f"must be at least {MIN_CLIENT_SECRET} characters "
+                           "(make one with `openssl rand -base64 32`)", code="weak_secret")
+    return secret
+
+
+def client_secret_matches(application: dict[str, Any], secret: str) -> bool:
+    """Whether ``secret`` is the confidential client's current secret."""
+    return passwords.verify_password(
+        catalog.client_secret_hash(oauth_config(application)["clientId"]), secret)
+
+
+def regenerate_client_secret(id_or_client_id: str, *, actor: str = "admin",
+                             secret: str | None = None) -> str:
+    """A new client secret for a confidential client (``secret``: the admin's own)."""
     application = require_application(id_or_client_id)
     if oauth_config(application).get("publicClient"):
         raise BadRequest("A public client has no secret.", code="public_client")
-    secret = secrets.token_urlsafe(32)
+    secret = checked_client_secret(secret) if secret else secrets.token_urlsafe(32)
     catalog.update_application(application["id"],
                                clientSecretHash=passwords.hash_password(secret))
     audit.record("application.secret_rotated", "success", actor=actor,

@@ -26,7 +26,7 @@ import time
 import weakref
 from functools import partial
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from identityctl.errors import InvalidField, NotFound
 from identityctl.federation import (
@@ -78,12 +78,69 @@ def add_provider(ctx: ServiceContext, *, kind: str, client_id: str, client_secre
                  handle: str = "", name: str = "", issuer: str = "", tenant: str = "",
                  scopes: list[str] | None = None, mapping: dict[str, str] | None = None,
                  api_url: str = "", web_url: str = "", discovery_url: str = "",
-                 actor: str) -> ProviderRecord:
-    """Register an upstream identity provider; an OpenID one's discovery is checked now."""
+                 secret_ref: dict[str, str] | None = None, actor: str) -> ProviderRecord:
+    """Register an upstream identity provider; an OpenID one's discovery is checked now.
+    ``secret_ref``: where the secret came from (configuration as code writes it back)."""
+    fields = _provider_fields(kind=kind, client_id=client_id, client_secret=client_secret,
+                              handle=handle or kind, name=name, issuer=issuer, tenant=tenant,
+                              scopes=scopes, mapping=mapping, api_url=api_url,
+                              web_url=web_url, discovery_url=discovery_url,
+                              secret_ref=secret_ref)
+    with db.transaction():
+        created = store.create_provider(**fields)
+        audit.record("identity_provider.create", "success", actor=actor,
+                     details={"handle": created.handle, "kind": kind})
+    _forget_choices()
+    return created
+
+
+def update_provider(handle: str, *, actor: str, **arguments: Any) -> ProviderRecord:
+    """Replace a provider's settings (``arguments``: :func:`add_provider`'s, but its kind and
+    handle stay; linked accounts stay linked)."""
+    current = store.require_provider(handle)
+    fields = _provider_fields(**{**_ADD_DEFAULTS, **arguments}, kind=current.kind,
+                              handle=current.handle)
+    with db.transaction():
+        updated = store.update_provider(current.id, **fields)
+        audit.record("identity_provider.update", "success", actor=actor,
+                     details={"handle": current.handle})
+    _forget_choices()
+    return updated
+
+
+def provider_settings(provider: ProviderRecord) -> dict[str, Any]:
+    """The arguments that made ``provider`` (:func:`add_provider`'s, secret aside), as a
+    document: what configuration as code exports."""
+    document: dict[str, Any] = {"handle": provider.handle, "name": provider.name,
+                                "kind": provider.kind, "clientId": provider.client_id,
+                                "scopes": provider.scopes, "mapping": provider.mapping}
+    settings = provider.settings
+    if provider.kind == OIDC:
+        document["issuer"] = provider.issuer
+    elif provider.kind == MICROSOFT:
+        document["tenant"] = urlsplit(provider.issuer).path.strip("/").split("/")[0]
+    elif provider.kind == GITHUB:
+        document["webUrl"] = settings["authorizationEndpoint"].removesuffix(
+            "/login/oauth/authorize")
+        document["apiUrl"] = settings["api"]
+    if settings.get("discoveryUrl"):
+        document["discoveryUrl"] = settings["discoveryUrl"]
+    return document
+
+
+_ADD_DEFAULTS: dict[str, Any] = {"name": "", "issuer": "", "tenant": "", "scopes": None,
+                                 "mapping": None, "api_url": "", "web_url": "",
+                                 "discovery_url": "", "secret_ref": None}
+
+
+def _provider_fields(*, kind: str, client_id: str, client_secret: str, handle: str, name: str,
+                     issuer: str, tenant: str, scopes: list[str] | None,
+                     mapping: dict[str, str] | None, api_url: str, web_url: str,
+                     discovery_url: str, secret_ref: dict[str, str] | None) -> dict[str, Any]:
+    """A provider's columns from what an admin gives; an OpenID one's discovery is checked."""
     if kind not in KINDS:
         raise InvalidField("kind", f"must be one of {', '.join(KINDS)}")
     preset = PRESETS[kind]
-    handle = handle or kind
     if not _HANDLE.match(handle):
         raise InvalidField("handle", "must be 1-64 of a-z 0-9 - _")
     if not client_id or not client_secret:
@@ -105,18 +162,14 @@ def add_provider(ctx: ServiceContext, *, kind: str, client_id: str, client_secre
     issuer = issuer.rstrip("/")
     if discovery_url:  # metadata published somewhere else than under the issuer
         settings["discoveryUrl"] = discovery_url
+    if secret_ref:
+        settings["clientSecretRef"] = secret_ref
     if kind == OIDC:
         _discovery(issuer, tenant_issuer=False, url=discovery_url)  # reachable, that issuer
-    with db.transaction():
-        created = store.create_provider(
-            handle=handle, name=name or preset.get("name") or handle, kind=kind, issuer=issuer,
-            client_id=client_id, client_secret=client_secret,
-            scopes=list(scopes or preset["scopes"]), mapping=dict(mapping or {}),
-            settings=settings)
-        audit.record("identity_provider.create", "success", actor=actor,
-                     details={"handle": created.handle, "kind": kind})
-    _forget_choices()
-    return created
+    return {"handle": handle, "name": name or preset.get("name") or handle, "kind": kind,
+            "issuer": issuer, "client_id": client_id, "client_secret": client_secret,
+            "scopes": list(scopes or preset["scopes"]), "mapping": dict(mapping or {}),
+            "settings": settings}
 
 
 def list_providers() -> list[ProviderRecord]:

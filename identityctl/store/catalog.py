@@ -69,7 +69,7 @@ def _flow_api(row: Flow) -> dict[str, Any]:
             "nodes": row.nodes or [], "createdAt": row.created_at, "updatedAt": row.updated_at}
 
 
-def list_flows(*, flow_type: str | None = None, limit: int = 30,
+def list_flows(*, flow_type: str | None = None, limit: int | None = 30,
                offset: int = 0) -> tuple[int, list[dict[str, Any]]]:
     """One page of flows (ordered by handle) and the total count matching the filter."""
     query = Flow.select()

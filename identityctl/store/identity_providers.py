@@ -68,6 +68,11 @@ def require_provider(id_or_handle: str) -> ProviderRecord:
     return found
 
 
+def update_provider(provider_id: str, **fields: Any) -> ProviderRecord:
+    IdentityProvider.update(**fields).where(IdentityProvider.id == provider_id).execute()
+    return require_provider(provider_id)
+
+
 def delete_provider(provider_id: str) -> None:
     IdentityProvider.delete().where(IdentityProvider.id == provider_id).execute()
 

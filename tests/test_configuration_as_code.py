@@ -1,0 +1,270 @@
+"""Configuration as code: `identityctl export` writes one reviewable document (handles, not
+ids; secrets as references, never inline) and `identityctl apply -f` makes another
+deployment match it: export, apply into a fresh deployment, export again gives the same
+document; applying it twice changes nothing; a dry run changes nothing; a document with a
+bad entry changes nothing and says which entry."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import yaml
+
+from tests.conftest import free_port
+from tests.support.processes import stop, wait_for_health
+from tests.test_cli_process import identityctl
+from tests.test_scale_out import _serve
+
+
+def _ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert result.returncode == 0, result.stderr + result.stdout
+    return result
+
+
+def _deployment(directory: Path, port: int = 8090) -> Path:
+    _ok(identityctl("init", "--dir", str(directory), "--base-url",
+                    f"http://localhost:{port}", "--json"))
+    return directory / "config.toml"
+
+
+def _export(config: Path) -> dict[str, Any]:
+    return yaml.safe_load(_ok(identityctl("export", config=config)).stdout)
+
+
+def _apply(config: Path, document: dict[str, Any], *extra: str,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    path = config.parent / "document.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return subprocess.run([sys.executable, "-m", "identityctl", "--config", str(config),
+                           "apply", "-f", str(path), *extra], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "COLUMNS": "200", **(env or {})})
+
+
+def _changes(result: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    return json.loads(_ok(result).stdout)["changes"]
+
+
+def _audit_count(config: Path) -> int:
+    return len(json.loads(_ok(identityctl("audit", "list", "--limit", "1000", "--json",
+                                          config=config)).stdout))
+
+
+@pytest.fixture(scope="module")
+def configured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A deployment configured by hand with one of everything, and its secrets."""
+    directory = tmp_path_factory.mktemp("configured")
+    config = _deployment(directory / "source")
+    theme = {"handle": "ocean", "displayName": "Ocean", "description": "Blue",
+             "theme": {"colorSchemes": {"light": {"primary": "#005f87"}}}}
+    (directory / "theme.json").write_text(json.dumps(theme))
+    _ok(identityctl("theme", "create", "--file", str(directory / "theme.json"), config=config))
+    flow = json.loads(_ok(identityctl("flow", "show", "default-basic-flow", "--json",
+                                      config=config)).stdout)
+    custom = {"handle": "staff-password", "name": "Staff sign-in",
+              "flowType": flow["flowType"], "nodes": flow["nodes"]}
+    (directory / "flow.json").write_text(json.dumps(custom))
+    _ok(identityctl("flow", "create", "--file", str(directory / "flow.json"), config=config))
+    _ok(identityctl("ou", "create", "--handle", "sales", "--name", "Sales", config=config))
+    _ok(identityctl("ou", "create", "--handle", "emea", "--name", "EMEA", "--parent", "sales",
+                    config=config))
+    _ok(identityctl("user-type", "create", "--name", "partner", "--ou", "emea",
+                    config=config))
+    _ok(identityctl("role", "create", "orders-admin", "--scope", "orders:write", "--scope",
+                    "orders:read", "--description", "Runs the shop", config=config))
+    github_secret = secrets.token_urlsafe(24)
+    _ok(identityctl("idp", "add", "github", "--client-id", "Iv1.cac", "--client-secret-stdin",
+                    "--web-url", "https://github.example.com",
+                    "--api-url", "https://github.example.com/api/v3",
+                    input=github_secret + "\n", config=config))
+    _ok(identityctl("idp", "add", "microsoft", "--client-id", "ms-app", "--tenant",
+                    "organizations", "--client-secret-stdin", input="ms secret\n",
+                    config=config))
+    _ok(identityctl("app", "create", "--template", "SPA", "--name", "Shop", "--redirect-uri",
+                    "https://shop.example.com/callback", "--theme", "ocean",
+                    "--sign-in-flow", "staff-password", config=config))
+    made = json.loads(_ok(identityctl("app", "create", "--template", "M2M", "--name",
+                                      "Orders worker", "--json", config=config)).stdout)
+    client_id = made["inboundAuthConfig"][0]["config"]["clientId"]
+    return config, {"client_id": client_id, "secret": made["clientSecret"],
+                    "github": github_secret}
+
+
+def _environment(document: dict[str, Any]) -> dict[str, str]:
+    """The variables the document's references name, set as the operator would."""
+    env = {}
+    for entry in document["applications"] + document["identityProviders"]:
+        reference = entry.get("clientSecret")
+        if reference:
+            env[reference["env"]] = secrets.token_urlsafe(32)
+    return env
+
+
+def test_export_names_things_by_handle_and_never_holds_a_secret(
+        configured: tuple[Path, dict[str, str]]) -> None:
+    config, secrets_ = configured
+    text = _ok(identityctl("export", config=config)).stdout
+    document = yaml.safe_load(text)
+    assert document["apiVersion"] == "identityctl/v1"
+    assert secrets_["secret"] not in text and secrets_["github"] not in text
+    assert "ms secret" not in text
+    shop = next(app for app in document["applications"] if app["name"] == "Shop")
+    assert (shop["themeId"], shop["authFlowId"]) == ("ocean", "staff-password")
+    assert "clientSecret" not in shop  # a public client has none
+    worker = next(app for app in document["applications"] if app["name"] == "Orders worker")
+    assert worker["clientSecret"] == {
+        "env": f"IDENTITYCTL_CLIENT_SECRET_{secrets_['client_id'].upper()}"}
+    assert {unit["handle"]: unit["parent"] for unit in document["organizationUnits"]} == {
+        "default": None, "sales": None, "emea": "sales"}
+    assert next(kind for kind in document["userTypes"]
+                if kind["name"] == "partner")["ou"] == "emea"
+    github = next(idp for idp in document["identityProviders"] if idp["kind"] == "github")
+    assert github["webUrl"] == "https://github.example.com"
+    assert github["clientSecret"] == {"env": "IDENTITYCTL_IDP_SECRET_GITHUB"}
+    assert not any("id" in entry for section in document.values()
+                   if isinstance(section, list) for entry in section)
+    # The built-in account page's client is the service's own, not configuration.
+    assert all(app["inboundAuthConfig"][0]["config"]["clientId"] != "identityctl-account"
+               for app in document["applications"])
+
+
+def test_export_then_apply_into_a_fresh_deployment_gives_the_same_export(
+        configured: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    config, _ = configured
+    document = _export(config)
+    fresh = _deployment(tmp_path / "fresh")
+    env = _environment(document)
+
+    planned = _changes(_apply(fresh, document, "--dry-run", "--json", env=env))
+    assert _export(fresh) != document  # a dry run changed nothing
+    applied = _changes(_apply(fresh, document, "--json", env=env))
+    assert [(c["section"], c["key"], c["action"]) for c in applied] == [
+        (c["section"], c["key"], c["action"]) for c in planned]
+    assert {(c["section"], c["action"]) for c in applied} >= {
+        ("themes", "create"), ("flows", "create"), ("organizationUnits", "create"),
+        ("userTypes", "create"), ("roles", "create"), ("identityProviders", "create"),
+        ("applications", "create")}
+    assert _export(fresh) == document
+
+    audited = _audit_count(fresh)
+    again = _apply(fresh, document, env=env)
+    assert "Nothing to change" in _ok(again).stdout
+    assert _changes(_apply(fresh, document, "--json", env=env)) == []
+    assert _audit_count(fresh) == audited  # nothing written, not even an audit event
+
+
+def test_an_applied_client_secret_is_the_one_its_reference_names(
+        configured: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    config, secrets_ = configured
+    port = free_port()
+    fresh = _deployment(tmp_path / "fresh", port)
+    document = _export(config)
+    env = _environment(document)
+    _ok(_apply(fresh, document, env=env))
+    server = _serve(fresh, port, tmp_path / "serve.log")
+    try:
+        wait_for_health(f"http://127.0.0.1:{port}/health", server, tmp_path / "serve.log")
+        reference = f"IDENTITYCTL_CLIENT_SECRET_{secrets_['client_id'].upper()}"
+        for secret, status in ((env[reference], 200), (secrets_["secret"], 401)):
+            answer = requests.post(f"http://127.0.0.1:{port}/oauth2/token",
+                                   data={"grant_type": "client_credentials", "scope": "api"},
+                                   auth=(secrets_["client_id"], secret), timeout=10)
+            assert answer.status_code == status, answer.text
+    finally:
+        stop(server)
+
+
+def test_a_changed_document_shows_its_diff_and_a_dry_run_changes_nothing(
+        configured: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    config, _ = configured
+    document = _export(config)
+    fresh = _deployment(tmp_path / "fresh")
+    env = _environment(document)
+    _ok(_apply(fresh, document, env=env))
+
+    role = next(role for role in document["roles"] if role["name"] == "orders-admin")
+    role["scopes"].append("orders:refund")
+    document["organizationUnits"] = [unit for unit in document["organizationUnits"]
+                                     if unit["handle"] != "emea"]
+    document["userTypes"] = [kind for kind in document["userTypes"]
+                             if kind["name"] != "partner"]
+    document["roles"] = [role for role in document["roles"] if role["name"] != "admin"]
+    before = _export(fresh)
+    shown = _ok(_apply(fresh, document, "--dry-run", env=env)).stdout
+    assert "~ roles/orders-admin" in shown and "+- orders:refund" in shown
+    assert "- organizationUnits/emea" in shown and "- userTypes/partner" in shown
+    assert "Dry run: 0 to create, 1 to update, 2 to delete. Nothing was changed." in shown
+    assert _export(fresh) == before
+
+    changes = _changes(_apply(fresh, document, "--json", env=env))
+    # Deleted children first; the seeded admin role is kept though the document left it out.
+    assert [(c["section"], c["key"], c["action"]) for c in changes] == [
+        ("roles", "orders-admin", "update"), ("userTypes", "partner", "delete"),
+        ("organizationUnits", "emea", "delete")]
+    after = _export(fresh)
+    assert "admin" in {role["name"] for role in after["roles"]}
+    assert after["organizationUnits"] == document["organizationUnits"]
+
+
+def test_a_section_left_out_is_not_touched(configured: tuple[Path, dict[str, str]],
+                                           tmp_path: Path) -> None:
+    config, _ = configured
+    document = _export(config)
+    fresh = _deployment(tmp_path / "fresh")
+    _ok(_apply(fresh, document, env=_environment(document)))
+    only_roles = {"apiVersion": "identityctl/v1", "kind": "Configuration",
+                  "roles": document["roles"]}
+    assert _changes(_apply(fresh, only_roles, "--json")) == []
+    assert _export(fresh) == document
+
+
+def test_a_bad_entry_changes_nothing_and_is_named(configured: tuple[Path, dict[str, str]],
+                                                  tmp_path: Path) -> None:
+    config, _ = configured
+    document = _export(config)
+    fresh = _deployment(tmp_path / "fresh")
+    before = _export(fresh)
+    env = _environment(document)
+    shop = next(app for app in document["applications"] if app["name"] == "Shop")
+    shop["inboundAuthConfig"][0]["config"]["redirectUris"] = ["not a uri"]
+    failed = _apply(fresh, document, env=env)
+    assert failed.returncode == 1
+    client_id = shop["inboundAuthConfig"][0]["config"]["clientId"]
+    assert f"applications[{client_id}]" in failed.stderr and "redirectUris" in failed.stderr
+    assert "Traceback" not in failed.stderr
+    assert _export(fresh) == before  # the themes, flows, units... before it were undone
+
+
+def test_a_secret_is_refused_inline_and_a_new_entry_needs_its_reference_resolved(
+        configured: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    config, _ = configured
+    document = _export(config)
+    fresh = _deployment(tmp_path / "fresh")
+    worker = next(app for app in document["applications"] if app["name"] == "Orders worker")
+    unresolved = _apply(fresh, document)
+    assert unresolved.returncode == 1
+    assert "secret_unresolved" in unresolved.stderr
+    assert worker["clientSecret"]["env"] in unresolved.stderr.replace("\n", "")
+    worker["clientSecret"] = secrets.token_urlsafe(32)
+    inline = _apply(fresh, document)
+    assert inline.returncode == 1 and "secret_not_a_reference" in inline.stderr
+
+
+def test_a_document_that_is_not_one_is_refused_plainly(tmp_path: Path) -> None:
+    fresh = _deployment(tmp_path / "fresh")
+    (tmp_path / "broken.yaml").write_text("roles: [name: x\n")
+    broken = identityctl("apply", "-f", str(tmp_path / "broken.yaml"), config=fresh)
+    assert broken.returncode == 1 and "malformed_document" in broken.stderr
+    assert "line" in broken.stderr
+    unversioned = _apply(fresh, {"roles": []})
+    assert unversioned.returncode == 1 and "apiVersion" in unversioned.stderr
+    unknown = _apply(fresh, {"apiVersion": "identityctl/v1", "kind": "Configuration",
+                             "users": []})
+    assert unknown.returncode == 1 and "users" in unknown.stderr
