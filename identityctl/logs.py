@@ -9,10 +9,12 @@ object per line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 import secrets
+from collections.abc import Iterator
 from contextvars import ContextVar
 from datetime import UTC, datetime
 
@@ -29,6 +31,17 @@ def request_id_for(offered: str | None) -> str:
 def set_request_id(value: str) -> None:
     """(The request's thread, at its start.) Later records of this request carry it."""
     _request_id.set(value)
+
+
+@contextlib.contextmanager
+def request_id_scope(value: str) -> Iterator[None]:
+    """Records made inside (on another thread than the request's: an MCP tool's) carry
+    ``value``."""
+    reset = _request_id.set(value)
+    try:
+        yield
+    finally:
+        _request_id.reset(reset)
 
 
 def current_request_id() -> str:

@@ -111,3 +111,30 @@ def test_with_two_workers_every_scrape_counts_all_of_them(tmp_path: Path) -> Non
     finally:
         stop(server)
     assert "Traceback" not in log.read_text()
+
+
+def test_mcp_requests_are_counted_and_carry_a_request_id(service: Service) -> None:
+    """/mcp is served beside the Falcon app, with the same figures, X-Request-ID and audit
+    request ids (its tools run on the SDK's threads)."""
+    from identityctl.store import audit
+    from tests.support.mcp_clients import admin_token, call, http_session, run
+
+    before = scrape(service.base_url)
+    refused = requests.post(service.url("/mcp"), json={}, timeout=30,
+                            headers={"X-Request-ID": "mcp-trace-1"})
+    assert refused.status_code == 401 and refused.headers["X-Request-ID"] == "mcp-trace-1"
+    role = f"mcp-metrics-{uuid.uuid4().hex[:6]}"
+
+    async def create_role() -> None:
+        async with http_session(service.url("/mcp"), admin_token(service)) as session:
+            await call(session, "create_role", {"name": role, "scopes": ["reports:read"]})
+
+    run(create_role())
+    after = scrape(service.base_url)
+    grew = lambda **labels: (value(after, "identityctl_http_requests_total", **labels)  # noqa: E731
+                             - value(before, "identityctl_http_requests_total", **labels))
+    assert grew(route="/mcp", method="POST", status="401") == 1
+    assert grew(route="/mcp", method="POST", status="200") >= 2  # initialize, the tool call
+    [created] = [event for event in audit.events(event="role.create", limit=50)
+                 if event["details"].get("role") == role]
+    assert created["requestId"]  # the tool call's, made by the server

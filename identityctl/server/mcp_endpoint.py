@@ -22,19 +22,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import falcon
 
+from identityctl import logs, metrics
 from identityctl.errors import IdentityError, PayloadTooLarge, ServiceUnavailable, Unauthorized
 from identityctl.mcp.bridge import ACCESS_TOKEN_ENVIRON_KEY, McpWsgiBridge
 from identityctl.mcp.memo import AnswerMemo
 from identityctl.security.tokens import require_scope
 from identityctl.server.errors import error_answer
 from identityctl.server.heap import settle_heap
-from identityctl.server.middleware import ClientAddress
+from identityctl.server.middleware import ClientAddress, log_access
 from identityctl.server.requests import bearer_token
 from identityctl.services import audit_log
 from identityctl.services.context import ServiceContext
@@ -49,6 +51,7 @@ log = logging.getLogger(__name__)
 MCP_PATH = "/mcp"
 #: The caller's address (server.trusted_proxies applied), for the audit events of its tools.
 CLIENT_ADDRESS_ENVIRON_KEY = "identityctl.mcp.client_address"
+REQUEST_ID_ENVIRON_KEY = "identityctl.mcp.request_id"
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 
 
@@ -78,10 +81,11 @@ class McpDispatcher:
         self._scope = config.mcp.required_scope
         self._resource_metadata = resource_metadata_url(config.base_url)
         self._max_body_bytes = config.server.max_body_bytes
+        self._metrics, self._access_log = config.metrics.enabled, config.server.access_log
         public_hosts = {urlsplit(url).netloc for url in (config.base_url, config.mcp_audience)}
         self._client_address = ClientAddress(config.server.trusted_proxies)
         self._bridge = McpWsgiBridge(self._build_server, allowed_hosts=sorted(public_hosts),
-                                     path=MCP_PATH, request_context=_audited_address)
+                                     path=MCP_PATH, request_context=_audited_request)
         self._answers = AnswerMemo(self._bridge)
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
@@ -89,6 +93,8 @@ class McpDispatcher:
             return self._app(environ, start_response)
         environ["PATH_INFO"] = MCP_PATH  # /mcp/ is /mcp, as Falcon strips trailing slashes
         request = falcon.Request(environ)
+        address = self._client_address.of(request)
+        start_response = self._observed(start_response, request, address)
         if (request.content_length or 0) > self._max_body_bytes:
             return _error_response(start_response, PayloadTooLarge(
                 f"Bodies are limited to {self._max_body_bytes} bytes."))
@@ -110,11 +116,32 @@ class McpDispatcher:
             return _error_response(start_response, refusal,
                                    ("WWW-Authenticate", self._challenge(refusal, token)))
         environ[ACCESS_TOKEN_ENVIRON_KEY] = _access_token(token, claims, self._audience)
-        environ[CLIENT_ADDRESS_ENVIRON_KEY] = self._client_address.of(request)
+        environ[CLIENT_ADDRESS_ENVIRON_KEY] = address
+        environ[REQUEST_ID_ENVIRON_KEY] = logs.current_request_id()
         if not self._bridge.started:
             self._bridge.start()
             settle_heap()  # the SDK's modules and models live as long as the process too
         return self._answers(environ, start_response)
+
+    def _observed(self, start_response: StartResponse, request: falcon.Request,
+                  address: str) -> StartResponse:
+        """What Falcon's middleware does for its requests: the request id (taken or made,
+        echoed in X-Request-ID), the metrics, the access line."""
+        started = time.perf_counter()
+        request_id = logs.request_id_for(request.get_header(logs.REQUEST_ID_HEADER))
+        logs.set_request_id(request_id)
+        method, counted, logged = request.method, self._metrics, self._access_log
+
+        def answered(status: str, headers: list[tuple[str, str]], *rest: Any) -> Any:
+            elapsed = time.perf_counter() - started
+            if counted:
+                metrics.request_answered(MCP_PATH, method, status[:3], elapsed)
+            if logged:
+                log_access(method, MCP_PATH, int(status[:3]), elapsed * 1000, address)
+            return start_response(status, [*headers, (logs.REQUEST_ID_HEADER, request_id)],
+                                  *rest)
+
+        return answered  # type: ignore[return-value]
 
     def close(self) -> None:
         """Stop the bridge's event loop (if /mcp was ever used)."""
@@ -134,9 +161,13 @@ class McpDispatcher:
                                 error="" if token is None else "invalid_token")
 
 
-def _audited_address(environ: WSGIEnvironment) -> contextlib.AbstractContextManager[None]:
-    """The changes a tool makes are audited with the caller's address (as REST calls are)."""
-    return audit_log.request_address(str(environ.get(CLIENT_ADDRESS_ENVIRON_KEY, "")))
+@contextlib.contextmanager
+def _audited_request(environ: WSGIEnvironment) -> Iterator[None]:
+    """The changes a tool makes are audited with the caller's address and the request's id
+    (as REST calls are), though tools run on the SDK's threads."""
+    with audit_log.request_address(str(environ.get(CLIENT_ADDRESS_ENVIRON_KEY, ""))), \
+            logs.request_id_scope(str(environ.get(REQUEST_ID_ENVIRON_KEY, ""))):
+        yield
 
 
 def _error_response(start_response: StartResponse, error: IdentityError,

@@ -172,11 +172,16 @@ class RequestLog:
         started = getattr(req.context, "started", None)
         elapsed = (time.perf_counter() - started) * 1000 if started else 0.0
         status = resp.status[:3] if isinstance(resp.status, str) else resp.status
-        address = getattr(req.context, "client_address", "")
-        access_log.info("%s %s %s %.1fms %s %s", req.method, req.path, status, elapsed,
-                        address, logs.current_request_id(),
-                        extra={"method": req.method, "path": req.path, "status": int(status),
-                               "ms": round(elapsed, 1), "clientAddress": address})
+        log_access(req.method, req.path, int(status), elapsed,
+                   getattr(req.context, "client_address", ""))
+
+
+def log_access(method: str, path: str, status: int, elapsed_ms: float, address: str) -> None:
+    """The access line of one request (Falcon's, and /mcp's beside it)."""
+    access_log.info("%s %s %s %.1fms %s %s", method, path, status, elapsed_ms, address,
+                    logs.current_request_id(),
+                    extra={"method": method, "path": path, "status": status,
+                           "ms": round(elapsed_ms, 1), "clientAddress": address})
 
 
 class RequestMetrics:
