@@ -11,10 +11,12 @@ import ipaddress
 import math
 import os
 import tomllib
+import types
 import typing
 from dataclasses import dataclass, field
 from email.utils import parseaddr
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from identityctl.errors import ConfigError
@@ -37,6 +39,9 @@ class ServerConfig:
     port: int = 8090
     base_url: str = "http://localhost:8090"
     threads: int = 8
+    #: Processes `serve` runs (server/workers.py): "auto" is one per core the process may
+    #: use, or a number.
+    workers: int | str = "auto"
     #: Proxies whose X-Forwarded-For / X-Forwarded-Proto are believed (IPs or CIDRs).
     trusted_proxies: tuple[str, ...] = ()
     max_body_bytes: int = 64 * 1024
@@ -302,6 +307,12 @@ def _coerce(path: str, key: str, value: object, hint: object) -> object:
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             raise ConfigError(path, key, "must be a list of strings")
         return tuple(value)
+    if isinstance(hint, types.UnionType):  # `int | str`: any of them, checked later
+        accepted: Any = typing.get_args(hint)
+        if isinstance(value, bool) or not isinstance(value, accepted):
+            names = " or ".join(kind.__name__ for kind in accepted)
+            raise ConfigError(path, key, f"must be of type {names}, got {value!r}")
+        return value
     accepted = (int, float) if hint is float else hint
     # bool is an int in Python, but `port = true` is still a mistake.
     if isinstance(value, bool) != (hint is bool) or not isinstance(value, accepted):
@@ -375,6 +386,9 @@ def _validate(path: str, config: Config) -> None:
             f"({security.most_failures_from_one_address} with these settings), or one address "
             f"alone could slow down the account's password sign-in for everybody"))
     _require_choice(path, "server.log_format", server.log_format, LOG_FORMATS)
+    if server.workers != "auto" and not isinstance(server.workers, int):
+        raise ConfigError(path, "server.workers", f'must be "auto" (one per core) or a '
+                          f"number, got {server.workers!r}")
     _require_url(path, "server.base_url", server.base_url)
     for index, proxy in enumerate(server.trusted_proxies):
         try:

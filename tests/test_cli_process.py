@@ -11,11 +11,13 @@ import signal
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import click
 import pytest
+import requests
 import typer
 from typer.testing import CliRunner
 
@@ -101,7 +103,34 @@ def test_serve_answers_health_and_stops_cleanly_on_sigterm(tmp_path: Path) -> No
             server.communicate()
     assert server.returncode == 0, err
     assert f"listening on http://127.0.0.1:{port}" in out
+    cores = len(os.sched_getaffinity(0))
+    assert f"processes: {cores} (one per core) x 8 threads" in out  # the default, said
     assert "Traceback" not in err
+
+
+def test_workers_end_with_their_supervisor_even_when_it_is_killed(tmp_path: Path) -> None:
+    """No orphan keeps serving the port after `kill -9` of `serve` (a crash, an OOM kill)."""
+    assert identityctl("init", "--dir", str(tmp_path)).returncode == 0
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "identityctl", "--config", str(tmp_path / "config.toml"),
+         "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "2"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_health(f"http://127.0.0.1:{port}/health", server)
+        server.kill()
+        server.wait(timeout=30)
+        for _ in range(100):
+            try:
+                requests.get(f"http://127.0.0.1:{port}/health", timeout=1)
+            except requests.ConnectionError:
+                break  # nobody listens any more
+            time.sleep(0.1)
+        else:
+            pytest.fail("a worker still answers after its supervisor was killed")
+    finally:
+        if server.poll() is None:
+            server.kill()
 
 
 # --- configuration errors -------------------------------------------------------------------

@@ -130,14 +130,19 @@ def serve(
     host: str | None = typer.Option(None, help="Listen address (default: server.host)."),
     port: int | None = typer.Option(None, help="Listen port (default: server.port)."),
     threads: int | None = typer.Option(None, help="Worker threads (default: server.threads)."),
-    workers: int = typer.Option(1, min=1, help="Processes sharing the port (one per core); "
-                                               "see docs/deployment.md."),
+    workers: int | None = typer.Option(None, min=1, help="Processes sharing the port "
+                                       "(default: server.workers, \"auto\": one per core); "
+                                       "see docs/deployment.md."),
 ) -> None:
     """Run the HTTP service (REST API, OAuth/OIDC, hosted sign-in UI, /mcp) under waitress.
 
     Stops cleanly on Ctrl-C or SIGTERM. Applies pending database migrations first.
-    With --workers N, N processes of --threads threads each accept on the same port.
+    By default one process per core accepts on the port, each with --threads threads
+    (`--workers 1` for a single process, as when debugging).
     """
+    config = Session.config()
+    # Before anything imports prometheus_client (the server does): see below.
+    workers, why = worker_count(workers or config.server.workers)
     if workers > 1:
         _metrics_shared_by_workers()
     from identityctl.server.runtime import serve as run_server
@@ -146,7 +151,6 @@ def serve(
     from identityctl.services.context import ServiceContext
     from identityctl.services.oauth.registration import remove_idle_clients
 
-    config = Session.config()
     open_store(config)
     seed(config)
     # security.audit_retention_days applies at every start (cron `identityctl audit purge`
@@ -158,6 +162,7 @@ def serve(
     def ready(address: str) -> None:
         console.print(f"[green]identityctl {__version__}[/green] listening on {address} "
                       f"(public address {config.base_url}); Ctrl-C to stop")
+        console.print(f"  processes: {workers} ({why}) x {listen['threads']} threads")
         console.print(f"  open:      {config.base_url}/  (what is running; try signing in)")
         console.print(f"  health:    {config.base_url}/health")
         console.print(f"  discovery: {config.issuer}/.well-known/openid-configuration")
@@ -170,6 +175,19 @@ def serve(
         serve_workers(config, workers=workers, **listen)
     else:
         run_server(config, **listen)
+
+
+def worker_count(setting: int | str) -> tuple[int, str]:
+    """How many processes ``serve`` runs for ``--workers`` / ``server.workers``, and why:
+    "auto" is one per core this process may use (its CPU affinity: a container's share), or
+    one where processes cannot be forked."""
+    if setting != "auto":
+        return int(setting), "as configured"
+    if not hasattr(os, "fork"):
+        return 1, "this system cannot fork workers"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+    return cores, "one per core"
 
 
 def _metrics_shared_by_workers() -> None:

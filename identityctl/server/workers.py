@@ -15,6 +15,7 @@ whole service with an error instead of forking forever.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import signal
@@ -32,6 +33,8 @@ log = logging.getLogger("identityctl.workers")
 
 #: A worker that exits sooner than this after its start is crashing, not wearing out.
 MIN_WORKER_UPTIME = 5.0
+#: prctl(2)'s option that sends the caller a signal when its parent thread ends.
+_PR_SET_PDEATHSIG = 1
 #: Queued connections the kernel holds for the workers (waitress's own default is 1024).
 LISTEN_BACKLOG = 1024
 
@@ -55,8 +58,19 @@ def bind_listener(host: str, port: int) -> socket.socket:
     return listener
 
 
-def _run_worker(config: Config, listener: socket.socket, *, host: str, threads: int) -> None:
+def _end_with_supervisor(supervisor: int) -> None:
+    """(In a worker.) End when the supervisor ends, even killed with SIGKILL, so no orphan
+    keeps serving the port: Linux's PR_SET_PDEATHSIG; elsewhere the check below only."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != supervisor:  # it died before prctl took effect
+        os._exit(0)
+
+
+def _run_worker(config: Config, listener: socket.socket, *, host: str, threads: int,
+                supervisor: int) -> None:
     """Body of a forked worker: serve until SIGTERM, then leave without running atexit hooks."""
+    _end_with_supervisor(supervisor)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, signal.SIG_DFL)  # the supervisor's handlers are not the worker's
     status = 0
@@ -86,9 +100,11 @@ class Supervisor:
         self.crash = ""
 
     def _spawn(self) -> None:
+        supervisor = os.getpid()
         pid = os.fork()
         if pid == 0:
-            _run_worker(self.config, self.listener, host=self.host, threads=self.threads)
+            _run_worker(self.config, self.listener, host=self.host, threads=self.threads,
+                        supervisor=supervisor)
         self.running[pid] = time.monotonic()
 
     def _stop(self, signum: int, frame: object) -> None:
