@@ -124,6 +124,9 @@ class OAuthConfig:
     #: A PEM bundle of CAs to verify document hosts with instead of the system's (private
     #: deployments, tests); empty: the system's.
     client_documents_ca_bundle: str = ""
+    #: Every authorization request must come through /oauth2/par (RFC 9126); an application
+    #: can require it alone (requirePushedAuthorizationRequests).
+    require_pushed_authorization_requests: bool = False
 
 
 @dataclass(frozen=True)

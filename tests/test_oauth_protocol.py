@@ -129,7 +129,8 @@ def basic(client_id: str, secret: str) -> str:
 
 def test_client_credentials_are_read_from_basic_post_or_client_id_alone() -> None:
     assert presented_client(authorization=basic("c%3A1", "s+p"), parameters=params()) \
-        .__dict__ == {"client_id": "c:1", "client_secret": "s p", "method": BASIC}
+        .__dict__ == {"client_id": "c:1", "client_secret": "s p", "method": BASIC,
+                      "assertion": None}
     assert presented_client(authorization=None, parameters=params(
         client_id="c", client_secret="s")).method == POST
     assert presented_client(authorization=None, parameters=params(client_id="c")).method == NONE

@@ -26,6 +26,7 @@ import jwt
 
 from identityctl.errors import BadRequest
 from identityctl.oauth.pkce import s256_challenge
+from identityctl.security.jwks import ASYMMETRIC_ALGORITHMS, signing_key
 
 OIDC, GOOGLE, MICROSOFT, GITHUB = "oidc", "google", "microsoft", "github"
 KINDS = (OIDC, GOOGLE, MICROSOFT, GITHUB)
@@ -44,10 +45,9 @@ PRESETS: dict[str, dict[str, Any]] = {
              "token_endpoint": "https://github.com/login/oauth/access_token",
              "api": "https://api.github.com"},
 }
-#: The signature algorithms an upstream ID token may use (never "none", never HMAC: a
-#: client secret is not a signing key we accept).
-ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384",
-              "ES512", "EdDSA")
+#: The signature algorithms an upstream ID token may use (a client secret is not a signing
+#: key we accept).
+ALGORITHMS = ASYMMETRIC_ALGORITHMS
 #: Seconds of clock difference allowed with the provider.
 LEEWAY = 60
 #: RFC 8176 values an upstream sign-in may pass on in our ``amr``.
@@ -112,7 +112,7 @@ def verify_id_token(token: str, *, jwks: dict[str, Any], issuer: str, client_id:
     filled from the token's ``tid``."""
     try:
         header = jwt.get_unverified_header(token)
-        key = _key_for(jwks, header)
+        key = signing_key(jwks, header, owner="the provider")
         unverified = jwt.decode(token, options={"verify_signature": False})
         expected = (issuer.replace("{tenantid}", str(unverified.get("tid", "")))
                     if tenant_issuer else issuer)
@@ -131,16 +131,6 @@ def verify_id_token(token: str, *, jwks: dict[str, Any], issuer: str, client_id:
         raise FederationError("The ID token is not for this sign-in (nonce).",
                               code="federation_token_invalid")
     return claims
-
-
-def _key_for(jwks: dict[str, Any], header: dict[str, Any]) -> Any:
-    keys = [key for key in jwks.get("keys", []) if isinstance(key, dict)
-            and key.get("use", "sig") == "sig"]
-    kid = header.get("kid")
-    matching = [key for key in keys if kid is None or key.get("kid") == kid]
-    if not matching:
-        raise jwt.InvalidTokenError(f"no key of the provider's JWKS has kid {kid!r}")
-    return jwt.PyJWK(matching[0]).key
 
 
 @dataclass(frozen=True, slots=True)

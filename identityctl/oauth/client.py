@@ -27,6 +27,8 @@ class Client:
     #: Registered through RFC 7591 or described by a client metadata document: a third
     #: party, whose requests the person approves (oauth/consent.py).
     described_itself: bool = False
+    #: RFC 9126 §6: its authorization requests must be pushed first.
+    par_required: bool = False
 
     @classmethod
     def from_config(cls, application_id: str, config: dict[str, Any]) -> Client:
@@ -40,7 +42,8 @@ class Client:
                    scopes=tuple(config.get("scopes") or ()),
                    token_settings=dict(config.get("token") or {}),
                    described_itself=bool(config.get("selfRegistered")
-                                         or config.get("clientDocument")))
+                                         or config.get("clientDocument")),
+                   par_required=bool(config.get("requirePushedAuthorizationRequests")))
 
     def require_grant(self, grant_type: str) -> None:
         if grant_type not in self.grant_types:

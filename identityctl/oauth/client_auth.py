@@ -11,23 +11,31 @@ import binascii
 from dataclasses import dataclass
 from urllib.parse import unquote_plus
 
+from identityctl.oauth.client_assertion import ASSERTION_TYPE, asserted_client_id
 from identityctl.oauth.errors import InvalidClient, InvalidRequest
 from identityctl.oauth.parameters import Parameters
 
 BASIC = "client_secret_basic"
 POST = "client_secret_post"
+PRIVATE_KEY_JWT = "private_key_jwt"
 NONE = "none"
-METHODS = (BASIC, POST, NONE)
+METHODS = (BASIC, POST, PRIVATE_KEY_JWT, NONE)
+#: The methods of a confidential client, which has a secret or keys.
+AUTHENTICATED = (BASIC, POST, PRIVATE_KEY_JWT)
+#: The methods whose credential is a client secret.
+SECRET_METHODS = (BASIC, POST)
 REALM = "identityctl"
 
 
 @dataclass
 class PresentedClient:
-    """The client id a request names, the secret it shows (if any) and the method used."""
+    """The client id a request names, the secret or assertion it shows (if any) and the
+    method used."""
 
     client_id: str
     client_secret: str | None
     method: str
+    assertion: str | None = None
 
     def refuse(self, description: str, *, code: str = "invalid_client") -> InvalidClient:
         """401 invalid_client; with Basic, the challenge RFC 6749 §5.2 requires."""
@@ -58,6 +66,10 @@ def presented_client(*, authorization: str | None, parameters: Parameters) -> Pr
     """
     body_client_id = parameters.get("client_id")
     body_secret = parameters.get("client_secret")
+    basic = bool(authorization) and authorization.split(" ", 1)[0].lower() == "basic"
+    if parameters.get("client_assertion") or parameters.get("client_assertion_type"):
+        return _asserted_client(parameters, body_client_id,
+                                other_method=basic or body_secret is not None)
     if authorization and authorization.split(" ", 1)[0].lower() == "basic":
         if body_secret is not None:
             raise InvalidRequest("Send the client secret either in the Authorization header "
@@ -73,6 +85,26 @@ def presented_client(*, authorization: str | None, parameters: Parameters) -> Pr
     if body_secret is not None:
         return PresentedClient(client_id=body_client_id, client_secret=body_secret, method=POST)
     return PresentedClient(client_id=body_client_id, client_secret=None, method=NONE)
+
+
+def _asserted_client(parameters: Parameters, body_client_id: str | None, *,
+                     other_method: bool) -> PresentedClient:
+    """RFC 7521 §4.2: client_assertion_type and client_assertion (client_id optional)."""
+    if other_method:
+        raise InvalidRequest("Authenticate the client one way: a client assertion, or a "
+                             "secret, not both.", code="multiple_client_auth")
+    if parameters.get("client_assertion_type") != ASSERTION_TYPE:
+        raise InvalidClient(f"client_assertion_type must be {ASSERTION_TYPE}.",
+                            code="client_assertion_type_unsupported")
+    assertion = parameters.get("client_assertion")
+    if not assertion:
+        raise InvalidClient("client_assertion is missing.", code="client_assertion_invalid")
+    client_id = asserted_client_id(assertion)
+    if body_client_id is not None and body_client_id != client_id:
+        raise InvalidRequest("client_id in the body differs from the client assertion's sub.",
+                             code="client_id_mismatch")
+    return PresentedClient(client_id=client_id, client_secret=None, method=PRIVATE_KEY_JWT,
+                           assertion=assertion)
 
 
 def check_method(presented: PresentedClient, *, registered_method: str) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 from identityctl.oauth import client_auth, pkce
 from identityctl.oauth.claims import OPENID, SCOPE_CLAIMS
 from identityctl.oauth.client import AUTHORIZATION_CODE, CLIENT_CREDENTIALS, REFRESH_TOKEN
+from identityctl.security.jwks import ASYMMETRIC_ALGORITHMS
 
 AUTHORIZE_PATH = "/oauth2/authorize"
 CALLBACK_PATH = "/oauth2/auth/callback"
@@ -18,6 +19,7 @@ REVOKE_PATH = "/oauth2/revoke"
 INTROSPECT_PATH = "/oauth2/introspect"
 LOGOUT_PATH = "/oauth2/logout"
 REGISTER_PATH = "/oauth2/register"
+PAR_PATH = "/oauth2/par"
 OPENID_CONFIGURATION_PATH = "/.well-known/openid-configuration"
 AUTHORIZATION_SERVER_PATH = "/.well-known/oauth-authorization-server"
 
@@ -26,12 +28,14 @@ _ID_TOKEN_CLAIMS = ("iss", "sub", "aud", "exp", "iat", "auth_time", "nonce", "am
 
 
 def provider_metadata(*, issuer: str, base_url: str, signing_algorithms: list[str],
-                      registration: bool = False,
-                      client_documents: bool = False) -> dict[str, Any]:
+                      registration: bool = False, client_documents: bool = False,
+                      par_required: bool = False) -> dict[str, Any]:
     """What clients (and their libraries) read instead of hard-coding endpoints;
     ``registration``: the registration endpoint is open (RFC 7591); ``client_documents``:
-    an https client_id names a client metadata document."""
-    authenticated = [client_auth.BASIC, client_auth.POST]
+    an https client_id names a client metadata document; ``par_required``: every
+    authorization request must be pushed first (RFC 9126)."""
+    authenticated = list(client_auth.AUTHENTICATED)
+    assertion_algorithms = list(ASYMMETRIC_ALGORITHMS)
     return {
         **({"registration_endpoint": base_url + REGISTER_PATH} if registration else {}),
         **({"client_id_metadata_document_supported": True} if client_documents else {}),
@@ -43,6 +47,8 @@ def provider_metadata(*, issuer: str, base_url: str, signing_algorithms: list[st
         "revocation_endpoint": base_url + REVOKE_PATH,
         "introspection_endpoint": base_url + INTROSPECT_PATH,
         "end_session_endpoint": base_url + LOGOUT_PATH,
+        "pushed_authorization_request_endpoint": base_url + PAR_PATH,
+        "require_pushed_authorization_requests": par_required,
         "scopes_supported": [OPENID, *SCOPE_CLAIMS],
         "response_types_supported": ["code"],
         "response_modes_supported": ["query"],
@@ -52,6 +58,10 @@ def provider_metadata(*, issuer: str, base_url: str, signing_algorithms: list[st
         "token_endpoint_auth_methods_supported": list(client_auth.METHODS),
         "revocation_endpoint_auth_methods_supported": list(client_auth.METHODS),
         "introspection_endpoint_auth_methods_supported": authenticated,
+        # private_key_jwt (RFC 7523): what a client's assertion may be signed with.
+        "token_endpoint_auth_signing_alg_values_supported": assertion_algorithms,
+        "revocation_endpoint_auth_signing_alg_values_supported": assertion_algorithms,
+        "introspection_endpoint_auth_signing_alg_values_supported": assertion_algorithms,
         "code_challenge_methods_supported": list(pkce.METHODS),
         "claims_supported": sorted({*_ID_TOKEN_CLAIMS,
                                     *(c for names in SCOPE_CLAIMS.values() for c in names)}),

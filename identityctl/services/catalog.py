@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 
 from identityctl.errors import BadRequest, InvalidField, NotFound
 from identityctl.flow.definition import FLOW_TYPES, validate_flow
+from identityctl.oauth import client_auth
+from identityctl.oauth.client_assertion import check_client_jwks
 from identityctl.oauth.registration import exact_uri_problem
 from identityctl.security import passwords
 from identityctl.services.directory import check_handle, require_ou
@@ -21,7 +23,7 @@ from identityctl.theme import stylesheet as theme_grammar
 
 THEME_PLACEHOLDER = "<THEME_ID>"
 GRANT_TYPES = ("authorization_code", "refresh_token", "client_credentials")
-AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
+AUTH_METHODS = client_auth.METHODS
 DEFAULT_AUTH_FLOW = "default-basic-passkey-flow"
 DEFAULT_REGISTRATION_FLOW = "default-basic-passkey-flow"
 
@@ -269,6 +271,7 @@ def _validate_oauth(config: dict[str, Any], template: str) -> dict[str, Any]:
                            "public clients use 'none'; confidential clients need a secret")
     if public and "client_credentials" in grants:
         raise InvalidField(f"{prefix}.grantTypes", "a public client cannot use client_credentials")
+    keys = _client_keys(config, method, prefix)
     redirect_uris = [_validate_redirect_uri(i, uri)
                      for i, uri in enumerate(config.get("redirectUris") or [])]
     if "authorization_code" in grants and not redirect_uris:
@@ -283,13 +286,46 @@ def _validate_oauth(config: dict[str, Any], template: str) -> dict[str, Any]:
     logout_uri = config.get("backchannelLogoutUri")
     if logout_uri is not None:
         _check_backchannel_logout_uri(f"{prefix}.backchannelLogoutUri", logout_uri)
-    return {**({"backchannelLogoutUri": logout_uri} if logout_uri else {}),
+    par = config.get("requirePushedAuthorizationRequests", False)
+    if not isinstance(par, bool):
+        raise InvalidField(f"{prefix}.requirePushedAuthorizationRequests", "must be true or "
+                           "false")
+    return {**({"backchannelLogoutUri": logout_uri} if logout_uri else {}), **keys,
+            **({"requirePushedAuthorizationRequests": True} if par else {}),
             "redirectUris": redirect_uris, "grantTypes": grants,
             "responseTypes": ["code"] if "authorization_code" in grants else [],
             "tokenEndpointAuthMethod": method,
             # PKCE is on for every client unless a confidential one turns it off explicitly.
             "pkceRequired": True if public else bool(config.get("pkceRequired", True)),
             "publicClient": public, "scopes": scopes, "token": token}
+
+
+def _client_keys(config: dict[str, Any], method: str, prefix: str) -> dict[str, Any]:
+    """private_key_jwt: the client's public keys, as a JWK Set (``jwks``) or at an https URL
+    (``jwksUri``, fetched like a client metadata document); exactly one of them."""
+    jwks, jwks_uri = config.get("jwks"), config.get("jwksUri")
+    if method != client_auth.PRIVATE_KEY_JWT:
+        if jwks is not None or jwks_uri is not None:
+            raise InvalidField(f"{prefix}.jwks", "keys are for tokenEndpointAuthMethod "
+                               "private_key_jwt")
+        return {}
+    if (jwks is None) == (jwks_uri is None):
+        raise InvalidField(f"{prefix}.jwks", "private_key_jwt needs the client's public keys: "
+                           "jwks (a JWK Set) or jwksUri (an https URL), one of them")
+    if jwks is not None:
+        return {"jwks": check_client_jwks(jwks, f"{prefix}.jwks")}
+    parts = urlsplit(jwks_uri) if isinstance(jwks_uri, str) else None
+    if parts is None or parts.scheme != "https" or not parts.hostname or parts.fragment:
+        raise InvalidField(f"{prefix}.jwksUri", "must be an https URL without a fragment")
+    return {"jwksUri": jwks_uri}
+
+
+def has_client_secret(config: dict[str, Any]) -> bool:
+    """Whether a client authenticates with a secret (not keys, not nothing); as validated,
+    a confidential client without a method uses client_secret_basic."""
+    method = config.get("tokenEndpointAuthMethod") or (
+        client_auth.NONE if config.get("publicClient") else client_auth.BASIC)
+    return method in client_auth.SECRET_METHODS
 
 
 def _resolve_flow(value: str | None, flow_type: str, default_handle: str) -> str | None:
@@ -369,7 +405,7 @@ def create_application(document: dict[str, Any], *, actor: str = "admin",
     fields = _normalise_application(document)
     fields["oauth"].update(marks or {})
     client_id = oauth_config(document).get("clientId") or new_client_id()
-    secret = None if fields["oauth"]["publicClient"] else (
+    secret = None if not has_client_secret(fields["oauth"]) else (
         checked_client_secret(client_secret) if client_secret else secrets.token_urlsafe(32))
     created = catalog.create_application(
         **fields, clientId=client_id,
@@ -419,8 +455,9 @@ def regenerate_client_secret(id_or_client_id: str, *, actor: str = "admin",
                              secret: str | None = None) -> str:
     """A new client secret for a confidential client (``secret``: the admin's own)."""
     application = require_application(id_or_client_id)
-    if oauth_config(application).get("publicClient"):
-        raise BadRequest("A public client has no secret.", code="public_client")
+    if not has_client_secret(oauth_config(application)):
+        raise BadRequest("This client has no secret: it is public, or it authenticates with "
+                         "its keys (private_key_jwt).", code="public_client")
     secret = checked_client_secret(secret) if secret else secrets.token_urlsafe(32)
     catalog.update_application(application["id"],
                                clientSecretHash=passwords.hash_password(secret))

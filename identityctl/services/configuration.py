@@ -393,20 +393,17 @@ class Applications(Section):
                 "registrationFlowId": flows.get(application["registrationFlowId"]),
                 "inboundAuthConfig": [{"type": "oauth2",
                                        "config": _without(config, "secretRef")}]}
-            if not config.get("publicClient"):
+            if catalog.has_client_secret(config):
                 entry["clientSecret"] = config.get("secretRef") or _default_reference(
                     self._prefix, config["clientId"])
             found[config["clientId"]] = entry
         return found
 
-    @staticmethod
-    def _is_public(entry: dict[str, Any]) -> bool:
-        return any(config.get("publicClient") for config in _oauth_configs(entry))
-
     def secret(self, entry: dict[str, Any]) -> dict[str, str] | None:
-        if self._is_public(entry):
+        if not any(catalog.has_client_secret(config) for config in _oauth_configs(entry)):
             if "clientSecret" in entry:
-                raise InvalidField("clientSecret", "a public client has no secret")
+                raise InvalidField("clientSecret", "this client has no secret (it is public, "
+                                   "or authenticates with its keys)")
             return None
         return secret_reference(entry.get("clientSecret"), "clientSecret")
 

@@ -29,12 +29,14 @@ from identityctl.store.models import (
     Grant,
     IdentityProvider,
     OutboxMessage,
+    PushedRequest,
     RecoveryCode,
     ResourceServer,
     Role,
     SchemaVersion,
     SessionGrant,
     SigningKey,
+    SpentIdentifier,
     UserRole,
     VerifiedEmail,
     WebhookSubscription,
@@ -160,6 +162,10 @@ def _audit_request_ids() -> None:
                                 "VARCHAR(255) NOT NULL DEFAULT ''")
 
 
+def _create_spent_identifiers_and_pushed_requests() -> None:
+    db.database.create_tables([SpentIdentifier, PushedRequest], safe=True)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (1, "create the initial schema", _create_tables),
     (2, "index the open ceremony sessions of a user", _index_open_ceremony_sessions),
@@ -182,6 +188,8 @@ MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
      _create_identity_providers),
     (13, "webhook subscriptions (audit events to HTTPS endpoints)", _create_webhooks),
     (14, "audit events name the request that caused them", _audit_request_ids),
+    (15, "one-time identifiers seen (client assertions, DPoP proofs) and pushed "
+         "authorization requests (RFC 9126)", _create_spent_identifiers_and_pushed_requests),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -491,11 +491,31 @@ class WebhookSubscription(BaseModel):
     created_at = peewee.DoubleField(default=now)
 
 
+class SpentIdentifier(BaseModel):
+    """A one-time identifier seen once (a client assertion's or a DPoP proof's ``jti``), kept
+    until it could no longer be accepted anyway; purged after ``expires_at``."""
+
+    #: SHA-256 of "<kind>:<issuer of the identifier>:<identifier>".
+    key = peewee.CharField(primary_key=True)
+    expires_at = peewee.DoubleField(index=True)
+
+
+class PushedRequest(BaseModel):
+    """An authorization request a client pushed (RFC 9126), until it is used once."""
+
+    #: SHA-256 of the request_uri's random part.
+    id = peewee.CharField(primary_key=True)
+    application = peewee.ForeignKeyField(Application, on_delete="CASCADE")
+    #: The request's parameters as pushed (name -> value, "resource" -> list).
+    parameters = JSONField(default=dict)
+    expires_at = peewee.DoubleField(index=True)
+
+
 ALL_MODELS: list[type[BaseModel]] = [
     SchemaVersion, OrganizationUnit, UserType, User, Theme, Flow, Application,
     PasskeyCredential, CeremonySession, FlowExecution, SigningKey, AuthorizationRequest,
     AuthorizationCode, RefreshToken, RevokedToken, AuditEvent, Throttle, ServiceSecret,
     Role, UserRole, Grant, ResourceServer, ClientRegistration, BrowserSession, SessionGrant,
     OutboxMessage, VerifiedEmail, RecoveryCode, IdentityProvider, FederatedIdentity,
-    WebhookSubscription,
+    WebhookSubscription, SpentIdentifier, PushedRequest,
 ]

@@ -7,6 +7,7 @@ token. Codes and refresh tokens are stored as SHA-256 hashes (``security.secrets
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ from identityctl.store.db import CompiledQuery, Row, transaction
 from identityctl.store.models import (
     AuthorizationCode,
     AuthorizationRequest,
+    PushedRequest,
     RefreshToken,
     RevokedToken,
     now,
@@ -306,3 +308,33 @@ _REVOKED = CompiledQuery(lambda jti, grant_key: RevokedToken.select(RevokedToken
 def is_revoked(jti: str, grant_id: str | None = None) -> bool:
     """Whether the token ``jti``, or the grant ``grant_id`` it belongs to, was revoked."""
     return bool(_REVOKED.rows(jti=jti, grant_key=_grant_key(grant_id) if grant_id else ""))
+
+
+# --- pushed authorization requests (RFC 9126) -------------------------------------------------
+
+#: One push in this many also deletes the pushed requests past their expiry.
+PURGE_PUSHED_ONE_IN = 100
+
+
+def create_pushed_request(*, key: str, application_id: str, parameters: dict[str, Any],
+                          expires_at: float) -> None:
+    if secrets.randbelow(PURGE_PUSHED_ONE_IN) == 0:
+        PushedRequest.delete().where(PushedRequest.expires_at < now()).execute()
+    with transaction():
+        PushedRequest.create(id=key, application=application_id, parameters=parameters,
+                             expires_at=expires_at)
+
+
+def take_pushed_request(key: str, application_id: str) -> dict[str, Any] | None:
+    """The parameters of the application's pushed request ``key``, which is gone from here
+    on; None when there is none (unknown, expired, used, or another client's, which stays
+    usable by its own client). Two concurrent takes: one gets it."""
+    with transaction():
+        row = PushedRequest.get_or_none((PushedRequest.id == key)
+                                        & (PushedRequest.application == application_id))
+        if row is None:
+            return None
+        taken = PushedRequest.delete().where((PushedRequest.id == key)
+                                             & (PushedRequest.application == application_id)
+                                             ).execute()
+    return row.parameters if taken and row.expires_at > now() else None

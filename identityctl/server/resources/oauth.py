@@ -22,6 +22,7 @@ from identityctl.services.context import ServiceContext
 from identityctl.services.oauth import (
     authorization,
     logout,
+    pushed_requests,
     registration,
     resource_access,
     revocation,
@@ -151,6 +152,19 @@ class TokenResource(_OAuthResource):
 
 
 @falcon.before(_cross_origin)
+class PushedRequestResource(_OAuthResource):
+    """POST /oauth2/par (RFC 9126) -> 201 {request_uri, expires_in}."""
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _no_store(resp)
+        resp.status = falcon.HTTP_201
+        resp.media = pushed_requests.push(self.context, _form(req), **_client(req))
+
+    def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _preflight(resp, "POST")
+
+
+@falcon.before(_cross_origin)
 class UserinfoResource(_OAuthResource):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         _no_store(resp)
@@ -256,6 +270,7 @@ def add_oauth_routes(app: falcon.App, context: ServiceContext) -> None:
     app.add_route(discovery.CALLBACK_PATH, CallbackResource(context))
     app.add_route(discovery.CONSENT_PATH, ConsentResource(context))
     app.add_route(discovery.TOKEN_PATH, TokenResource(context))
+    app.add_route(discovery.PAR_PATH, PushedRequestResource(context))
     app.add_route(discovery.USERINFO_PATH, UserinfoResource(context))
     app.add_route(discovery.REVOKE_PATH, RevokeResource(context))
     app.add_route(discovery.INTROSPECT_PATH, IntrospectResource(context))
@@ -302,11 +317,22 @@ _CLIENT_AUTH = ("Client authentication: HTTP Basic (client_secret_basic), client
                 "client_secret in the body (client_secret_post), or client_id alone for "
                 "public clients (none).")
 _CLIENT_FIELDS = {"client_id": _string(_CLIENT_AUTH),
-                  "client_secret": _string("For client_secret_post.")}
+                  "client_secret": _string("For client_secret_post."),
+                  "client_assertion_type": _string(
+                      "For private_key_jwt: urn:ietf:params:oauth:client-assertion-type:"
+                      "jwt-bearer."),
+                  "client_assertion": _string(
+                      "For private_key_jwt: a JWT signed with one of the client's keys "
+                      "(iss and sub the client id, aud the issuer or this endpoint, a jti, "
+                      "valid at most 300 s).")}
 _CLIENT_ERRORS = ("invalid_request (form_body_required, repeated_parameter, missing_parameter, "
                   "multiple_client_auth, client_id_mismatch); invalid_client 401 "
                   "(client_auth_missing, malformed_client_credentials, "
-                  "client_authentication_failed, client_auth_method_mismatch)")
+                  "client_authentication_failed, client_auth_method_mismatch, "
+                  "client_assertion_type_unsupported, client_assertion_invalid, "
+                  "client_assertion_expired, client_assertion_audience, "
+                  "client_assertion_lifetime, client_assertion_replayed, client_keys_missing, "
+                  "client_keys_unavailable)")
 _AUTHORIZE_QUERY = [
     {"name": name, "in": "query", "required": required, "schema": {"type": "string"},
      "description": description}
@@ -361,7 +387,11 @@ _REGISTERED = {"type": "object", "required": ["client_id"], "properties": {
 OPENAPI_PATHS = {
     discovery.AUTHORIZE_PATH: {"get": {
         "summary": "Start an authorization (code flow): on to the hosted sign-in UI",
-        "operationId": "oauthAuthorize", "parameters": _AUTHORIZE_QUERY,
+        "operationId": "oauthAuthorize", "parameters": [*_AUTHORIZE_QUERY, {
+            "name": "request_uri", "in": "query", "required": False,
+            "schema": {"type": "string"},
+            "description": "A pushed request's request_uri from /oauth2/par (RFC 9126): then "
+                           "only client_id is needed besides it; used once."}],
         "responses": {
             "302": {"description": "To {gate}/signin?authId&applicationId&executionId, or to "
                                    "redirect_uri with error, error_description, state and iss "
@@ -462,6 +492,28 @@ OPENAPI_PATHS = {
                 "user_inactive, invalid_refresh_token, refresh_token_expired, "
                 "refresh_token_reused, resource_not_authorized); invalid_scope "
                 "(scope_not_allowed); invalid_target (invalid_resource); " + _CLIENT_ERRORS),
+            "401": _oauth_error("invalid_client (see 400)."),
+            "503": error_response("database_busy.")}}},
+    discovery.PAR_PATH: {"post": {
+        "summary": "Push an authorization request (RFC 9126); the browser then carries only "
+                   "client_id and the request_uri to /oauth2/authorize",
+        "operationId": "oauthPushAuthorizationRequest",
+        "requestBody": _form_body({
+            **{parameter["name"]: _string(parameter["description"])
+               for parameter in _AUTHORIZE_QUERY}, **_CLIENT_FIELDS},
+            ["response_type", "client_id", "redirect_uri"]),
+        "responses": {
+            "201": json_response("The one-time request_uri, usable for expires_in seconds "
+                                 "(Cache-Control: no-store).", {
+                                     "type": "object", "required": ["request_uri", "expires_in"],
+                                     "properties": {"request_uri": _string(
+                                         "urn:ietf:params:oauth:request_uri:..."),
+                                         "expires_in": {"type": "integer"}}}),
+            "400": _oauth_error(
+                "The errors /oauth2/authorize would send to the redirect URI, here as the "
+                "answer: invalid_request (redirect_uri_missing, redirect_uri_mismatch, "
+                "request_uri_not_allowed, pkce_required...), unsupported_response_type, "
+                "unauthorized_client, invalid_scope, invalid_target; " + _CLIENT_ERRORS),
             "401": _oauth_error("invalid_client (see 400)."),
             "503": error_response("database_busy.")}}},
     discovery.USERINFO_PATH: {"get": {

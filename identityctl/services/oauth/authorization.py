@@ -24,7 +24,14 @@ from identityctl.oauth.authorization import (
 )
 from identityctl.oauth.client import Client
 from identityctl.oauth.consent import ConsentRequest, consent_required
-from identityctl.oauth.errors import AccessDenied, OAuthError, ServerError, UntrustedRedirect
+from identityctl.oauth.discovery import PAR_PATH
+from identityctl.oauth.errors import (
+    AccessDenied,
+    InvalidRequest,
+    OAuthError,
+    ServerError,
+    UntrustedRedirect,
+)
 from identityctl.oauth.parameters import RawParameters, parse_scope, read_parameters
 from identityctl.oauth.sso import ConsentRequired, LoginRequired, session_answers
 from identityctl.security.secrets import new_token, token_hash
@@ -32,6 +39,7 @@ from identityctl.services import catalog, flow_execution, resource_servers, role
 from identityctl.services.catalog import oauth_config
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import is_usable
+from identityctl.services.oauth import pushed_requests
 from identityctl.services.oauth.clients import client_of, find_client_application
 from identityctl.store import audit, directory, grants
 from identityctl.store import catalog as catalog_store
@@ -63,9 +71,16 @@ def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = 
         raise UntrustedRedirect(f"No application has client id {client_id!r}.",
                                 code="unknown_client")
     client = client_of(application)
+    request_uri = parameters.get("request_uri")
+    if request_uri is not None:  # RFC 9126 §4: the request the client pushed, used up
+        parameters = pushed_requests.take(client.application_id, client_id, request_uri)
     redirect_uri = trusted_redirect_uri(client, parameters.get("redirect_uri"))
     state = parameters.get("state")
     try:
+        if request_uri is None and (client.par_required or
+                                    ctx.config.oauth.require_pushed_authorization_requests):
+            raise InvalidRequest("This client's authorization requests must be pushed to "
+                                 f"{PAR_PATH} first (RFC 9126).", code="par_required")
         request = validate_request(client, parameters, redirect_uri=redirect_uri)
         resource_servers.check_requested_resources(ctx, request.resources, request.scope)
         request_id = new_token(24)

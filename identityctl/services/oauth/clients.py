@@ -11,8 +11,10 @@ from urllib.parse import urlsplit
 
 from identityctl.oauth import client_auth
 from identityctl.oauth.client import Client
+from identityctl.oauth.client_assertion import assertion_key_id, verify_client_assertion
 from identityctl.oauth.client_documents import is_document_url, validate_document
-from identityctl.oauth.errors import OAuthError, UntrustedRedirect
+from identityctl.oauth.discovery import TOKEN_PATH
+from identityctl.oauth.errors import InvalidClient, OAuthError, UntrustedRedirect
 from identityctl.oauth.parameters import Parameters
 from identityctl.security import passwords
 from identityctl.services import catalog as catalog_service
@@ -20,7 +22,8 @@ from identityctl.services import outbound, resource_servers
 from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.catalog import oauth_config
 from identityctl.services.context import ServiceContext
-from identityctl.store import audit
+from identityctl.services.oauth.client_keys import client_jwks
+from identityctl.store import audit, replay
 from identityctl.store import catalog as catalog_store
 
 
@@ -88,6 +91,20 @@ def _from_document(ctx: ServiceContext, url: str,
                  details={"applicationId": application["id"], "maxAge": fetched.max_age})
     return application
 
+def _check_assertion(ctx: ServiceContext, assertion: str, config: dict[str, Any],
+                     endpoint: str) -> None:
+    """private_key_jwt: signed by one of the client's keys, for us, used once."""
+    base = ctx.config.base_url
+    checked = verify_client_assertion(
+        assertion, client_id=config["clientId"],
+        jwks=client_jwks(ctx, config, kid=assertion_key_id(assertion)),
+        audiences={ctx.config.issuer, base + TOKEN_PATH, base + endpoint}, now=time.time())
+    if not replay.first_use("client_assertion", checked.client_id, checked.jti,
+                            expires_at=checked.expires_at):
+        raise InvalidClient("This client assertion was used before (its jti); sign a new one "
+                            "for each request.", code="client_assertion_replayed")
+
+
 class _VerifiedSecrets:
     """Recently verified client secrets, so client_credentials does not pay argon2 each time.
 
@@ -132,12 +149,13 @@ def client_throttle_account(client_id: str) -> str:
 
 
 def authenticate_client(ctx: ServiceContext, parameters: Parameters, authorization: str | None,
-                         *, client_address: str = "") -> Client:
-    """The client of a token, revocation or introspection request, authenticated.
+                         *, client_address: str = "", endpoint: str = TOKEN_PATH) -> Client:
+    """The client of a token, revocation, introspection or pushed authorization request
+    (``endpoint``: its path, an audience a client assertion may name), authenticated.
 
-    Failed authentication (unknown client, wrong secret) counts against the client id and the
-    client address (``services.throttle``); a blocked one is refused with 429 before any
-    secret is checked.
+    Failed authentication (unknown client, wrong secret, a bad or replayed assertion) counts
+    against the client id and the client address (``services.throttle``); a blocked one is
+    refused with 429 before any secret is checked.
     """
     presented = client_auth.presented_client(authorization=authorization, parameters=parameters)
     failed = "Unknown client, or wrong client credentials."
@@ -154,6 +172,13 @@ def authenticate_client(ctx: ServiceContext, parameters: Parameters, authorizati
             raise presented.refuse(failed, code="client_authentication_failed")
         client = Client.from_config(found.application_id, found.config)
         client_auth.check_method(presented, registered_method=client.auth_method)
+        if presented.assertion is not None:
+            try:
+                _check_assertion(ctx, presented.assertion, found.config, endpoint)
+            except InvalidClient as refusal:
+                attempt.fail(refusal.code)
+                raise
+            attempt.succeeded()
         if presented.client_secret is not None:
             if not _verified_secrets.matches(found.secret_hash, presented.client_secret):
                 attempt.fail("client_authentication_failed")

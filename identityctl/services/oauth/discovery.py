@@ -21,4 +21,5 @@ def metadata(ctx: ServiceContext) -> dict[str, Any]:
     return provider_metadata(issuer=ctx.config.issuer, base_url=ctx.config.base_url,
                              signing_algorithms=algorithms,
                              registration=ctx.config.oauth.dynamic_registration != "off",
-                             client_documents=ctx.config.oauth.client_documents)
+                             client_documents=ctx.config.oauth.client_documents,
+                             par_required=ctx.config.oauth.require_pushed_authorization_requests)

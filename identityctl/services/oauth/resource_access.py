@@ -8,6 +8,7 @@ from typing import Any
 
 from identityctl.errors import Unauthorized
 from identityctl.oauth.claims import OPENID
+from identityctl.oauth.discovery import INTROSPECT_PATH
 from identityctl.oauth.errors import InsufficientScope, InvalidToken, UnauthorizedClient
 from identityctl.oauth.parameters import RawParameters, parse_scope, read_parameters, require
 from identityctl.security.secrets import token_hash
@@ -46,7 +47,8 @@ def introspect(ctx: ServiceContext, raw: RawParameters, *, authorization: str | 
                client_address: str = "") -> dict[str, Any]:
     """RFC 7662 for confidential clients (resource servers): is this token live, and whose."""
     parameters = read_parameters(raw)
-    client = authenticate_client(ctx, parameters, authorization, client_address=client_address)
+    client = authenticate_client(ctx, parameters, authorization, client_address=client_address,
+                                 endpoint=INTROSPECT_PATH)
     if client.public:
         raise UnauthorizedClient("Public clients cannot introspect tokens.",
                                  code="introspection_not_allowed")

@@ -7,6 +7,7 @@ import time
 
 from identityctl.errors import Unauthorized
 from identityctl.oauth.client import Client
+from identityctl.oauth.discovery import REVOKE_PATH
 from identityctl.oauth.parameters import RawParameters, read_parameters, require
 from identityctl.security.secrets import token_hash
 from identityctl.security.tokens import LEEWAY_SECONDS
@@ -33,7 +34,8 @@ def revoke(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None
     the endpoint says nothing about tokens the caller does not own.
     """
     parameters = read_parameters(raw)
-    client = authenticate_client(ctx, parameters, authorization, client_address=client_address)
+    client = authenticate_client(ctx, parameters, authorization, client_address=client_address,
+                                 endpoint=REVOKE_PATH)
     presented = require(parameters, "token")
     stored = oauth_store.find_refresh_token(token_hash(presented))
     if stored is not None:

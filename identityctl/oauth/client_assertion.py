@@ -1,0 +1,110 @@
+"""private_key_jwt: a client authenticates with a JWT it signed with a key it registered
+(RFC 7523 §2.2 and §3, OpenID Connect Core §9).
+
+Pure rules: reading the assertion, checking its signature against the client's JWKS and its
+claims. Whether its ``jti`` was seen before is the service's (the store's) business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+import jwt
+
+from identityctl.errors import InvalidField
+from identityctl.oauth.errors import InvalidClient
+from identityctl.security.jwks import ASYMMETRIC_ALGORITHMS, signing_key
+
+ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+#: An assertion may be valid for at most this long: its ``jti`` is remembered until it
+#: expires, and a long-lived one would be a bearer credential by another name.
+MAX_LIFETIME = 300
+#: Seconds of clock difference allowed with the client.
+LEEWAY = 30
+#: The JWK members that are private: a client registers its public keys only.
+_PRIVATE_MEMBERS = ("d", "p", "q", "dp", "dq", "qi", "oth", "k")
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedAssertion:
+    client_id: str
+    jti: str
+    expires_at: float
+
+
+def _refusal(description: str, code: str) -> InvalidClient:
+    return InvalidClient(description, code=code)
+
+
+def asserted_client_id(assertion: str) -> str:
+    """The client an assertion says it is (its ``sub``, unverified: to find the client's
+    keys; everything is checked by :func:`verify_client_assertion`)."""
+    try:
+        claims = jwt.decode(assertion, options={"verify_signature": False})
+    except jwt.PyJWTError:
+        raise _refusal("client_assertion is not a JWT.", "client_assertion_invalid") from None
+    subject = claims.get("sub")
+    if not isinstance(subject, str) or not subject:
+        raise _refusal("client_assertion has no sub (the client id).",
+                       "client_assertion_invalid")
+    return subject
+
+
+def assertion_key_id(assertion: str) -> str | None:
+    try:
+        kid = jwt.get_unverified_header(assertion).get("kid")
+    except jwt.PyJWTError:
+        return None
+    return kid if isinstance(kid, str) else None
+
+
+def verify_client_assertion(assertion: str, *, client_id: str, jwks: dict[str, Any],
+                            audiences: Collection[str], now: float) -> CheckedAssertion:
+    """The checked assertion of ``client_id``: signed by a key of its ``jwks`` with an
+    asymmetric algorithm; ``iss`` and ``sub`` the client id; ``aud`` one of ``audiences``
+    (the issuer or the endpoint called); not expired, valid at most MAX_LIFETIME; a ``jti``."""
+    try:
+        header = jwt.get_unverified_header(assertion)
+        algorithm = header.get("alg")
+        if algorithm not in ASYMMETRIC_ALGORITHMS:
+            raise _refusal(f"client_assertion is signed with {algorithm!r}; use one of "
+                           f"{', '.join(ASYMMETRIC_ALGORITHMS)}.", "client_assertion_invalid")
+        key = signing_key(jwks, header, owner="the client")
+        claims = jwt.decode(assertion, key=key, algorithms=[algorithm], audience=list(audiences),
+                            issuer=client_id, leeway=LEEWAY,
+                            options={"require": ["iss", "sub", "aud", "exp", "jti"]})
+    except jwt.ExpiredSignatureError:
+        raise _refusal("client_assertion has expired.", "client_assertion_expired") from None
+    except jwt.InvalidAudienceError:
+        raise _refusal(f"client_assertion's aud must be one of {', '.join(sorted(audiences))}.",
+                       "client_assertion_audience") from None
+    except jwt.PyJWTError as failure:
+        raise _refusal(f"client_assertion is not valid: {failure}.",
+                       "client_assertion_invalid") from None
+    if claims["sub"] != client_id:
+        raise _refusal("client_assertion's sub must be the client id.",
+                       "client_assertion_invalid")
+    if claims["exp"] - now > MAX_LIFETIME + LEEWAY:
+        raise _refusal(f"client_assertion may be valid for at most {MAX_LIFETIME} seconds.",
+                       "client_assertion_lifetime")
+    return CheckedAssertion(client_id=client_id, jti=str(claims["jti"]),
+                            expires_at=float(claims["exp"]) + LEEWAY)
+
+
+def check_client_jwks(jwks: object, field: str) -> dict[str, Any]:
+    """A client's registered JWKS: public signing keys that a library can use."""
+    keys = jwks.get("keys") if isinstance(jwks, dict) else None
+    if not isinstance(keys, list) or not keys:
+        raise InvalidField(field, 'must be a JWK Set: {"keys": [...]} with at least one key')
+    for index, key in enumerate(keys):
+        if not isinstance(key, dict) or any(member in key for member in _PRIVATE_MEMBERS):
+            raise InvalidField(f"{field}.keys[{index}]", "must be a public key (a JWK without "
+                               "private members)")
+        try:
+            jwt.PyJWK(key)
+        except jwt.PyJWTError as failure:
+            raise InvalidField(f"{field}.keys[{index}]", f"is not a usable key: {failure}") \
+                from None
+    return {"keys": keys}

@@ -1,0 +1,64 @@
+"""The public keys of a client that authenticates with private_key_jwt: the JWK Set it
+registered, or the one at its ``jwksUri``.
+
+A ``jwksUri`` is fetched with the hardening of client metadata documents (https only, a
+public address unless ``oauth.client_documents_allow_private``, the same CA bundle and
+timeout, a size bound) and reused as its HTTP caching allows, at most CACHE_SECONDS. A key
+the cached set lacks (the client rotated) makes it fetch again, at most once every
+REFETCH_SECONDS, so a stream of made-up key ids cannot turn into a stream of fetches.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from identityctl.errors import InvalidField
+from identityctl.oauth.client_assertion import check_client_jwks
+from identityctl.oauth.errors import InvalidClient
+from identityctl.security.jwks import has_key
+from identityctl.services import outbound
+from identityctl.services.context import ServiceContext
+
+MAX_BYTES = 64 * 1024
+CACHE_SECONDS = 300.0
+REFETCH_SECONDS = 2.0
+
+#: jwksUri -> (when fetched, seconds it may be reused, the JWK Set). A cache, not state.
+_fetched: dict[str, tuple[float, float, dict[str, Any]]] = {}
+_lock = threading.Lock()
+
+
+def client_jwks(ctx: ServiceContext, config: dict[str, Any], *, kid: str | None
+                ) -> dict[str, Any]:
+    """The JWK Set to check a client's assertion with (``kid``: the key it names)."""
+    if config.get("jwks"):
+        return config["jwks"]
+    url = config.get("jwksUri")
+    if not url:
+        raise InvalidClient("This client has no keys registered.", code="client_keys_missing")
+    moment = time.monotonic()
+    with _lock:
+        hit = _fetched.get(url)
+    if hit is not None:
+        age = moment - hit[0]
+        if (age < min(hit[1], CACHE_SECONDS) and has_key(hit[2], kid)) \
+                or age < REFETCH_SECONDS:
+            return hit[2]
+    oauth = ctx.config.oauth
+    try:
+        fetched = outbound.fetch_json(url, outbound.FetchPolicy(
+            timeout=oauth.client_documents_timeout, max_bytes=MAX_BYTES,
+            allow_private=oauth.client_documents_allow_private,
+            ca_bundle=oauth.client_documents_ca_bundle))
+        jwks = check_client_jwks(fetched.document, "jwks")
+    except outbound.FetchRefused as refused:
+        raise InvalidClient(f"The client's jwks_uri cannot be used: {refused.description}",
+                            code="client_keys_unavailable") from None
+    except InvalidField as invalid:
+        raise InvalidClient(f"The client's jwks_uri does not hold usable keys: "
+                            f"{invalid.description}", code="client_keys_unavailable") from None
+    with _lock:
+        _fetched[url] = (moment, fetched.max_age, jwks)
+    return jwks

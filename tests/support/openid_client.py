@@ -1,0 +1,53 @@
+"""panva's openid-client (npm, tests/node) as the OAuth client of the tests: each call runs one
+step (tests/node/oauth_client.mjs) in Node and returns what the library returned, or
+{"error": {...}} when it (or the server) refused. Keys are made here, as JWKs, so that a
+client's signing key or a DPoP key lives across steps."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
+
+NODE = shutil.which("node")
+SCRIPT = Path(__file__).resolve().parent.parent / "node" / "oauth_client.mjs"
+LIBRARY = SCRIPT.parent / "node_modules" / "openid-client"
+
+needs_openid_client = pytest.mark.skipif(
+    NODE is None or not LIBRARY.exists(),
+    reason="node or openid-client is missing (scripts/test.sh installs tests/node)")
+
+
+def ec_key() -> dict[str, Any]:
+    """A new P-256 key as a private JWK (kid, alg ES256)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key))
+    return {**jwk, "kid": uuid.uuid4().hex[:12], "alg": "ES256", "use": "sig"}
+
+
+def public(jwk: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in jwk.items() if name != "d"}
+
+
+def signer(jwk: dict[str, Any]) -> Any:
+    """The private key of a JWK, to sign with PyJWT."""
+    return jwt.PyJWK(jwk).key
+
+
+def step(issuer: str, client_id: str, step_name: str, *, auth: dict[str, Any] | None = None,
+         dpop: dict[str, Any] | None = None, timeout: float = 120, **fields: Any
+         ) -> dict[str, Any]:
+    """One step of the client (see oauth_client.mjs for the steps and their fields)."""
+    command = {"issuer": issuer, "clientId": client_id, "step": step_name,
+               "auth": auth or {"method": "none"}, "dpop": dpop, **fields}
+    done = subprocess.run([NODE or "node", str(SCRIPT)], input=json.dumps(command),
+                          capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
