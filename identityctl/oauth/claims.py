@@ -36,9 +36,12 @@ class SignIn:
 
 def access_token_claims(*, subject: str, client_id: str, scope: tuple[str, ...],
                         audience: list[str], jti: str, sign_in: SignIn | None = None,
-                        grant_id: str | None = None) -> dict[str, Any]:
+                        grant_id: str | None = None, actor: dict[str, Any] | None = None,
+                        key_thumbprint: str | None = None) -> dict[str, Any]:
     """RFC 9068 claims; ``sid`` names the grant the token belongs to (a user's sign-in at
-    this client), so ending the grant ends every access token of it in one check."""
+    this client), so ending the grant ends every access token of it in one check; ``act``
+    the party acting for the subject (RFC 8693 §4.1); ``cnf.jkt`` the key the token is
+    bound to (DPoP, RFC 9449 §6)."""
     claims: dict[str, Any] = {"sub": subject, "client_id": client_id, "scope": " ".join(scope),
                               "aud": audience[0] if len(audience) == 1 else audience,
                               "jti": jti}
@@ -46,6 +49,10 @@ def access_token_claims(*, subject: str, client_id: str, scope: tuple[str, ...],
         claims.update(auth_time=sign_in.auth_time, amr=list(sign_in.amr))
     if grant_id is not None:
         claims["sid"] = grant_id
+    if actor is not None:
+        claims["act"] = actor
+    if key_thumbprint is not None:
+        claims["cnf"] = {"jkt": key_thumbprint}
     return claims
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from identityctl.oauth.errors import UnauthorizedClient
@@ -29,6 +29,8 @@ class Client:
     described_itself: bool = False
     #: RFC 9126 §6: its authorization requests must be pushed first.
     par_required: bool = False
+    #: RFC 8693: what it may exchange ({"targets", "subjectAudiences"}), grants/token_exchange.
+    token_exchange: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, application_id: str, config: dict[str, Any]) -> Client:
@@ -43,7 +45,8 @@ class Client:
                    token_settings=dict(config.get("token") or {}),
                    described_itself=bool(config.get("selfRegistered")
                                          or config.get("clientDocument")),
-                   par_required=bool(config.get("requirePushedAuthorizationRequests")))
+                   par_required=bool(config.get("requirePushedAuthorizationRequests")),
+                   token_exchange=dict(config.get("tokenExchange") or {}))
 
     def require_grant(self, grant_type: str) -> None:
         if grant_type not in self.grant_types:

@@ -7,6 +7,7 @@ from typing import Any
 from identityctl.oauth import client_auth, pkce
 from identityctl.oauth.claims import OPENID, SCOPE_CLAIMS
 from identityctl.oauth.client import AUTHORIZATION_CODE, CLIENT_CREDENTIALS, REFRESH_TOKEN
+from identityctl.oauth.grants.token_exchange import GRANT_TYPE as TOKEN_EXCHANGE
 from identityctl.security.jwks import ASYMMETRIC_ALGORITHMS
 
 AUTHORIZE_PATH = "/oauth2/authorize"
@@ -52,7 +53,8 @@ def provider_metadata(*, issuer: str, base_url: str, signing_algorithms: list[st
         "scopes_supported": [OPENID, *SCOPE_CLAIMS],
         "response_types_supported": ["code"],
         "response_modes_supported": ["query"],
-        "grant_types_supported": [AUTHORIZATION_CODE, REFRESH_TOKEN, CLIENT_CREDENTIALS],
+        "grant_types_supported": [AUTHORIZATION_CODE, REFRESH_TOKEN, CLIENT_CREDENTIALS,
+                                  TOKEN_EXCHANGE],
         "subject_types_supported": ["public"],
         "id_token_signing_alg_values_supported": signing_algorithms,
         "token_endpoint_auth_methods_supported": list(client_auth.METHODS),

@@ -15,6 +15,7 @@ from identityctl.errors import BadRequest, InvalidField, NotFound
 from identityctl.flow.definition import FLOW_TYPES, validate_flow
 from identityctl.oauth import client_auth
 from identityctl.oauth.client_assertion import check_client_jwks
+from identityctl.oauth.grants import token_exchange
 from identityctl.oauth.registration import exact_uri_problem
 from identityctl.security import passwords
 from identityctl.services.directory import check_handle, require_ou
@@ -22,7 +23,8 @@ from identityctl.store import audit, catalog
 from identityctl.theme import stylesheet as theme_grammar
 
 THEME_PLACEHOLDER = "<THEME_ID>"
-GRANT_TYPES = ("authorization_code", "refresh_token", "client_credentials")
+GRANT_TYPES = ("authorization_code", "refresh_token", "client_credentials",
+               token_exchange.GRANT_TYPE)
 AUTH_METHODS = client_auth.METHODS
 DEFAULT_AUTH_FLOW = "default-basic-passkey-flow"
 DEFAULT_REGISTRATION_FLOW = "default-basic-passkey-flow"
@@ -272,6 +274,7 @@ def _validate_oauth(config: dict[str, Any], template: str) -> dict[str, Any]:
     if public and "client_credentials" in grants:
         raise InvalidField(f"{prefix}.grantTypes", "a public client cannot use client_credentials")
     keys = _client_keys(config, method, prefix)
+    exchange = _exchange_policy(config, grants, public, prefix)
     redirect_uris = [_validate_redirect_uri(i, uri)
                      for i, uri in enumerate(config.get("redirectUris") or [])]
     if "authorization_code" in grants and not redirect_uris:
@@ -292,6 +295,7 @@ def _validate_oauth(config: dict[str, Any], template: str) -> dict[str, Any]:
                            "false")
     return {**({"backchannelLogoutUri": logout_uri} if logout_uri else {}), **keys,
             **({"requirePushedAuthorizationRequests": True} if par else {}),
+            **({"tokenExchange": exchange} if exchange else {}),
             "redirectUris": redirect_uris, "grantTypes": grants,
             "responseTypes": ["code"] if "authorization_code" in grants else [],
             "tokenEndpointAuthMethod": method,
@@ -318,6 +322,36 @@ def _client_keys(config: dict[str, Any], method: str, prefix: str) -> dict[str, 
     if parts is None or parts.scheme != "https" or not parts.hostname or parts.fragment:
         raise InvalidField(f"{prefix}.jwksUri", "must be an https URL without a fragment")
     return {"jwksUri": jwks_uri}
+
+
+def _exchange_policy(config: dict[str, Any], grants: list[str], public: bool,
+                     prefix: str) -> dict[str, list[str]]:
+    """RFC 8693: the resources a client may exchange tokens for (``targets``), and those
+    whose tokens it may present besides its own (``subjectAudiences``)."""
+    policy = config.get("tokenExchange")
+    if token_exchange.GRANT_TYPE not in grants:
+        if policy:
+            raise InvalidField(f"{prefix}.tokenExchange", "needs the grant type "
+                               f"{token_exchange.GRANT_TYPE}")
+        return {}
+    if public:
+        raise InvalidField(f"{prefix}.grantTypes", "a public client cannot exchange tokens")
+    if not isinstance(policy, dict):
+        raise InvalidField(f"{prefix}.tokenExchange", 'must be {"targets": [resource URIs], '
+                           '"subjectAudiences": [resource URIs]}')
+    checked: dict[str, list[str]] = {}
+    for key in ("targets", "subjectAudiences"):
+        values = policy.get(key) or []
+        if not isinstance(values, list) or not all(
+                isinstance(value, str) and urlsplit(value).scheme and "#" not in value
+                for value in values):
+            raise InvalidField(f"{prefix}.tokenExchange.{key}", "must be a list of absolute "
+                               "URIs without a fragment")
+        checked[key] = values
+    if not checked["targets"]:
+        raise InvalidField(f"{prefix}.tokenExchange.targets", "name at least one resource "
+                           "the client may exchange tokens for")
+    return checked
 
 
 def has_client_secret(config: dict[str, Any]) -> bool:

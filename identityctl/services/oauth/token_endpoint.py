@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from identityctl import metrics
+from identityctl.errors import Unauthorized
 from identityctl.oauth.claims import (
     OPENID,
     SignIn,
@@ -30,6 +31,13 @@ from identityctl.oauth.errors import InvalidGrant, OAuthError, UnsupportedGrantT
 from identityctl.oauth.grants.authorization_code import CodeReplayed, validate_code_redemption
 from identityctl.oauth.grants.client_credentials import validate_client_credentials
 from identityctl.oauth.grants.refresh_token import RefreshTokenReplayed, validate_refresh
+from identityctl.oauth.grants.token_exchange import (
+    ACCESS_TOKEN_TYPE,
+    ExchangePolicy,
+    decide_exchange,
+    read_exchange_request,
+)
+from identityctl.oauth.grants.token_exchange import GRANT_TYPE as TOKEN_EXCHANGE
 from identityctl.oauth.parameters import (
     Parameters,
     RawParameters,
@@ -185,10 +193,54 @@ def _client_credentials(ctx: ServiceContext, client: Client, parameters: Paramet
     return issued.response
 
 
+def _exchange_token(ctx: ServiceContext, client: Client, parameters: Parameters,
+                    client_address: str) -> dict[str, Any]:
+    """RFC 8693: a token for another resource, for the subject token's user, naming this
+    client (or the actor token's subject) as the actor. Audited with who acted for whom."""
+    request = read_exchange_request(parameters)
+    subject = _presented_token(ctx, request.subject_token, "subject")
+    actor = _presented_token(ctx, request.actor_token, "actor") if request.actor_token \
+        else None
+    now = time.time()
+    exchange = decide_exchange(
+        request, client=client, policy=ExchangePolicy.of(client), subject=subject,
+        actor=actor, access_ttl=client.ttl("accessTokenTtl", ctx.config.oauth.access_token_ttl),
+        now=now)
+    resource_servers.check_requested_resources(ctx, exchange.audience, exchange.scope)
+    user = directory.find_user_by_id(exchange.subject)
+    if user is not None:
+        user = _active_user(user.id)
+        not_held = roles.scopes_not_held(user.id, exchange.scope)
+        if not_held:
+            raise InvalidGrant(f"The user no longer holds a role that grants "
+                               f"{' '.join(not_held)!r}.", code="scope_not_held")
+    sign_in = SignIn(subject=exchange.subject, auth_time=int(subject["auth_time"]),
+                     amr=tuple(subject.get("amr") or ())) if "auth_time" in subject else None
+    issued = _issue(ctx, client, subject=exchange.subject, scope=exchange.scope,
+                    audience=list(exchange.audience), sign_in=sign_in,
+                    session_id=exchange.grant_id, actor=exchange.act,
+                    access_ttl=max(1, int(exchange.expires_at - now)))
+    audit.record("oauth.token_exchange", "success", actor=client.client_id,
+                 user_id=user.id if user else None, client_address=client_address,
+                 details={"audience": list(exchange.audience), "scope": " ".join(exchange.scope),
+                          "subjectClient": subject.get("client_id"), "act": exchange.act})
+    return {**issued.response, "issued_token_type": ACCESS_TOKEN_TYPE}
+
+
+def _presented_token(ctx: ServiceContext, token: str, role: str) -> dict[str, Any]:
+    """The claims of a subject or actor token: one of our live, unrevoked access tokens."""
+    try:
+        return ctx.tokens.verify_access_token(token, audience=None)
+    except Unauthorized as refusal:
+        raise InvalidGrant(f"The {role} token is not valid: {refusal.description}",
+                           code=f"{role}_token_invalid") from None
+
+
 _GRANTS: dict[str, Callable[[ServiceContext, Client, Parameters, str], dict[str, Any]]] = {
     AUTHORIZATION_CODE: _exchange_code,
     REFRESH_TOKEN: _refresh,
     CLIENT_CREDENTIALS: _client_credentials,
+    TOKEN_EXCHANGE: _exchange_token,
 }
 
 
@@ -209,15 +261,16 @@ class IssuedResponse:
 def _issue(ctx: ServiceContext, client: Client, *, subject: str, scope: tuple[str, ...],
            audience: list[str], sign_in: SignIn | None = None, user: UserRecord | None = None,
            nonce: str | None = None, session_id: str | None = None,
-           with_refresh_token: bool = False) -> IssuedResponse:
+           with_refresh_token: bool = False, actor: dict[str, Any] | None = None,
+           access_ttl: int | None = None) -> IssuedResponse:
     oauth, tokens, now = ctx.config.oauth, ctx.tokens, time.time()
-    access_ttl = client.ttl("accessTokenTtl", oauth.access_token_ttl)
+    access_ttl = access_ttl or client.ttl("accessTokenTtl", oauth.access_token_ttl)
     access = IssuedToken(jti=new_id(), expires_at=now + access_ttl)
     response: dict[str, Any] = {
         "access_token": tokens.sign(
             access_token_claims(subject=subject, client_id=client.client_id, scope=scope,
                                 audience=audience, jti=access.jti, sign_in=sign_in,
-                                grant_id=session_id),
+                                grant_id=session_id, actor=actor),
             typ=ACCESS_TOKEN_TYP, ttl=access_ttl),
         "token_type": "Bearer", "expires_in": access_ttl, "scope": " ".join(scope)}
     issued = [access]
