@@ -127,6 +127,9 @@ class OAuthConfig:
     #: Every authorization request must come through /oauth2/par (RFC 9126); an application
     #: can require it alone (requirePushedAuthorizationRequests).
     require_pushed_authorization_requests: bool = False
+    #: DPoP (RFC 9449 §8): proofs must carry a nonce the server gave (DPoP-Nonce), which
+    #: bounds how long a proof made in advance can be used.
+    dpop_nonces: bool = False
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,9 @@
 
 The attack: revoke a token (RFC 7009), or have its grant ended by a code replay, a refresh-token
 reuse or a logout, then keep using it at /mcp and for passkey enrolment. Every place that
-reads a bearer token goes through TokenService.verify_access_token; the first test finds
-those places in the code, so a new one cannot be left out of this file.
+reads a bearer token goes through services/oauth/bearer.py (TokenService.verify_access_token,
+then the token's DPoP binding); the first test finds those places in the code, so a new one
+cannot be left out of this file.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ PACKAGE = Path(identityctl.__file__).parent
 
 
 def _reads_bearer_token(source: str) -> bool:
-    return any(isinstance(node, ast.Call) and getattr(node.func, "id", None) == "bearer_token"
+    return any(isinstance(node, ast.Call)
+               and getattr(node.func, "id", None) in ("bearer_token", "presented_token")
                for node in ast.walk(ast.parse(source)))
 
 
@@ -82,9 +84,15 @@ def test_every_route_that_reads_a_bearer_token_is_covered_here(service: Service)
         text, relative = module.read_text(), module.relative_to(PACKAGE).as_posix()
         if 'get_header("Authorization")' in text:
             assert relative in {"server/requests.py", "server/resources/oauth.py"}, relative
+        if "verify_access_token(" in text:  # a credential: only through bearer.py
+            assert relative in {"security/tokens.py", "services/oauth/bearer.py",
+                                # tokens that are a request's parameters, not its credential
+                                "services/oauth/resource_access.py",
+                                "services/oauth/revocation.py",
+                                "services/oauth/token_endpoint.py"}, relative
         if "jwt.decode(" in text or "._verify(" in text:
             assert relative in {"security/tokens.py", "federation/__init__.py",
-                                "oauth/client_assertion.py"}, relative
+                                "oauth/client_assertion.py", "oauth/dpop.py"}, relative
 
 
 # --- the attack, at every bearer route --------------------------------------------------------

@@ -11,6 +11,7 @@ Validation happens in two stages, because what may be done with an error depends
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -30,6 +31,8 @@ from identityctl.oauth.sso import parse_max_age
 #: person choose which account to sign in with.
 PROMPTS = ("none", "login", "consent", "select_account")
 MAX_STATE_LENGTH = 2048
+#: RFC 7638 SHA-256 thumbprints, base64url without padding.
+_THUMBPRINT = re.compile(r"[A-Za-z0-9_-]{43}")
 
 
 @dataclass(slots=True)
@@ -47,6 +50,8 @@ class AuthorizationParameters:
     prompts: tuple[str, ...] = ()
     #: OIDC ``max_age``: a sign-in older than this many seconds does not count.
     max_age: int | None = None
+    #: RFC 9449 §10: the DPoP key (thumbprint) the code must be redeemed with.
+    dpop_jkt: str | None = None
 
 
 def trusted_redirect_uri(client: Client, redirect_uri: str | None) -> str:
@@ -95,10 +100,15 @@ def validate_request(client: Client, parameters: Parameters, *,
         code_challenge=parameters.get("code_challenge"),
         code_challenge_method=parameters.get("code_challenge_method"),
         required=client.public or client.pkce_required)
+    dpop_jkt = parameters.get("dpop_jkt")
+    if dpop_jkt is not None and not _THUMBPRINT.fullmatch(dpop_jkt):
+        raise InvalidRequest("dpop_jkt must be the base64url SHA-256 thumbprint of a key.",
+                             code="dpop_jkt_malformed")
     return AuthorizationParameters(
         redirect_uri=redirect_uri, scope=scope, state=state, nonce=parameters.get("nonce"),
         code_challenge=challenge, code_challenge_method=pkce.S256 if challenge else None,
-        resources=parameters.resources, prompts=tuple(prompts), max_age=max_age)
+        resources=parameters.resources, prompts=tuple(prompts), max_age=max_age,
+        dpop_jkt=dpop_jkt)
 
 
 class _OidcRequestError(OAuthError):

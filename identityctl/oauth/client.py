@@ -29,6 +29,8 @@ class Client:
     described_itself: bool = False
     #: RFC 9126 §6: its authorization requests must be pushed first.
     par_required: bool = False
+    #: RFC 9449 §5.2 (dpop_bound_access_tokens): its token requests must carry a DPoP proof.
+    dpop_required: bool = False
     #: RFC 8693: what it may exchange ({"targets", "subjectAudiences"}), grants/token_exchange.
     token_exchange: dict[str, Any] = field(default_factory=dict)
 
@@ -46,6 +48,7 @@ class Client:
                    described_itself=bool(config.get("selfRegistered")
                                          or config.get("clientDocument")),
                    par_required=bool(config.get("requirePushedAuthorizationRequests")),
+                   dpop_required=bool(config.get("dpopBoundAccessTokens")),
                    token_exchange=dict(config.get("tokenExchange") or {}))
 
     def require_grant(self, grant_type: str) -> None:

@@ -65,6 +65,7 @@ def provider_metadata(*, issuer: str, base_url: str, signing_algorithms: list[st
         "revocation_endpoint_auth_signing_alg_values_supported": assertion_algorithms,
         "introspection_endpoint_auth_signing_alg_values_supported": assertion_algorithms,
         "code_challenge_methods_supported": list(pkce.METHODS),
+        "dpop_signing_alg_values_supported": list(ASYMMETRIC_ALGORITHMS),
         "claims_supported": sorted({*_ID_TOKEN_CLAIMS,
                                     *(c for names in SCOPE_CLAIMS.values() for c in names)}),
         "prompt_values_supported": ["none", "login", "consent", "select_account"],

@@ -5,8 +5,8 @@
 `McpWsgiBridge`; everything else goes to the Falcon app untouched. A token is accepted only
 from the Authorization header, must be an access token (`typ` at+jwt) signed by the
 service's keys, issued by its issuer, for the MCP audience (config `mcp.audience`), unexpired,
-not revoked (TokenService.verify_access_token), and carry the required scope
-(`mcp.required_scope`). Refusals are our JSON error body with a
+not revoked, presented as its DPoP binding requires (services/oauth/bearer.py, the one
+check), and carry the required scope (`mcp.required_scope`). Refusals are our JSON error body with a
 `WWW-Authenticate` challenge that points the client at the protected-resource metadata.
 Authenticated requests pass through `AnswerMemo` (mcp/memo.py), which replays the SDK's own
 earlier answer to an identical `tools/list`.
@@ -37,9 +37,10 @@ from identityctl.security.tokens import require_scope
 from identityctl.server.errors import error_answer
 from identityctl.server.heap import settle_heap
 from identityctl.server.middleware import ClientAddress, log_access
-from identityctl.server.requests import bearer_token
+from identityctl.server.requests import presented_token
 from identityctl.services import audit_log
 from identityctl.services.context import ServiceContext
+from identityctl.services.oauth.bearer import verify_presented
 from identityctl.store import db
 
 if TYPE_CHECKING:
@@ -82,6 +83,7 @@ class McpDispatcher:
         self._resource_metadata = resource_metadata_url(config.base_url)
         self._max_body_bytes = config.server.max_body_bytes
         self._metrics, self._access_log = config.metrics.enabled, config.server.access_log
+        self._base_url = config.base_url
         public_hosts = {urlsplit(url).netloc for url in (config.base_url, config.mcp_audience)}
         self._client_address = ClientAddress(config.server.trusted_proxies)
         self._bridge = McpWsgiBridge(self._build_server, allowed_hosts=sorted(public_hosts),
@@ -98,24 +100,27 @@ class McpDispatcher:
         if (request.content_length or 0) > self._max_body_bytes:
             return _error_response(start_response, PayloadTooLarge(
                 f"Bodies are limited to {self._max_body_bytes} bytes."))
-        token = bearer_token(request)
+        presented = presented_token(request, self._base_url)
+        token = presented.token if presented else None
         try:
-            if token is None:
+            if presented is None:
                 raise Unauthorized("Send an access token with scope "
                                    f"'{self._scope}' in an Authorization: Bearer header.",
                                    code="missing_token")
             with db.failures_as_503():
-                claims = self._context.tokens.verify_access_token(token,
-                                                                  audience=self._audience)
+                claims = verify_presented(self._context, presented, audience=self._audience)
             require_scope(claims, self._scope)
         except ServiceUnavailable as unavailable:
             return _error_response(start_response, unavailable)
         except IdentityError as refusal:
             log.info("refused an MCP request from %s: %s", request.remote_addr,
                      refusal.description)
+            if "WWW-Authenticate" in refusal.headers:  # a DPoP challenge of its own
+                return _error_response(start_response, refusal)
             return _error_response(start_response, refusal,
                                    ("WWW-Authenticate", self._challenge(refusal, token)))
-        environ[ACCESS_TOKEN_ENVIRON_KEY] = _access_token(token, claims, self._audience)
+        environ[ACCESS_TOKEN_ENVIRON_KEY] = _access_token(presented.token, claims,
+                                                          self._audience)
         environ[CLIENT_ADDRESS_ENVIRON_KEY] = address
         environ[REQUEST_ID_ENVIRON_KEY] = logs.current_request_id()
         if not self._bridge.started:

@@ -7,6 +7,7 @@ from typing import Any
 import falcon
 
 from identityctl.errors import BadRequest, InvalidField, MissingField
+from identityctl.oauth.dpop import HEADER, PresentedToken
 
 
 def json_value(req: falcon.Request) -> Any:
@@ -66,8 +67,22 @@ def bool_field(body: dict[str, Any], name: str, *, default: bool = False) -> boo
     return value
 
 
+def presented_token(req: falcon.Request, base_url: str) -> PresentedToken | None:
+    """The access token of an ``Authorization: Bearer`` or ``DPoP`` header (never from the
+    query string), with the request's DPoP proof and its public URL (``base_url``: what
+    the client called, whatever proxy passed it on), for services/oauth/bearer.py."""
+    header = req.get_header("Authorization") or ""
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() not in ("bearer", "dpop") or not token.strip():
+        return None
+    return PresentedToken(token=token.strip(), scheme=scheme, proof=req.get_header(HEADER),
+                          method=req.method, url=base_url + req.path)
+
+
 def bearer_token(req: falcon.Request) -> str | None:
-    """The token of an ``Authorization: Bearer`` header (never from the query string)."""
+    """The token of an ``Authorization: Bearer`` header (never from the query string): a
+    credential that is not an access token (the metrics token, a registration access
+    token)."""
     header = req.get_header("Authorization") or ""
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():

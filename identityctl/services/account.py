@@ -17,6 +17,7 @@ from typing import Any
 import segno
 
 from identityctl.errors import Conflict, Forbidden, NotFound, Unauthorized
+from identityctl.oauth.dpop import PresentedToken
 from identityctl.passkey.codec import CredentialReader
 from identityctl.security.tokens import ENROLMENT_LINK_TYP, require_scope
 from identityctl.services import directory as directory_service
@@ -24,6 +25,7 @@ from identityctl.services import mail, recovery
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import is_usable
 from identityctl.services.oauth import grants as grants_service
+from identityctl.services.oauth.bearer import verify_presented
 from identityctl.services.oauth.clients import client_of
 from identityctl.services.oauth.revocation import end_grant
 from identityctl.services.passkeys import ceremonies
@@ -58,13 +60,13 @@ class AccountHolder:
         return f"account:{self.user.id}"
 
 
-def account_holder(ctx: ServiceContext, bearer_token: str | None) -> AccountHolder:
+def account_holder(ctx: ServiceContext, presented: PresentedToken | None) -> AccountHolder:
     """The user an account call acts for: its access token's, with scope ``account``."""
-    if not bearer_token:
+    if presented is None:
         raise Unauthorized("Your account needs 'Authorization: Bearer <token>' (sign in on "
                            "the account page).", code="missing_token",
                            headers={"WWW-Authenticate": 'Bearer realm="identityctl"'})
-    claims = ctx.tokens.verify_access_token(bearer_token, audience=ctx.config.issuer)
+    claims = verify_presented(ctx, presented, audience=ctx.config.issuer)
     require_scope(claims, ACCOUNT_SCOPE)
     user = directory.find_user_by_id(str(claims["sub"]))
     if user is None or not is_usable(user):

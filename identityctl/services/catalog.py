@@ -290,11 +290,14 @@ def _validate_oauth(config: dict[str, Any], template: str) -> dict[str, Any]:
     if logout_uri is not None:
         _check_backchannel_logout_uri(f"{prefix}.backchannelLogoutUri", logout_uri)
     par = config.get("requirePushedAuthorizationRequests", False)
-    if not isinstance(par, bool):
-        raise InvalidField(f"{prefix}.requirePushedAuthorizationRequests", "must be true or "
-                           "false")
+    dpop = config.get("dpopBoundAccessTokens", False)
+    for field, value in (("requirePushedAuthorizationRequests", par),
+                         ("dpopBoundAccessTokens", dpop)):
+        if not isinstance(value, bool):
+            raise InvalidField(f"{prefix}.{field}", "must be true or false")
     return {**({"backchannelLogoutUri": logout_uri} if logout_uri else {}), **keys,
             **({"requirePushedAuthorizationRequests": True} if par else {}),
+            **({"dpopBoundAccessTokens": True} if dpop else {}),
             **({"tokenExchange": exchange} if exchange else {}),
             "redirectUris": redirect_uris, "grantTypes": grants,
             "responseTypes": ["code"] if "authorization_code" in grants else [],

@@ -51,3 +51,32 @@ def step(issuer: str, client_id: str, step_name: str, *, auth: dict[str, Any] | 
                           capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+def dpop_proof(jwk: dict[str, Any], method: str, url: str, *, access_token: str | None = None,
+               **overrides: Any) -> str:
+    """A DPoP proof (RFC 9449 §4.2) by ``jwk``'s key, made here to try what a library would
+    never send: ``overrides`` replace claims (None drops one) or, as ``header_*``, header
+    members; ``signing_key`` signs with another key than the one the header shows."""
+    import base64
+    import hashlib
+    import time
+
+    claims: dict[str, Any] = {"jti": uuid.uuid4().hex, "htm": method, "htu": url,
+                              "iat": int(time.time())}
+    if access_token is not None:
+        claims["ath"] = base64.urlsafe_b64encode(
+            hashlib.sha256(access_token.encode()).digest()).rstrip(b"=").decode()
+    header: dict[str, Any] = {"typ": "dpop+jwt", "jwk": public(jwk)}
+    signing_key = overrides.pop("signing_key", None)
+    algorithm = overrides.pop("algorithm", "ES256")
+    for name, value in overrides.items():
+        target, member = (header, name[len("header_"):]) if name.startswith("header_") \
+            else (claims, name)
+        if value is None:
+            target.pop(member, None)
+        else:
+            target[member] = value
+    header = {name: value for name, value in header.items() if name != "kid"}
+    return jwt.encode(claims, signing_key if signing_key is not None else signer(jwk),
+                      algorithm=algorithm, headers=header)

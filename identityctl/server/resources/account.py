@@ -14,7 +14,7 @@ import falcon
 from identityctl.errors import MissingField
 from identityctl.passkey import codec
 from identityctl.server.openapi import error_response, json_body, json_response
-from identityctl.server.requests import bearer_token, json_object, object_field, string_field
+from identityctl.server.requests import json_object, object_field, presented_token, string_field
 from identityctl.server.resources.gate import language_of, write_page
 from identityctl.server.resources.passkey import creation_answer
 from identityctl.services import account
@@ -34,7 +34,8 @@ class _AccountResource:
 
     def holder(self, req: falcon.Request, resp: falcon.Response) -> account.AccountHolder:
         resp.set_header("Cache-Control", "no-store")
-        return account.account_holder(self.context, bearer_token(req))
+        return account.account_holder(self.context,
+                                      presented_token(req, self.context.config.base_url))
 
 
 class PageResource:

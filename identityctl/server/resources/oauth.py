@@ -13,14 +13,22 @@ import falcon
 
 from identityctl.errors import BadRequest
 from identityctl.oauth import discovery
+from identityctl.oauth.dpop import HEADER as DPOP_HEADER
 from identityctl.oauth.errors import InvalidRequest
 from identityctl.server.openapi import error_response, json_body, json_response
-from identityctl.server.requests import bearer_token, json_object, json_value, string_field
+from identityctl.server.requests import (
+    bearer_token,
+    json_object,
+    json_value,
+    presented_token,
+    string_field,
+)
 from identityctl.server.resources.gate import language_of, write_page
 from identityctl.services import sessions
 from identityctl.services.context import ServiceContext
 from identityctl.services.oauth import (
     authorization,
+    dpop,
     logout,
     pushed_requests,
     registration,
@@ -49,12 +57,14 @@ def _cross_origin(req: falcon.Request, resp: falcon.Response, resource: object,
     any origin may read the answers (errors included: the header is set before the
     responder runs)."""
     resp.set_header("Access-Control-Allow-Origin", "*")
+    # A browser client reads the DPoP nonce and challenge (RFC 9449 §8, §7.1).
+    resp.set_header("Access-Control-Expose-Headers", "DPoP-Nonce, WWW-Authenticate")
 
 
 def _preflight(resp: falcon.Response, methods: str) -> None:
     resp.status = falcon.HTTP_204
     resp.set_header("Access-Control-Allow-Methods", methods)
-    resp.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type")
+    resp.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, DPoP")
     resp.set_header("Access-Control-Max-Age", "600")
 
 
@@ -62,6 +72,11 @@ def _client(req: falcon.Request) -> dict[str, Any]:
     """How the calling client identifies itself on token, revoke and introspect requests."""
     return {"authorization": req.get_header("Authorization"),
             "client_address": req.context.client_address}
+
+
+def _with_proof(req: falcon.Request) -> dict[str, Any]:
+    """:func:`_client`, and the request's DPoP proof (token and PAR endpoints)."""
+    return {**_client(req), "dpop_proof": req.get_header(DPOP_HEADER)}
 
 
 def _no_store(resp: falcon.Response) -> None:
@@ -145,7 +160,8 @@ class ConsentResource(_OAuthResource):
 class TokenResource(_OAuthResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         _no_store(resp)
-        resp.media = token_endpoint.token(self.context, _form(req), **_client(req))
+        resp.media = token_endpoint.token(self.context, _form(req), **_with_proof(req))
+        resp.set_headers(dpop.nonce_headers(self.context))
 
     def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
         _preflight(resp, "POST")
@@ -158,7 +174,8 @@ class PushedRequestResource(_OAuthResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         _no_store(resp)
         resp.status = falcon.HTTP_201
-        resp.media = pushed_requests.push(self.context, _form(req), **_client(req))
+        resp.media = pushed_requests.push(self.context, _form(req), **_with_proof(req))
+        resp.set_headers(dpop.nonce_headers(self.context))
 
     def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
         _preflight(resp, "POST")
@@ -168,7 +185,8 @@ class PushedRequestResource(_OAuthResource):
 class UserinfoResource(_OAuthResource):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         _no_store(resp)
-        resp.media = resource_access.userinfo(self.context, bearer_token(req))
+        resp.media = resource_access.userinfo(
+            self.context, presented_token(req, self.context.config.base_url))
 
     on_post = on_get
 
@@ -239,7 +257,8 @@ class RegisterResource(_OAuthResource):
         resp.status = falcon.HTTP_201
         # RFC 7591 §3.2.2: a body that is not an object is invalid_client_metadata.
         resp.media = registration.register(self.context, json_value(req),
-                                           access_token=bearer_token(req),
+                                           access_token=presented_token(
+                                               req, self.context.config.base_url),
                                            client_address=req.context.client_address)
 
     def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:

@@ -14,10 +14,10 @@ import falcon
 from identityctl.passkey import codec
 from identityctl.server.openapi import error_response, json_body, json_response
 from identityctl.server.requests import (
-    bearer_token,
     bool_field,
     json_object,
     object_field,
+    presented_token,
     string_field,
 )
 from identityctl.services import signin
@@ -45,7 +45,8 @@ class RegisterStartResource(_PasskeyResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = json_object(req)
         user_id = string_field(body, "userId")
-        enrolment.authorize_enrolment(self.context, bearer_token=bearer_token(req),
+        enrolment.authorize_enrolment(self.context,
+                                      presented=presented_token(req, self.context.config.base_url),
                                       user_id=user_id)
         started = ceremonies.start_registration(
             self.context, user_id=user_id,
@@ -62,7 +63,8 @@ class RegisterFinishResource(_PasskeyResource):
         body = json_object(req)
         credential = object_field(body, CREDENTIAL)
         session_token = string_field(body, "sessionToken")
-        enrolment.authorize_registration_finish(self.context, bearer_token=bearer_token(req),
+        enrolment.authorize_registration_finish(
+            self.context, presented=presented_token(req, self.context.config.base_url),
                                                 session_token=session_token)
         registered = ceremonies.finish_registration(
             self.context, credential=codec.json_credential(credential),

@@ -89,7 +89,7 @@ def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = 
             redirect_uri=redirect_uri, scope=" ".join(request.scope), state=state,
             nonce=request.nonce, code_challenge=request.code_challenge,
             code_challenge_method=request.code_challenge_method,
-            extra={"resources": list(request.resources), "prompts": list(request.prompts)},
+            extra=_request_extra(request),
             expires_at=time.time() + ctx.config.flow.execution_ttl)
         session = _answering_session(ctx, application, request, session_cookie)
         if session is not None:
@@ -108,11 +108,15 @@ def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = 
         return error_response_url(redirect_uri, error, state=state, issuer=ctx.config.issuer)
     execution_id = str(first_step["executionId"])
     oauth_store.update_authorization_request_extra(request_id, {
-        "resources": list(request.resources), "prompts": list(request.prompts),
-        "executionId": execution_id,
-        "firstStep": first_step})
+        **_request_extra(request), "executionId": execution_id, "firstStep": first_step})
     return _gate_link(ctx, request_id, client, execution_id=execution_id,
                       ui_locales=parameters.get("ui_locales"))
+
+
+def _request_extra(request: AuthorizationParameters) -> dict[str, Any]:
+    """What the stored request keeps besides its columns, for the hand-off."""
+    return {"resources": list(request.resources), "prompts": list(request.prompts),
+            **({"dpopJkt": request.dpop_jkt} if request.dpop_jkt else {})}
 
 
 def _gate_link(ctx: ServiceContext, request_id: str, client: Client, *,
@@ -359,7 +363,9 @@ def _hand_off(ctx: ServiceContext, request: StoredAuthorizationRequest,
             code_challenge_method=request.code_challenge_method,
             auth_time=signed_in["authTime"], amr=signed_in["amr"],
             extra={"resources": request.extra.get("resources", []),
-                   **({"family": family} if family else {})},
+                   **({"family": family} if family else {}),
+                   **({"dpopJkt": request.extra["dpopJkt"]}
+                      if "dpopJkt" in request.extra else {})},
             expires_at=time.time() + ctx.config.oauth.code_ttl)
         audit.record("oauth.authorize", "success", actor=oauth_config(application)["clientId"],
                      user_id=user.id, client_address=client_address)

@@ -24,19 +24,27 @@ from identityctl.oauth.pushed_requests import (
 from identityctl.security.secrets import new_token, token_hash
 from identityctl.services import resource_servers
 from identityctl.services.context import ServiceContext
+from identityctl.services.oauth import dpop
 from identityctl.services.oauth.clients import authenticate_client
 from identityctl.store import audit
 from identityctl.store import oauth as oauth_store
 
 
 def push(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
-         client_address: str = "") -> dict[str, Any]:
-    """The pushed request's ``request_uri`` and its lifetime (RFC 9126 §2.2)."""
+         client_address: str = "", dpop_proof: str | None = None) -> dict[str, Any]:
+    """The pushed request's ``request_uri`` and its lifetime (RFC 9126 §2.2). With a DPoP
+    proof, the code will be redeemable only with a proof by the same key (RFC 9449 §10.1)."""
     parameters = read_parameters(raw)
     client = authenticate_client(ctx, parameters, authorization, client_address=client_address,
                                  endpoint=PAR_PATH)
     try:
         kept = pushed_parameters(parameters)
+        if dpop_proof is not None:
+            proof = dpop.checked_proof(ctx, dpop_proof, method="POST",
+                                       url=ctx.config.base_url + PAR_PATH)
+            if kept.setdefault("dpop_jkt", proof.jkt) != proof.jkt:
+                raise InvalidRequest("dpop_jkt is not the thumbprint of the DPoP proof's key.",
+                                     code="dpop_jkt_mismatch")
         redirect_uri = trusted_redirect_uri(client, parameters.get("redirect_uri"))
         request = validate_request(client, parameters, redirect_uri=redirect_uri)
         resource_servers.check_requested_resources(ctx, request.resources, request.scope)

@@ -15,6 +15,7 @@ from typing import Any
 
 from identityctl.errors import Forbidden, NotFound, Unauthorized
 from identityctl.oauth.discovery import REGISTER_PATH
+from identityctl.oauth.dpop import PresentedToken
 from identityctl.oauth.errors import OAuthError
 from identityctl.oauth.registration import validate_client_metadata
 from identityctl.security.secrets import new_token, token_hash
@@ -22,6 +23,7 @@ from identityctl.security.tokens import require_scope
 from identityctl.services import catalog as catalog_service
 from identityctl.services import resource_servers, throttle
 from identityctl.services.context import ServiceContext
+from identityctl.services.oauth.bearer import verify_presented
 from identityctl.services.oauth.grants import remove_client
 from identityctl.store import audit, client_registrations
 from identityctl.store.db import transaction
@@ -34,7 +36,7 @@ DAY = 86400
 REGISTRATION_SCOPE = "client_registration"
 
 
-def register(ctx: ServiceContext, document: Any, *, access_token: str | None,
+def register(ctx: ServiceContext, document: Any, *, access_token: PresentedToken | None,
              client_address: str = "") -> dict[str, Any]:
     """Register the client ``document`` describes; the RFC 7591 §3.2.1 response."""
     mode = ctx.config.oauth.dynamic_registration
@@ -140,12 +142,13 @@ def remove_idle_clients(ctx: ServiceContext) -> int:
     return removed
 
 
-def _check_initial_access_token(ctx: ServiceContext, access_token: str | None) -> None:
+def _check_initial_access_token(ctx: ServiceContext,
+                                access_token: PresentedToken | None) -> None:
     """RFC 7591 §3: in "token" mode a registration carries an initial access token, an
     access token of this issuer with scope client_registration (revocation checked)."""
     if access_token is None:
         raise Unauthorized("Registration needs an initial access token in an Authorization: "
                            "Bearer header (identityctl token --scope client_registration).",
                            code="missing_token")
-    claims = ctx.tokens.verify_access_token(access_token, audience=ctx.config.issuer)
+    claims = verify_presented(ctx, access_token, audience=ctx.config.issuer)
     require_scope(claims, REGISTRATION_SCOPE)

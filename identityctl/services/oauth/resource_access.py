@@ -9,11 +9,13 @@ from typing import Any
 from identityctl.errors import Unauthorized
 from identityctl.oauth.claims import OPENID
 from identityctl.oauth.discovery import INTROSPECT_PATH
+from identityctl.oauth.dpop import PresentedToken
 from identityctl.oauth.errors import InsufficientScope, InvalidToken, UnauthorizedClient
 from identityctl.oauth.parameters import RawParameters, parse_scope, read_parameters, require
 from identityctl.security.secrets import token_hash
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import is_usable
+from identityctl.services.oauth.bearer import verify_presented
 from identityctl.services.oauth.clients import authenticate_client
 from identityctl.services.oauth.token_endpoint import released_claims
 from identityctl.store import directory
@@ -22,14 +24,14 @@ from identityctl.store import oauth as oauth_store
 BEARER_REALM = 'Bearer realm="identityctl"'
 
 
-def userinfo(ctx: ServiceContext, access_token: str | None) -> dict[str, Any]:
+def userinfo(ctx: ServiceContext, access_token: PresentedToken | None) -> dict[str, Any]:
     """OIDC Core §5.3: the standard claims the token's scope releases about its user."""
     if access_token is None:
         raise InvalidToken("Send the access token in an Authorization: Bearer header.",
                            code="missing_token", headers={"WWW-Authenticate": BEARER_REALM})
     challenge = {"WWW-Authenticate": f'{BEARER_REALM}, error="invalid_token"'}
     try:
-        claims = ctx.tokens.verify_access_token(access_token, audience=ctx.config.issuer)
+        claims = verify_presented(ctx, access_token, audience=ctx.config.issuer)
     except Unauthorized as refusal:
         raise InvalidToken(refusal.description, headers=challenge) from refusal
     scope = parse_scope(claims.get("scope"))

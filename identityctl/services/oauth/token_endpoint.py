@@ -27,6 +27,8 @@ from identityctl.oauth.client import (
     REFRESH_TOKEN,
     Client,
 )
+from identityctl.oauth.discovery import TOKEN_PATH
+from identityctl.oauth.dpop import InvalidDpopProof, Proof
 from identityctl.oauth.errors import InvalidGrant, OAuthError, UnsupportedGrantType
 from identityctl.oauth.grants.authorization_code import CodeReplayed, validate_code_redemption
 from identityctl.oauth.grants.client_credentials import validate_client_credentials
@@ -51,6 +53,7 @@ from identityctl.security.tokens import ACCESS_TOKEN_TYP, ID_TOKEN_TYP
 from identityctl.services import resource_servers, roles
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import is_usable
+from identityctl.services.oauth import dpop
 from identityctl.services.oauth.clients import authenticate_client
 from identityctl.services.oauth.revocation import end_grant
 from identityctl.store import audit, directory
@@ -63,8 +66,9 @@ from identityctl.store.oauth import IssuedToken, NewRefreshToken
 
 
 def token(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
-          client_address: str = "") -> dict[str, Any]:
-    """``POST /oauth2/token``: the token response of RFC 6749 §5.1 (OIDC: with id_token)."""
+          client_address: str = "", dpop_proof: str | None = None) -> dict[str, Any]:
+    """``POST /oauth2/token``: the token response of RFC 6749 §5.1 (OIDC: with id_token).
+    ``dpop_proof``: the request's DPoP header; its key binds the tokens (RFC 9449 §5)."""
     parameters = read_parameters(raw)
     grant_type = require(parameters, "grant_type")
     grant = _GRANTS.get(grant_type)
@@ -75,7 +79,13 @@ def token(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
                                  client_address=client_address)
     try:
         client.require_grant(grant_type)
-        issued = grant(ctx, client, parameters, client_address)
+        proof = dpop.checked_proof(ctx, dpop_proof, method="POST",
+                                   url=ctx.config.base_url + TOKEN_PATH) \
+            if dpop_proof is not None else None
+        if proof is None and client.dpop_required:
+            raise InvalidDpopProof("This client's tokens are bound to its key: send a DPoP "
+                                   "proof.", code="dpop_proof_missing")
+        issued = grant(ctx, client, parameters, client_address, proof)
         metrics.count(metrics.TOKENS, grant_type)
         return issued
     except OAuthError as refusal:
@@ -89,7 +99,7 @@ def token(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
 
 
 def _exchange_code(ctx: ServiceContext, client: Client, parameters: Parameters,
-                   client_address: str) -> dict[str, Any]:
+                   client_address: str, proof: Proof | None) -> dict[str, Any]:
     code_hash = token_hash(require(parameters, "code"))
     try:
         code = validate_code_redemption(
@@ -98,6 +108,10 @@ def _exchange_code(ctx: ServiceContext, client: Client, parameters: Parameters,
             code_verifier=parameters.get("code_verifier"), now=time.time())
     except CodeReplayed:
         _refuse_code_replay(ctx, code_hash, client, client_address)
+    bound_to = code.extra.get("dpopJkt")
+    if bound_to is not None and (proof is None or proof.jkt != bound_to):
+        raise InvalidGrant("The authorization was bound to a DPoP key (dpop_jkt): redeem the "
+                           "code with a proof by that key.", code="dpop_jkt_mismatch")
     user = _active_user(code.user_id)
     scope = parse_scope(code.scope)
     resources = code.extra.get("resources", [])
@@ -108,10 +122,12 @@ def _exchange_code(ctx: ServiceContext, client: Client, parameters: Parameters,
     issued = _issue(ctx, client, subject=user.id, scope=scope, sign_in=sign_in, user=user,
                     audience=token_audience(parameters.resources, authorized=resources,
                                             issuer=ctx.config.issuer),
-                    nonce=code.nonce, session_id=session_id, with_refresh_token=True)
+                    nonce=code.nonce, session_id=session_id, with_refresh_token=True,
+                    proof=proof)
     refresh = _new_refresh_token(ctx, client, issued, family=session_id, user=user,
                                  scope=scope, sign_in=sign_in, resources=resources,
-                                 client_address=client_address)
+                                 client_address=client_address,
+                                 bound_to=proof.jkt if proof and client.public else None)
     with transaction():  # the audit event commits with the redemption, in one write
         redeemed = oauth_store.redeem_code(code_hash, issued=issued.tokens,
                                            refresh_token=refresh, session_id=session_id)
@@ -137,7 +153,7 @@ def _refuse_code_replay(ctx: ServiceContext, code_hash: str, client: Client,
 
 
 def _refresh(ctx: ServiceContext, client: Client, parameters: Parameters,
-             client_address: str) -> dict[str, Any]:
+             client_address: str, proof: Proof | None) -> dict[str, Any]:
     presented_hash = token_hash(require(parameters, "refresh_token"))
     stored = oauth_store.find_refresh_token(presented_hash)
     try:
@@ -148,6 +164,10 @@ def _refresh(ctx: ServiceContext, client: Client, parameters: Parameters,
         assert stored is not None  # a replay is of a token that exists
         _refuse_refresh_replay(ctx, stored.family, stored.user_id, client, client_address)
     assert stored is not None  # validate_refresh refuses an unknown token
+    bound_to = stored.extra.get("jkt")  # RFC 9449 §5: a public client's, to its DPoP key
+    if bound_to is not None and (proof is None or proof.jkt != bound_to):
+        raise InvalidDpopProof("This refresh token is bound to a DPoP key: send a proof by "
+                               "that key.", code="dpop_key_mismatch")
     user = _active_user(stored.user_id)
     not_held = roles.scopes_not_held(user.id, scope)
     if not_held:
@@ -159,11 +179,12 @@ def _refresh(ctx: ServiceContext, client: Client, parameters: Parameters,
     issued = _issue(ctx, client, subject=user.id, scope=scope, sign_in=sign_in, user=user,
                     audience=token_audience(parameters.resources, authorized=resources,
                                             issuer=ctx.config.issuer),
-                    session_id=stored.family, with_refresh_token=True)
+                    session_id=stored.family, with_refresh_token=True, proof=proof)
     # The successor keeps the scope of the grant: narrowing applies to this access token only.
     successor = _new_refresh_token(ctx, client, issued, family=stored.family, user=user,
                                    scope=parse_scope(stored.scope), sign_in=sign_in,
-                                   resources=resources, client_address=client_address)
+                                   resources=resources, client_address=client_address,
+                                   bound_to=bound_to)
     if successor is None or not oauth_store.rotate_refresh_token(presented_hash, successor):
         _refuse_refresh_replay(ctx, stored.family, stored.user_id, client, client_address)
     audit.record("oauth.token", "success", actor=client.client_id, user_id=user.id,
@@ -181,20 +202,20 @@ def _refuse_refresh_replay(ctx: ServiceContext, family: str, user_id: str | None
 
 
 def _client_credentials(ctx: ServiceContext, client: Client, parameters: Parameters,
-                        client_address: str) -> dict[str, Any]:
+                        client_address: str, proof: Proof | None) -> dict[str, Any]:
     scope = validate_client_credentials(client,
                                         requested_scope=parse_scope(parameters.get("scope")))
     resource_servers.check_requested_resources(ctx, parameters.resources, scope)
     issued = _issue(ctx, client, subject=client.client_id, scope=scope,
                     audience=token_audience(parameters.resources, authorized=[],
-                                            issuer=ctx.config.issuer))
+                                            issuer=ctx.config.issuer), proof=proof)
     audit.record("oauth.token", "success", actor=client.client_id,
                  client_address=client_address, details={"grant": CLIENT_CREDENTIALS})
     return issued.response
 
 
 def _exchange_token(ctx: ServiceContext, client: Client, parameters: Parameters,
-                    client_address: str) -> dict[str, Any]:
+                    client_address: str, proof: Proof | None) -> dict[str, Any]:
     """RFC 8693: a token for another resource, for the subject token's user, naming this
     client (or the actor token's subject) as the actor. Audited with who acted for whom."""
     request = read_exchange_request(parameters)
@@ -219,7 +240,7 @@ def _exchange_token(ctx: ServiceContext, client: Client, parameters: Parameters,
     issued = _issue(ctx, client, subject=exchange.subject, scope=exchange.scope,
                     audience=list(exchange.audience), sign_in=sign_in,
                     session_id=exchange.grant_id, actor=exchange.act,
-                    access_ttl=max(1, int(exchange.expires_at - now)))
+                    access_ttl=max(1, int(exchange.expires_at - now)), proof=proof)
     audit.record("oauth.token_exchange", "success", actor=client.client_id,
                  user_id=user.id if user else None, client_address=client_address,
                  details={"audience": list(exchange.audience), "scope": " ".join(exchange.scope),
@@ -236,7 +257,8 @@ def _presented_token(ctx: ServiceContext, token: str, role: str) -> dict[str, An
                            code=f"{role}_token_invalid") from None
 
 
-_GRANTS: dict[str, Callable[[ServiceContext, Client, Parameters, str], dict[str, Any]]] = {
+_GRANTS: dict[str, Callable[[ServiceContext, Client, Parameters, str, Proof | None],
+                            dict[str, Any]]] = {
     AUTHORIZATION_CODE: _exchange_code,
     REFRESH_TOKEN: _refresh,
     CLIENT_CREDENTIALS: _client_credentials,
@@ -262,7 +284,8 @@ def _issue(ctx: ServiceContext, client: Client, *, subject: str, scope: tuple[st
            audience: list[str], sign_in: SignIn | None = None, user: UserRecord | None = None,
            nonce: str | None = None, session_id: str | None = None,
            with_refresh_token: bool = False, actor: dict[str, Any] | None = None,
-           access_ttl: int | None = None) -> IssuedResponse:
+           access_ttl: int | None = None, proof: Proof | None = None) -> IssuedResponse:
+    """The token response; ``proof``: the access token is bound to its key (DPoP)."""
     oauth, tokens, now = ctx.config.oauth, ctx.tokens, time.time()
     access_ttl = access_ttl or client.ttl("accessTokenTtl", oauth.access_token_ttl)
     access = IssuedToken(jti=new_id(), expires_at=now + access_ttl)
@@ -270,9 +293,11 @@ def _issue(ctx: ServiceContext, client: Client, *, subject: str, scope: tuple[st
         "access_token": tokens.sign(
             access_token_claims(subject=subject, client_id=client.client_id, scope=scope,
                                 audience=audience, jti=access.jti, sign_in=sign_in,
-                                grant_id=session_id, actor=actor),
+                                grant_id=session_id, actor=actor,
+                                key_thumbprint=proof.jkt if proof else None),
             typ=ACCESS_TOKEN_TYP, ttl=access_ttl),
-        "token_type": "Bearer", "expires_in": access_ttl, "scope": " ".join(scope)}
+        "token_type": "DPoP" if proof else "Bearer", "expires_in": access_ttl,
+        "scope": " ".join(scope)}
     issued = [access]
     if OPENID in scope and sign_in is not None and user is not None and session_id:
         id_ttl = client.ttl("idTokenTtl", oauth.id_token_ttl)
@@ -305,9 +330,11 @@ def released_claims(user: UserRecord, scope: tuple[str, ...]) -> dict[str, Any]:
 
 def _new_refresh_token(ctx: ServiceContext, client: Client, issued: IssuedResponse, *,
                        family: str, user: UserRecord, scope: tuple[str, ...], sign_in: SignIn,
-                       resources: list[str], client_address: str) -> NewRefreshToken | None:
+                       resources: list[str], client_address: str,
+                       bound_to: str | None = None) -> NewRefreshToken | None:
     """The refresh token to store (with where it was used from: the person's account page
-    lists their sessions by client, time and address)."""
+    lists their sessions by client, time and address; ``bound_to``: the DPoP key a public
+    client's refresh token is bound to)."""
     if issued.refresh_token is None:
         return None
     ttl = client.ttl("refreshTokenTtl", ctx.config.oauth.refresh_token_ttl)
@@ -315,7 +342,8 @@ def _new_refresh_token(ctx: ServiceContext, client: Client, issued: IssuedRespon
         token_hash=token_hash(issued.refresh_token), family=family,
         application_id=client.application_id, user_id=user.id, scope=" ".join(scope),
         auth_time=sign_in.auth_time, amr=list(sign_in.amr),
-        extra={"resources": resources, "address": client_address},
+        extra={"resources": resources, "address": client_address,
+               **({"jkt": bound_to} if bound_to else {})},
         access_token=issued.access_token, expires_at=time.time() + ttl)
 
 

@@ -10,32 +10,34 @@ import time
 from typing import Any
 
 from identityctl.errors import Forbidden, Unauthorized
+from identityctl.oauth.dpop import PresentedToken
 from identityctl.security.secrets import token_hash
 from identityctl.security.tokens import ACCESS_TOKEN_TYP, require_scope, token_type
 from identityctl.services.context import ServiceContext
+from identityctl.services.oauth.bearer import verify_presented
 from identityctl.store import passkeys as store
 
 ADMIN_SCOPE = "system"
 
 
-def _enrolment_subject(ctx: ServiceContext, bearer_token: str | None) -> str | None:
+def _enrolment_subject(ctx: ServiceContext, presented: PresentedToken | None) -> str | None:
     """The user a bearer token lets enrol passkeys for, or None for an admin (any user).
 
     A sign-in assertion counts only while it is younger than passkey.enrolment_window; an
     access token needs the admin scope. Anything else is 401 (or 403 for a valid token
     without the scope).
     """
-    if not bearer_token:
+    if presented is None:
         raise Unauthorized("Registering a passkey needs 'Authorization: Bearer <token>': the "
                            "assertion of a recent sign-in of that user, or an admin token "
                            "(identityctl token --scope system).", code="authentication_required",
                            headers={"WWW-Authenticate": 'Bearer realm="identityctl"'})
-    if token_type(bearer_token) == ACCESS_TOKEN_TYP:
-        claims = ctx.tokens.verify_access_token(bearer_token, audience=ctx.config.issuer)
+    if token_type(presented.token) == ACCESS_TOKEN_TYP:
+        claims = verify_presented(ctx, presented, audience=ctx.config.issuer)
         require_scope(claims, ADMIN_SCOPE)
         return None
     # Anything else must be an assertion; its check names what is wrong with it.
-    claims = ctx.tokens.verify_assertion(bearer_token)
+    claims = ctx.tokens.verify_assertion(presented.token)
     signed_in_at = claims.get("auth_time", claims["iat"])
     if time.time() - signed_in_at > ctx.config.passkey.enrolment_window:
         raise Unauthorized("The sign-in is too old to enrol a passkey; sign in again.",
@@ -49,20 +51,21 @@ def _refuse_other_user() -> Forbidden:
                      "enrolled by its own user or an admin.", code="token_for_another_user")
 
 
-def authorize_enrolment(ctx: ServiceContext, *, bearer_token: str | None, user_id: str) -> None:
+def authorize_enrolment(ctx: ServiceContext, *, presented: PresentedToken | None,
+                        user_id: str) -> None:
     """401 without a usable token, 403 when it belongs to another user than ``user_id``."""
-    subject = _enrolment_subject(ctx, bearer_token)
+    subject = _enrolment_subject(ctx, presented)
     if subject is not None and subject != user_id:
         raise _refuse_other_user()
 
 
-def authorize_registration_finish(ctx: ServiceContext, *, bearer_token: str | None,
+def authorize_registration_finish(ctx: ServiceContext, *, presented: PresentedToken | None,
                                   session_token: Any) -> None:
     """:func:`authorize_enrolment` for the user whose registration ``session_token`` started.
 
     An unknown token is left to :func:`ceremonies.finish_registration` to report.
     """
-    subject = _enrolment_subject(ctx, bearer_token)
+    subject = _enrolment_subject(ctx, presented)
     if subject is None or not isinstance(session_token, str) or not session_token:
         return
     session = store.find_session(token_hash(session_token))
