@@ -130,6 +130,10 @@ class OAuthConfig:
     #: DPoP (RFC 9449 §8): proofs must carry a nonce the server gave (DPoP-Nonce), which
     #: bounds how long a proof made in advance can be used.
     dpop_nonces: bool = False
+    #: Device authorization (RFC 8628): how long a device's codes work, and the seconds its
+    #: client waits between polls.
+    device_code_ttl: int = 600
+    device_poll_interval: float = 5.0
 
 
 @dataclass(frozen=True)

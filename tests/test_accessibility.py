@@ -122,6 +122,10 @@ def test_every_hosted_page_has_no_serious_accessibility_violations(
         page.goto(service.url("/account/enrol#not-a-link"))
         page.get_by_role("alert").wait_for()
 
+    def device_page() -> None:  # a TV's sign-in, approved on the phone (RFC 8628)
+        page.goto(service.url("/device?user_code=BCDF-GHJK"))
+        page.get_by_label("Code shown on your device").wait_for()
+
     visit("home", lambda: page.goto(service.url("/")))
     visit("sign-in", sign_in_page)
     visit("password", password_step)
@@ -130,6 +134,7 @@ def test_every_hosted_page_has_no_serious_accessibility_violations(
     visit("consent", consent_page)
     visit("account", account_page)
     visit("enrol-link", link_page)
+    visit("device", device_page)
     visit("recover", recover_page)
     visit("error", lambda: page.goto(service.url("/gate/signin")))
     visit("signed-out", lambda: page.goto(service.url("/oauth2/logout")))

@@ -41,7 +41,7 @@ from tests.test_passkey_helpers import PasskeyClient, assert_error
 ACCOUNT_ROUTES = {"/account/api/" + path for path in (
     "profile", "passkeys", "passkeys/start", "passkeys/finish", "passkeys/link",
     "passkeys/{credential_id}", "sessions", "sessions/{family}", "password", "consents",
-    "recovery-codes",
+    "recovery-codes", "device",
     # The other device's calls carry a link, not a bearer token (the base class reads one
     # for the routes that need it).
     "enrol/start", "enrol/finish")}

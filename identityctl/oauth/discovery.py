@@ -7,6 +7,7 @@ from typing import Any
 from identityctl.oauth import client_auth, pkce
 from identityctl.oauth.claims import OPENID, SCOPE_CLAIMS
 from identityctl.oauth.client import AUTHORIZATION_CODE, CLIENT_CREDENTIALS, REFRESH_TOKEN
+from identityctl.oauth.grants.device_code import GRANT_TYPE as DEVICE_CODE
 from identityctl.oauth.grants.token_exchange import GRANT_TYPE as TOKEN_EXCHANGE
 from identityctl.security.jwks import ASYMMETRIC_ALGORITHMS
 
@@ -21,6 +22,9 @@ INTROSPECT_PATH = "/oauth2/introspect"
 LOGOUT_PATH = "/oauth2/logout"
 REGISTER_PATH = "/oauth2/register"
 PAR_PATH = "/oauth2/par"
+DEVICE_AUTHORIZATION_PATH = "/oauth2/device_authorization"
+#: Where a person answers a device's sign-in (RFC 8628 verification_uri).
+DEVICE_PATH = "/device"
 OPENID_CONFIGURATION_PATH = "/.well-known/openid-configuration"
 AUTHORIZATION_SERVER_PATH = "/.well-known/oauth-authorization-server"
 
@@ -49,12 +53,13 @@ def provider_metadata(*, issuer: str, base_url: str, signing_algorithms: list[st
         "introspection_endpoint": base_url + INTROSPECT_PATH,
         "end_session_endpoint": base_url + LOGOUT_PATH,
         "pushed_authorization_request_endpoint": base_url + PAR_PATH,
+        "device_authorization_endpoint": base_url + DEVICE_AUTHORIZATION_PATH,
         "require_pushed_authorization_requests": par_required,
         "scopes_supported": [OPENID, *SCOPE_CLAIMS],
         "response_types_supported": ["code"],
         "response_modes_supported": ["query"],
         "grant_types_supported": [AUTHORIZATION_CODE, REFRESH_TOKEN, CLIENT_CREDENTIALS,
-                                  TOKEN_EXCHANGE],
+                                  DEVICE_CODE, TOKEN_EXCHANGE],
         "subject_types_supported": ["public"],
         "id_token_signing_alg_values_supported": signing_algorithms,
         "token_endpoint_auth_methods_supported": list(client_auth.METHODS),

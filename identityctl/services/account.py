@@ -54,6 +54,8 @@ class AccountHolder:
 
     user: UserRecord
     auth_time: float
+    #: How they signed in (RFC 8176 values of the token's ``amr``).
+    amr: tuple[str, ...] = ()
 
     @property
     def actor(self) -> str:
@@ -72,7 +74,8 @@ def account_holder(ctx: ServiceContext, presented: PresentedToken | None) -> Acc
     if user is None or not is_usable(user):
         raise Unauthorized("The account is disabled or no longer exists.",
                            code="user_inactive")
-    return AccountHolder(user=user, auth_time=float(claims.get("auth_time") or 0))
+    return AccountHolder(user=user, auth_time=float(claims.get("auth_time") or 0),
+                         amr=tuple(claims.get("amr") or ()))
 
 
 def require_recent_sign_in(ctx: ServiceContext, holder: AccountHolder) -> None:

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from identityctl.config import Config
 from identityctl.errors import Conflict, NotFound
 from identityctl.flow.definition import validate_flow
+from identityctl.oauth.discovery import DEVICE_PATH
 from identityctl.security.keys import generate_signing_key
 from identityctl.services import account
 from identityctl.services import catalog as catalog_service
@@ -170,7 +171,21 @@ def seed(config: Config) -> list[str]:
                     account_application(config), actor="init"),
                 exists_code="application_exists"):
             made.append(f"application '{account.ACCOUNT_CLIENT_ID}' (the account page)")
+        elif _follow_release(config):
+            made.append(f"application '{account.ACCOUNT_CLIENT_ID}' (its redirect URIs)")
     return made
+
+
+def _follow_release(config: Config) -> bool:
+    """The account page's client is built in: its redirect URIs follow this release and
+    ``server.base_url`` (an older deployment's lacks /device). True when updated."""
+    current = catalog.find_application_by_client_id(account.ACCOUNT_CLIENT_ID)
+    wanted = account_application(config)
+    uris = catalog_service.oauth_config(wanted)["redirectUris"]
+    if current is None or catalog_service.oauth_config(current)["redirectUris"] == uris:
+        return False
+    catalog_service.update_application({**wanted, "id": current["id"]}, actor="init")
+    return True
 
 
 def account_application(config: Config) -> dict[str, Any]:
@@ -181,7 +196,7 @@ def account_application(config: Config) -> dict[str, Any]:
             "inboundAuthConfig": [{"type": "oauth2", "config": {
                 "clientId": account.ACCOUNT_CLIENT_ID, "publicClient": True,
                 "tokenEndpointAuthMethod": "none", "grantTypes": ["authorization_code"],
-                "redirectUris": [config.base_url + "/account"],
+                "redirectUris": [config.base_url + "/account", config.base_url + DEVICE_PATH],
                 "scopes": ["openid", "profile", "email", account.ACCOUNT_SCOPE]}}]}
 
 

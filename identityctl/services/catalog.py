@@ -15,7 +15,7 @@ from identityctl.errors import BadRequest, InvalidField, NotFound
 from identityctl.flow.definition import FLOW_TYPES, validate_flow
 from identityctl.oauth import client_auth
 from identityctl.oauth.client_assertion import check_client_jwks
-from identityctl.oauth.grants import token_exchange
+from identityctl.oauth.grants import device_code, token_exchange
 from identityctl.oauth.registration import exact_uri_problem
 from identityctl.security import passwords
 from identityctl.services.directory import check_handle, require_ou
@@ -24,7 +24,7 @@ from identityctl.theme import stylesheet as theme_grammar
 
 THEME_PLACEHOLDER = "<THEME_ID>"
 GRANT_TYPES = ("authorization_code", "refresh_token", "client_credentials",
-               token_exchange.GRANT_TYPE)
+               device_code.GRANT_TYPE, token_exchange.GRANT_TYPE)
 AUTH_METHODS = client_auth.METHODS
 DEFAULT_AUTH_FLOW = "default-basic-passkey-flow"
 DEFAULT_REGISTRATION_FLOW = "default-basic-passkey-flow"

@@ -25,6 +25,7 @@ from identityctl.store.models import (
     AuditEvent,
     BrowserSession,
     ClientRegistration,
+    DeviceAuthorization,
     FederatedIdentity,
     Grant,
     IdentityProvider,
@@ -166,6 +167,10 @@ def _create_spent_identifiers_and_pushed_requests() -> None:
     db.database.create_tables([SpentIdentifier, PushedRequest], safe=True)
 
 
+def _create_device_authorizations() -> None:
+    db.database.create_tables([DeviceAuthorization], safe=True)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (1, "create the initial schema", _create_tables),
     (2, "index the open ceremony sessions of a user", _index_open_ceremony_sessions),
@@ -190,6 +195,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (14, "audit events name the request that caused them", _audit_request_ids),
     (15, "one-time identifiers seen (client assertions, DPoP proofs) and pushed "
          "authorization requests (RFC 9126)", _create_spent_identifiers_and_pushed_requests),
+    (16, "device authorizations (RFC 8628)", _create_device_authorizations),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -511,11 +511,36 @@ class PushedRequest(BaseModel):
     expires_at = peewee.DoubleField(index=True)
 
 
+class DeviceAuthorization(BaseModel):
+    """A device's sign-in (RFC 8628) while the person answers on /device and the device
+    polls; purged an hour after it expires."""
+
+    #: SHA-256 of the device code (the device's secret).
+    device_code_hash = peewee.CharField(primary_key=True)
+    #: What the person types, as stored: 8 letters, no dash.
+    user_code = peewee.CharField(unique=True)
+    application = peewee.ForeignKeyField(Application, on_delete="CASCADE")
+    scope = peewee.TextField(default="")
+    #: The resources asked for; the DPoP key of the request.
+    extra = JSONField(default=dict)
+    #: None until the person answers.
+    approved = peewee.BooleanField(null=True)
+    user = peewee.ForeignKeyField(User, null=True, on_delete="CASCADE")
+    auth_time = peewee.DoubleField(null=True)
+    amr = JSONField(default=list)
+    #: Seconds between polls (RFC 8628 §3.5: longer after each slow_down).
+    interval = peewee.DoubleField()
+    last_polled_at = peewee.DoubleField(null=True)
+    redeemed_at = peewee.DoubleField(null=True)
+    created_at = peewee.DoubleField(default=now)
+    expires_at = peewee.DoubleField(index=True)
+
+
 ALL_MODELS: list[type[BaseModel]] = [
     SchemaVersion, OrganizationUnit, UserType, User, Theme, Flow, Application,
     PasskeyCredential, CeremonySession, FlowExecution, SigningKey, AuthorizationRequest,
     AuthorizationCode, RefreshToken, RevokedToken, AuditEvent, Throttle, ServiceSecret,
     Role, UserRole, Grant, ResourceServer, ClientRegistration, BrowserSession, SessionGrant,
     OutboxMessage, VerifiedEmail, RecoveryCode, IdentityProvider, FederatedIdentity,
-    WebhookSubscription, SpentIdentifier, PushedRequest,
+    WebhookSubscription, SpentIdentifier, PushedRequest, DeviceAuthorization,
 ]

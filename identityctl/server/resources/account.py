@@ -1,4 +1,5 @@
-"""The account page (``/account``, ``/account/enrol``) and its REST API (``/account/api``).
+"""The account page (``/account``, ``/account/enrol``, ``/device``) and its REST API
+(``/account/api``).
 
 The API takes the account page's access token (scope ``account``) and acts for its own user
 (services/account.py). The two ``/account/api/enrol`` calls are the other device's, which
@@ -11,7 +12,8 @@ from typing import Any
 
 import falcon
 
-from identityctl.errors import MissingField
+from identityctl.errors import InvalidField, MissingField
+from identityctl.oauth.discovery import DEVICE_PATH
 from identityctl.passkey import codec
 from identityctl.server.openapi import error_response, json_body, json_response
 from identityctl.server.requests import json_object, object_field, presented_token, string_field
@@ -19,6 +21,7 @@ from identityctl.server.resources.gate import language_of, write_page
 from identityctl.server.resources.passkey import creation_answer
 from identityctl.services import account
 from identityctl.services.context import ServiceContext
+from identityctl.services.oauth import device
 from identityctl.ui import account_page
 
 API = "/account/api"
@@ -39,11 +42,11 @@ class _AccountResource:
 
 
 class PageResource:
-    def __init__(self, context: ServiceContext, *, enrol: bool = False) -> None:
-        self.context, self.enrol = context, enrol
+    def __init__(self, context: ServiceContext, *, mode: str = "account") -> None:
+        self.context, self.mode = context, mode
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        write_page(resp, account_page.page(self.context.config, enrol=self.enrol,
+        write_page(resp, account_page.page(self.context.config, mode=self.mode,
                                            language=language_of(req)))
 
 
@@ -136,6 +139,24 @@ class RecoveryCodesResource(_AccountResource):
         resp.media = {"recoveryCodes": codes}
 
 
+class DeviceResource(_AccountResource):
+    """A device's sign-in (RFC 8628) as the person sees it on /device, and their answer."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = device.describe(self.context, self.holder(req, resp),
+                                     req.get_param("userCode"),
+                                     client_address=req.context.client_address)
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = json_object(req)
+        decision = string_field(body, "decision")
+        if decision not in ("allow", "deny"):
+            raise InvalidField("decision", "must be 'allow' or 'deny'")
+        resp.media = device.decide(self.context, self.holder(req, resp), body.get("userCode"),
+                                   approve=decision == "allow",
+                                   client_address=req.context.client_address)
+
+
 class ConsentsResource(_AccountResource):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.media = {"consents": account.consents(self.holder(req, resp))}
@@ -151,7 +172,9 @@ class ConsentsResource(_AccountResource):
 
 def add_account_routes(app: falcon.App, context: ServiceContext) -> None:
     app.add_route("/account", PageResource(context))
-    app.add_route("/account/enrol", PageResource(context, enrol=True))
+    app.add_route("/account/enrol", PageResource(context, mode="enrol"))
+    app.add_route(DEVICE_PATH, PageResource(context, mode="device"))
+    app.add_route(f"{API}/device", DeviceResource(context))
     app.add_route(f"{API}/profile", ProfileResource(context))
     app.add_route(f"{API}/passkeys", PasskeysResource(context))
     app.add_route(f"{API}/passkeys/start", PasskeyStartResource(context))
@@ -269,4 +292,25 @@ OPENAPI_PATHS = {
                        "404": error_response("grant_not_found.")},
                       parameters=[{"name": "clientId", "in": "query", "required": True,
                                    "schema": {"type": "string"}}])},
+    f"{API}/device": {
+        "get": _op("What a device's sign-in (RFC 8628) asks, by the code it shows",
+                   "accountDeviceRequest",
+                   {"200": json_response("{userCode, client, clientId, clientHost, "
+                                         "registeredItself, scopes, resources}",
+                                         {"type": "object"}),
+                    "400": error_response("user_code_invalid: unknown, expired or answered."),
+                    "429": error_response("too_many_attempts: too many wrong codes.")},
+                   parameters=[{"name": "userCode", "in": "query", "required": True,
+                                "schema": {"type": "string"}}]),
+        "post": _op("Allow or deny a device's sign-in", "accountDeviceDecision",
+                    {"200": json_response("{approved, reason?}: a refusal for a missing "
+                                          "role or user type is a denial with its reason.",
+                                          {"type": "object"}),
+                     "400": error_response("user_code_invalid, invalid_field (decision)."),
+                     "429": error_response("too_many_attempts.")},
+                    requestBody=json_body({"type": "object", "required": ["userCode",
+                                                                          "decision"],
+                                           "properties": {"userCode": {"type": "string"},
+                                                          "decision": {
+                                                              "enum": ["allow", "deny"]}}}))},
 }

@@ -28,6 +28,7 @@ from identityctl.services import sessions
 from identityctl.services.context import ServiceContext
 from identityctl.services.oauth import (
     authorization,
+    device,
     dpop,
     logout,
     pushed_requests,
@@ -182,6 +183,18 @@ class PushedRequestResource(_OAuthResource):
 
 
 @falcon.before(_cross_origin)
+class DeviceAuthorizationResource(_OAuthResource):
+    """POST /oauth2/device_authorization (RFC 8628 §3.1) -> {device_code, user_code, ...}."""
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _no_store(resp)
+        resp.media = device.start(self.context, _form(req), **_client(req))
+
+    def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _preflight(resp, "POST")
+
+
+@falcon.before(_cross_origin)
 class UserinfoResource(_OAuthResource):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         _no_store(resp)
@@ -290,6 +303,7 @@ def add_oauth_routes(app: falcon.App, context: ServiceContext) -> None:
     app.add_route(discovery.CONSENT_PATH, ConsentResource(context))
     app.add_route(discovery.TOKEN_PATH, TokenResource(context))
     app.add_route(discovery.PAR_PATH, PushedRequestResource(context))
+    app.add_route(discovery.DEVICE_AUTHORIZATION_PATH, DeviceAuthorizationResource(context))
     app.add_route(discovery.USERINFO_PATH, UserinfoResource(context))
     app.add_route(discovery.REVOKE_PATH, RevokeResource(context))
     app.add_route(discovery.INTROSPECT_PATH, IntrospectResource(context))
@@ -494,9 +508,19 @@ OPENAPI_PATHS = {
                                   "expired, answered, or another page's token).")}}},
     discovery.TOKEN_PATH: {"post": {
         "summary": "Exchange a grant for tokens (authorization_code, refresh_token, "
-                   "client_credentials)", "operationId": "oauthToken",
+                   "client_credentials, device_code, token-exchange)",
+        "operationId": "oauthToken",
         "requestBody": _form_body({
-            "grant_type": _string("authorization_code | refresh_token | client_credentials"),
+            "grant_type": _string("authorization_code | refresh_token | client_credentials | "
+                                  "urn:ietf:params:oauth:grant-type:device_code | "
+                                  "urn:ietf:params:oauth:grant-type:token-exchange"),
+            "device_code": _string("device_code (RFC 8628)"),
+            "subject_token": _string("token-exchange (RFC 8693): the user's access token"),
+            "subject_token_type": _string("token-exchange: "
+                                          "urn:ietf:params:oauth:token-type:access_token"),
+            "actor_token": _string("token-exchange, optional"),
+            "actor_token_type": _string("token-exchange, with actor_token"),
+            "audience": _string("token-exchange: the target (or resource)"),
             "code": _string("authorization_code"), "redirect_uri": _string("authorization_code"),
             "code_verifier": _string("authorization_code with PKCE"),
             "refresh_token": _string("refresh_token"),
@@ -533,6 +557,24 @@ OPENAPI_PATHS = {
                 "answer: invalid_request (redirect_uri_missing, redirect_uri_mismatch, "
                 "request_uri_not_allowed, pkce_required...), unsupported_response_type, "
                 "unauthorized_client, invalid_scope, invalid_target; " + _CLIENT_ERRORS),
+            "401": _oauth_error("invalid_client (see 400)."),
+            "503": error_response("database_busy.")}}},
+    discovery.DEVICE_AUTHORIZATION_PATH: {"post": {
+        "summary": "Start a device's sign-in (RFC 8628): the device shows the user code and "
+                   "polls the token endpoint with the device code",
+        "operationId": "oauthDeviceAuthorization",
+        "requestBody": _form_body({
+            "scope": _string("Space-separated; default: the client's allowed scopes."),
+            "resource": _string("RFC 8707 resource indicator(s)."), **_CLIENT_FIELDS},
+            ["client_id"]),
+        "responses": {
+            "200": json_response("device_code (secret), user_code (XXXX-XXXX), "
+                                 "verification_uri ({base_url}/device), "
+                                 "verification_uri_complete (for a QR code), expires_in, "
+                                 "interval.", {"type": "object"}),
+            "400": _oauth_error("unauthorized_client (grant_not_allowed: the client lacks "
+                                "the device_code grant); invalid_scope; invalid_target; "
+                                + _CLIENT_ERRORS),
             "401": _oauth_error("invalid_client (see 400)."),
             "503": error_response("database_busy.")}}},
     discovery.USERINFO_PATH: {"get": {

@@ -260,7 +260,7 @@ def _continue(ctx: ServiceContext, auth_id: str, signed_in: dict[str, Any], *,
     user = directory.find_user_by_id(signed_in["sub"])
     scope = parse_scope(pending.scope)
     prompts = pending.extra.get("prompts", ())
-    if user is not None and _user_refusal(user, application, scope) is None \
+    if user is not None and user_refusal(user, application, scope) is None \
             and consent_required(described_itself=client.described_itself, requested=scope,
                                  granted=grants.granted_scopes(user.id, application["id"]),
                                  prompts=prompts):
@@ -341,7 +341,7 @@ def _hand_off(ctx: ServiceContext, request: StoredAuthorizationRequest,
     meanwhile)."""
     user = directory.find_user_by_id(signed_in["sub"])
     issuer = ctx.config.issuer
-    refusal = _user_refusal(user, application, parse_scope(request.scope))
+    refusal = user_refusal(user, application, parse_scope(request.scope))
     if refusal is not None or user is None:
         refusal = refusal or "The user no longer exists."
         audit.record("oauth.authorize", "denied", actor=oauth_config(application)["clientId"],
@@ -373,8 +373,8 @@ def _hand_off(ctx: ServiceContext, request: StoredAuthorizationRequest,
                                                      state=request.state, issuer=issuer))
 
 
-def _user_refusal(user: UserRecord | None, application: dict[str, Any],
-                  scope: tuple[str, ...]) -> str | None:
+def user_refusal(user: UserRecord | None, application: dict[str, Any],
+                 scope: tuple[str, ...]) -> str | None:
     """Why this user may not get tokens with ``scope`` for this application, or None."""
     if user is None:
         return "The user no longer exists."

@@ -32,6 +32,15 @@ from identityctl.oauth.dpop import InvalidDpopProof, Proof
 from identityctl.oauth.errors import InvalidGrant, OAuthError, UnsupportedGrantType
 from identityctl.oauth.grants.authorization_code import CodeReplayed, validate_code_redemption
 from identityctl.oauth.grants.client_credentials import validate_client_credentials
+from identityctl.oauth.grants.device_code import GRANT_TYPE as DEVICE_CODE
+from identityctl.oauth.grants.device_code import (
+    SLOW_DOWN_STEP,
+    AuthorizationPending,
+    DeviceGrant,
+    SlowDown,
+    check_poll,
+    status_of,
+)
 from identityctl.oauth.grants.refresh_token import RefreshTokenReplayed, validate_refresh
 from identityctl.oauth.grants.token_exchange import (
     ACCESS_TOKEN_TYPE,
@@ -57,6 +66,7 @@ from identityctl.services.oauth import dpop
 from identityctl.services.oauth.clients import authenticate_client
 from identityctl.services.oauth.revocation import end_grant
 from identityctl.store import audit, directory
+from identityctl.store import device as device_store
 from identityctl.store import oauth as oauth_store
 from identityctl.store import recovery as recovery_store
 from identityctl.store.db import transaction
@@ -88,6 +98,8 @@ def token(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
         issued = grant(ctx, client, parameters, client_address, proof)
         metrics.count(metrics.TOKENS, grant_type)
         return issued
+    except (AuthorizationPending, SlowDown):
+        raise  # a device polling while the person answers: not a failure to audit
     except OAuthError as refusal:
         audit.record("oauth.token", "failure", actor=client.client_id,
                      client_address=client_address,
@@ -257,11 +269,58 @@ def _presented_token(ctx: ServiceContext, token: str, role: str) -> dict[str, An
                            code=f"{role}_token_invalid") from None
 
 
+def _redeem_device_code(ctx: ServiceContext, client: Client, parameters: Parameters,
+                        client_address: str, proof: Proof | None) -> dict[str, Any]:
+    """RFC 8628 §3.4-3.5: the device's poll; tokens once the person approved, once."""
+    code_hash = token_hash(require(parameters, "device_code"))
+    stored, now = device_store.by_device_code(code_hash), time.time()
+    try:
+        check_poll(DeviceGrant(
+            application_id=stored.application_id, expires_at=stored.expires_at,
+            status=status_of(approved=stored.approved, redeemed=stored.redeemed),
+            interval=stored.interval, last_polled_at=stored.last_polled_at)
+            if stored else None, client=client, now=now)
+    except SlowDown:
+        assert stored is not None
+        device_store.polled(code_hash, at=now, interval=stored.interval + SLOW_DOWN_STEP)
+        raise
+    except AuthorizationPending:
+        assert stored is not None
+        device_store.polled(code_hash, at=now, interval=stored.interval)
+        raise
+    assert stored is not None and stored.user_id is not None  # approved: by someone
+    user = _active_user(stored.user_id)
+    scope = parse_scope(stored.scope)
+    resources = stored.extra.get("resources", [])
+    sign_in = SignIn(subject=user.id, auth_time=int(stored.auth_time or now),
+                     amr=tuple(stored.amr))
+    session_id = new_id()
+    issued = _issue(ctx, client, subject=user.id, scope=scope, sign_in=sign_in, user=user,
+                    audience=token_audience(parameters.resources, authorized=resources,
+                                            issuer=ctx.config.issuer),
+                    session_id=session_id, with_refresh_token=True, proof=proof)
+    refresh = _new_refresh_token(ctx, client, issued, family=session_id, user=user,
+                                 scope=scope, sign_in=sign_in, resources=resources,
+                                 client_address=client_address,
+                                 bound_to=proof.jkt if proof and client.public else None)
+    with transaction():  # the tokens are handed out by the one poll that redeems
+        redeemed = device_store.redeem(code_hash)
+        if redeemed and refresh is not None:
+            refresh.create()
+        if redeemed:
+            audit.record("oauth.token", "success", actor=client.client_id, user_id=user.id,
+                         client_address=client_address, details={"grant": DEVICE_CODE})
+    if not redeemed:
+        raise InvalidGrant("The device code was used already.", code="device_code_used")
+    return issued.response
+
+
 _GRANTS: dict[str, Callable[[ServiceContext, Client, Parameters, str, Proof | None],
                             dict[str, Any]]] = {
     AUTHORIZATION_CODE: _exchange_code,
     REFRESH_TOKEN: _refresh,
     CLIENT_CREDENTIALS: _client_credentials,
+    DEVICE_CODE: _redeem_device_code,
     TOKEN_EXCHANGE: _exchange_token,
 }
 

@@ -2,7 +2,9 @@
 // the person's profile, passkeys, signed-in applications, password and consents through
 // /account/api. The access token lives in memory only; a reload signs in again, which the
 // browser's session answers without a page. /account/enrol is the other device's page: it
-// adds a passkey with the one-time link in its fragment. No framework, no inline code.
+// adds a passkey with the one-time link in its fragment. /device is where a person approves
+// a device's sign-in (RFC 8628): the code it shows, then a sign-in, then Allow or Deny.
+// No framework, no inline code.
 "use strict";
 
 (() => {
@@ -14,6 +16,7 @@
   const content = $("content");
   const { creationOptions, credentialJSON } = window.identityctlWebAuthn;
   const PENDING = "identityctl-account-pkce";
+  const DEVICE_CODE = "identityctl-device-code";
   let accessToken = "";
   let idToken = "";
 
@@ -24,6 +27,9 @@
     weak_password: "Choose a longer or less common password (at least 8 characters, not " +
       "your username).",
     link_used: "This link was used already. Make a new one on your account page.",
+    user_code_invalid: "That code is not valid, or it has expired. Check the code your " +
+      "device shows, then try again.",
+    too_many_attempts: "Too many wrong codes. Wait a few minutes, then try again.",
     NotAllowedError: "The passkey request was cancelled or timed out.",
     InvalidStateError: "This device already has a passkey for your account.",
   };
@@ -296,10 +302,66 @@
       })));
   }
 
+  // --- /device: a device's sign-in (RFC 8628) ---------------------------------------------------
+
+  function askForCode(typed) {
+    const field = element("input", { id: "user-code", name: "user_code", autocomplete: "off",
+      autocapitalize: "characters", spellcheck: "false", required: "",
+      "aria-describedby": "user-code-help" });
+    field.value = typed || "";
+    const form = element("form", { id: "device-form" },
+      element("label", { for: "user-code" }, t("Code shown on your device")),
+      element("p", { id: "user-code-help", class: "status" },
+        t("Eight letters, like BCDF-GHJK. You sign in next, then choose whether to allow " +
+          "the device.")),
+      field, element("button", { type: "submit" }, t("Continue")));
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      sessionStorage.setItem(DEVICE_CODE, field.value.trim());
+      guarded(async () => (accessToken ? deviceQuestion() : signIn()));
+    });
+    content.replaceChildren(form);
+    field.focus();
+  }
+
+  async function deviceQuestion() {
+    const userCode = sessionStorage.getItem(DEVICE_CODE) || "";
+    if (!userCode) return askForCode("");
+    let request;
+    try {
+      request = await call("GET", `/device?${new URLSearchParams({ userCode })}`);
+    } catch (failure) {
+      askForCode(userCode);
+      throw failure;
+    }
+    const answer = (decision) => guarded(async () => {
+      const decided = await call("POST", "/device", { userCode, decision });
+      sessionStorage.removeItem(DEVICE_CODE);
+      content.replaceChildren(element("p", { id: "done" }, decided.approved
+        ? t("Done. {client} is signed in on your device. You can close this page.",
+          { client: request.client })
+        : decided.reason || t("You said no. The device was not signed in.")));
+    });
+    content.replaceChildren(...[
+      element("p", {}, t("Sign in to {client} on your device?", { client: request.client })),
+      element("p", {}, t("Only allow this if your device shows the code {code}.",
+        { code: request.userCode })),
+      element("ul", {}, ...request.scopes.map((scope) => element("li", {},
+        t(scope.description)))),
+      request.resources.length ? element("p", {}, t("For use at: {resources}",
+        { resources: request.resources.join(", ") })) : null,
+      element("p", { class: "actions" }, button(t("Allow"), () => answer("allow")),
+        button(t("Deny"), () => answer("deny"), true))].filter(Boolean));
+    return undefined;
+  }
+
   async function start() {
     try {
       if (page.mode === "enrol") return await enrol();
       const params = new URLSearchParams(window.location.search);
+      if (page.mode === "device" && !params.get("code") && !params.get("error")) {
+        return askForCode(params.get("user_code") || sessionStorage.getItem(DEVICE_CODE));
+      }
       if (params.get("error")) {
         history.replaceState(null, "", page.redirectUri);
         throw new Refused({ description: params.get("error_description") ||
@@ -307,7 +369,7 @@
       }
       if (!params.get("code")) return await signIn();
       await finishSignIn(params);
-      await render();
+      await (page.mode === "device" ? deviceQuestion() : render());
       $("heading").focus();
     } catch (failure) {
       showError(page.mode === "enrol" && failure.code === "invalid_token"
