@@ -133,7 +133,7 @@ class OAuthConfig:
     #: Device authorization (RFC 8628): how long a device's codes work, and the seconds its
     #: client waits between polls.
     device_code_ttl: int = 600
-    device_poll_interval: float = 5.0
+    device_poll_interval: int = 5
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,18 @@ test-artifacts/account/.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from tests.conftest import Service
+from tests.conftest import Service, start_service
+from tests.support.authenticator import SoftAuthenticator
 from tests.support.browser import PasskeyPage, needs_chromium
 from tests.test_account import Account
 from tests.test_oauth_helpers import register_client
+from tests.test_passkey_helpers import PasskeyClient
 
 pytestmark = needs_chromium
 
@@ -183,3 +187,22 @@ def test_recovery_codes_are_made_and_shown_once(account_page: AccountPage) -> No
     ui.page.locator("#username").wait_for()
     assert ui.page.locator("#recovery-codes li").count() == 0  # not shown again
     ui.page.get_by_text("You have 10 unused recovery codes.").wait_for()
+
+
+def test_the_account_page_signs_in_where_every_request_must_be_pushed(
+        browser: Any, tmp_path: Path) -> None:
+    """oauth.require_pushed_authorization_requests: the page pushes its own request
+    (RFC 9126) before it sends the browser to sign in."""
+    running, stop = start_service(tmp_path, settings={
+        "require_pushed_authorization_requests = false":
+            "require_pushed_authorization_requests = true"})
+    passkeys = PasskeyClient(running)
+    person = SimpleNamespace(service=running, user=passkeys.new_user(),
+                             authenticator=SoftAuthenticator())
+    passkeys.enrolled(person.user, person.authenticator)
+    opened = AccountPage(browser, person)  # type: ignore[arg-type]
+    try:
+        opened.open()
+    finally:
+        opened.tab.close()
+        stop()

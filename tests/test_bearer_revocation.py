@@ -78,8 +78,9 @@ def test_every_route_that_reads_a_bearer_token_is_covered_here(service: Service)
     assert reading | {"/mcp"} == BEARER_ROUTES
     # Only the request helpers read a bearer token from the header (the token endpoint's
     # client authentication reads Basic credentials), and only the token service decodes one
-    # (identityctl/federation checks ID tokens other servers issued, and
-    # oauth/client_assertion.py the assertions clients sign, each by their own keys).
+    # (security/jwks.py checks, by their own keys, the ID tokens other servers issued
+    # (identityctl/federation) and the assertions clients sign (oauth/client_assertion.py);
+    # oauth/dpop.py a proof by the key it carries).
     for module in PACKAGE.rglob("*.py"):
         text, relative = module.read_text(), module.relative_to(PACKAGE).as_posix()
         if 'get_header("Authorization")' in text:
@@ -91,8 +92,9 @@ def test_every_route_that_reads_a_bearer_token_is_covered_here(service: Service)
                                 "services/oauth/revocation.py",
                                 "services/oauth/token_endpoint.py"}, relative
         if "jwt.decode(" in text or "._verify(" in text:
-            assert relative in {"security/tokens.py", "federation/__init__.py",
-                                "oauth/client_assertion.py", "oauth/dpop.py"}, relative
+            assert relative in {"security/tokens.py", "security/jwks.py",
+                                "federation/__init__.py", "oauth/client_assertion.py",
+                                "oauth/dpop.py"}, relative
 
 
 # --- the attack, at every bearer route --------------------------------------------------------

@@ -268,3 +268,12 @@ def test_a_document_that_is_not_one_is_refused_plainly(tmp_path: Path) -> None:
     unknown = _apply(fresh, {"apiVersion": "identityctl/v1", "kind": "Configuration",
                              "users": []})
     assert unknown.returncode == 1 and "users" in unknown.stderr
+    for odd in ({"organizationUnits": [{"handle": "x", "name": "X", "parent": ["a"]}]},
+                {"applications": [{"name": "A", "inboundAuthConfig": [
+                    {"type": "oauth2", "config": "not a mapping"}]}]},
+                {"roles": [{"name": "r", "scopes": ["a"], "description": "2026-11-25"}]}):
+        answered = _apply(fresh, {"apiVersion": "identityctl/v1", "kind": "Configuration",
+                                  **odd})
+        assert "Traceback" not in answered.stderr, answered.stderr
+    made = next(role for role in _export(fresh)["roles"] if role["name"] == "r")
+    assert made["description"] == "2026-11-25"  # a YAML date, applied as text

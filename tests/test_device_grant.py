@@ -41,9 +41,9 @@ GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[Service]:
-    """Devices poll every half second here (5 by default)."""
+    """Devices poll every second here (5 by default)."""
     running, stop = start_service(tmp_path, settings={
-        "device_poll_interval = 5.0": "device_poll_interval = 0.5"})
+        "device_poll_interval = 5": "device_poll_interval = 1"})
     yield running
     stop()
 
@@ -166,11 +166,11 @@ def test_each_poll_answer_of_rfc_8628(service: Service) -> None:
     started = start_device(service, device).json()
     assert set(started) == {"device_code", "user_code", "verification_uri",
                             "verification_uri_complete", "expires_in", "interval"}
-    assert started["interval"] == 0.5 and started["expires_in"] == 600
+    assert started["interval"] == 1 and started["expires_in"] == 600  # whole seconds
     code = started["device_code"]
     assert_oauth_error(poll(service, device, code), 400, "authorization_pending")
     assert_oauth_error(poll(service, device, code), 400, "slow_down")  # at once again
-    time.sleep(0.6)  # the interval is 5.5 s now: still too soon
+    time.sleep(1.1)  # the interval is 6 s now: still too soon
     assert_oauth_error(poll(service, device, code), 400, "slow_down")
     assert_oauth_error(poll(service, device, "no-such-code"), 400, "invalid_grant",
                        "device_code_invalid")
@@ -234,3 +234,20 @@ def test_discovery_offers_the_device_grant(service: Service) -> None:
     assert metadata["device_authorization_endpoint"] == \
         service.config.base_url + "/oauth2/device_authorization"
     assert GRANT in metadata["grant_types_supported"]
+
+
+def test_an_older_deployment_gains_the_device_page_and_keeps_its_changes(
+        service: Service) -> None:
+    from identityctl.services import bootstrap
+
+    account = catalog.require_application_by_client_id("identityctl-account")
+    settings = catalog.oauth_config(account)
+    own = "https://intranet.example/account-callback"  # an admin's addition
+    catalog.update_application({**account, "inboundAuthConfig": [{"type": "oauth2", "config": {
+        **settings, "redirectUris": [service.url("/account"), own]}}]})
+    assert bootstrap.seed(service.config) == [
+        "application 'identityctl-account' (its new redirect URIs)"]
+    assert catalog.oauth_config(catalog.require_application_by_client_id(
+        "identityctl-account"))["redirectUris"] == [service.url("/account"), own,
+                                                    service.url("/device")]
+    assert bootstrap.seed(service.config) == []

@@ -19,7 +19,14 @@ import pytest
 
 from identityctl.oauth.dpop import thumbprint
 from tests.conftest import Service, start_service
-from tests.support.openid_client import dpop_proof, ec_key, needs_openid_client, public, step
+from tests.support.openid_client import (
+    dpop_proof,
+    ec_key,
+    needs_openid_client,
+    public,
+    rsa_key,
+    step,
+)
 from tests.test_oauth_helpers import (
     OAuthDriver,
     RegisteredClient,
@@ -108,6 +115,8 @@ def test_a_client_that_requires_dpop_is_refused_without_a_proof(service: Service
     ({"header_jwk": None}, "invalid_dpop_proof"),
     ({"signing_key": "other"}, "invalid_dpop_proof"),
     ({"private_jwk": True}, "invalid_dpop_proof"),
+    ({"rsa_jwk": True}, "invalid_dpop_proof"),  # an RSA key in an ES256 proof: no 500
+    ({"htu": "https://id.example:99999/oauth2/token"}, "dpop_htu_mismatch"),
 ])
 def test_each_bad_proof_is_refused_at_the_token_endpoint(service: Service,
                                                          change: dict[str, Any],
@@ -116,6 +125,8 @@ def test_each_bad_proof_is_refused_at_the_token_endpoint(service: Service,
     change = dict(change)
     if change.pop("private_jwk", False):
         change["header_jwk"] = key
+    if change.pop("rsa_jwk", False):
+        change["header_jwk"] = public(rsa_key())
     if change.get("signing_key") == "other":
         change["signing_key"] = jwt.PyJWK(ec_key()).key
     if "iat" in change:  # an hour old, counted when the test runs
@@ -123,6 +134,13 @@ def test_each_bad_proof_is_refused_at_the_token_endpoint(service: Service,
     proof = dpop_proof(key, "POST", service.config.base_url + "/oauth2/token", **change)
     assert_oauth_error(token_with_proof(service, client, proof), 400, "invalid_dpop_proof",
                        code)
+
+
+def test_a_clock_a_little_ahead_is_forgiven(service: Service) -> None:
+    client, key = machine(), ec_key()
+    ahead = dpop_proof(key, "POST", service.config.base_url + "/oauth2/token",
+                       iat=int(time.time()) + 3)
+    assert token_with_proof(service, client, ahead).status_code == 200
 
 
 def test_a_proof_is_used_once(service: Service) -> None:
@@ -158,8 +176,18 @@ def test_a_bound_token_is_refused_without_its_proof_at_userinfo_and_mcp(
     assert_oauth_error_401(thief, "invalid_dpop_proof", "dpop_key_mismatch")
     no_ath = at_mcp(f"DPoP {token}", dpop_proof(key, "POST", mcp))
     assert_oauth_error_401(no_ath, "invalid_dpop_proof", "dpop_ath_mismatch")
+    garbage = at_mcp("DPoP not-a-token", dpop_proof(key, "POST", mcp,
+                                                    access_token="not-a-token"))
+    assert garbage.status_code == 401  # answered in the scheme it was presented in
+    assert garbage.headers["WWW-Authenticate"].startswith("DPoP ")
+    assert 'error="invalid_token"' in garbage.headers["WWW-Authenticate"]
     owner = at_mcp(f"DPoP {token}", dpop_proof(key, "POST", mcp, access_token=token))
     assert owner.status_code == 200, owner.text
+
+    looked_up = OAuthDriver(service).client_post("/oauth2/introspect", client,
+                                                 {"token": token}).json()
+    assert (looked_up["token_type"], looked_up["cnf"]) == ("DPoP", {"jkt": thumbprint(
+        public(key))})
 
     plain = token_with_proof(service, client, None, scope="system", resource=mcp)
     unbound = plain.json()["access_token"]

@@ -20,7 +20,14 @@ import pytest
 from identityctl.errors import InvalidField
 from tests.conftest import Service, start_service
 from tests.support.https import Publisher, https_publisher
-from tests.support.openid_client import ec_key, needs_openid_client, public, signer, step
+from tests.support.openid_client import (
+    ec_key,
+    needs_openid_client,
+    public,
+    rsa_key,
+    signer,
+    step,
+)
 from tests.test_oauth_helpers import assert_oauth_error, register_client
 
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
@@ -42,7 +49,7 @@ def assertion(service: Service, client_id: str, key: dict[str, Any], *,
                "jti": uuid.uuid4().hex, "iat": now, "exp": now + 60, **claims}
     return jwt.encode({name: value for name, value in payload.items() if value is not None},
                       signing_key if signing_key is not None else signer(key),
-                      algorithm=algorithm, headers={"kid": key["kid"]})
+                      algorithm=algorithm, headers={"kid": key["kid"]} if key["kid"] else {})
 
 
 def token_request(service: Service, client_assertion: str, **form: str) -> Any:
@@ -100,6 +107,20 @@ def test_each_bad_assertion_is_refused_as_invalid_client(service: Service, chang
                        signing_key=json.dumps(public(key)).encode() * 2)
     answer = token_request(service, assertion(service, client_id, key, **options, **change))
     assert_oauth_error(answer, 401, "invalid_client", code)
+
+
+def test_without_a_kid_any_registered_key_of_the_algorithm_may_sign(service: Service) -> None:
+    """A client rotating its keys publishes two; an assertion naming none is tried with
+    each that fits its algorithm. A key that does not fit is no server error."""
+    old, new = ec_key(), ec_key()
+    client_id, _ = keyed_client(jwks={"keys": [public(old), public(new)]})
+    for key in (old, new):
+        unnamed = {name: value for name, value in key.items() if name != "kid"}
+        assert token_request(service, assertion(service, client_id, {**unnamed, "kid": None},
+                                                signing_key=signer(key))).status_code == 200
+    rsa_only, _ = keyed_client(jwks={"keys": [public(rsa_key())]})
+    assert_oauth_error(token_request(service, assertion(service, rsa_only, old)), 401,
+                       "invalid_client", "client_assertion_invalid")
 
 
 def test_an_assertion_is_used_once(service: Service) -> None:

@@ -14,7 +14,7 @@ import jwt
 import pytest
 
 from identityctl.errors import InvalidField
-from identityctl.services import resource_servers
+from identityctl.services import directory, resource_servers
 from identityctl.services.context import ServiceContext
 from identityctl.store import audit
 from tests.conftest import Service
@@ -111,6 +111,18 @@ def test_each_exchange_the_policy_does_not_allow_is_refused(service: Service,
                        "grant_not_allowed")
 
 
+def test_identityctl_itself_is_no_target_and_a_deleted_person_has_nothing_to_give(
+        service: Service, resources: None) -> None:
+    assistant = agent(targets=[NOTES, service.config.issuer])
+    user_id, subject_token = users_token(service, assistant)
+    assert_oauth_error(exchange(service, assistant, subject_token,
+                                resource=service.config.issuer), 400, "invalid_target",
+                       "target_not_allowed")
+    directory.delete_user(user_id)
+    assert_oauth_error(exchange(service, assistant, subject_token), 400, "invalid_grant",
+                       "user_inactive")
+
+
 def test_a_revoked_subject_token_is_not_exchanged(service: Service, resources: None) -> None:
     assistant = agent()
     _, subject_token = users_token(service, assistant)
@@ -130,7 +142,7 @@ def test_a_second_hop_names_both_actors(service: Service, resources: None) -> No
     first = exchange(service, assistant, subject_token, scope="notes:read")
     assert first.status_code == 200, first.text
     notes_backend = register_client(
-        "M2M", grantTypes=["client_credentials", GRANT], scopes=["api"],
+        "M2M", grantTypes=["client_credentials", GRANT], scopes=["api", "notes:read"],
         tokenExchange={"targets": [search], "subjectAudiences": [NOTES]})
     second = exchange(service, notes_backend, first.json()["access_token"], resource=search)
     assert second.status_code == 200, second.text

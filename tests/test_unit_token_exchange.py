@@ -24,10 +24,11 @@ NOW = 1_800_000_000.0
 def client(client_id: str = "agent", public: bool = False) -> Client:
     return Client(application_id="a", client_id=client_id, redirect_uris=(), grant_types=(),
                   auth_method="client_secret_basic", pkce_required=True, public=public,
-                  scopes=(), token_settings={}, token_exchange={"targets": [NOTES]})
+                  scopes=("openid", "notes:read"), token_settings={},
+                  token_exchange={"targets": [NOTES]})
 
 
-def request(**form: str) -> Any:
+def request(**form: str | list[str]) -> Any:
     return read_exchange_request(read_parameters({
         "subject_token": "t", "subject_token_type": ACCESS_TOKEN_TYPE, "resource": NOTES,
         **form}))
@@ -68,6 +69,10 @@ def test_an_earlier_actor_is_nested() -> None:
     ({"subject": subject(cnf={"jkt": "x"})}, InvalidGrant, "subject_token_bound"),
     ({"asked": request(scope="notes:write")}, InvalidScope, "scope_exceeds_subject"),
     ({"actor": {"sub": "x", "client_id": "other"}}, InvalidGrant, "actor_token_not_accepted"),
+    ({"actor": {"sub": "x", "client_id": "agent", "cnf": {"jkt": "k"}}}, InvalidGrant,
+     "actor_token_bound"),
+    ({"subject": subject(scope="openid notes:read notes:write"),
+      "asked": request(scope="notes:write")}, InvalidScope, "scope_not_allowed"),
 ])
 def test_each_refusal(overrides: dict[str, Any], refusal: type[OAuthError], code: str) -> None:
     with pytest.raises(refusal) as refused:
@@ -84,3 +89,5 @@ def test_the_request_names_a_target_and_access_tokens_only() -> None:
             request(**form)
         assert refused.value.code == code
     assert request(audience=NOTES, resource="").targets == (NOTES,)
+    both = "https://calendar.example/api"
+    assert request(audience=[NOTES, both], resource="").targets == (NOTES, both)  # repeated

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,11 @@ def load(path: Path) -> Any:
         text = typer.get_text_stream("stdin").read() if str(path) == "-" else path.read_text()
     except FileNotFoundError:
         raise IdentityError(f"{path} does not exist.", code="file_not_found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise IdentityError(f"{path} cannot be read: {exc}", code="file_not_found") from None
     try:
-        return yaml.safe_load(text)
+        # YAML's dates and other non-JSON scalars become text, as the API would see them.
+        return json.loads(json.dumps(yaml.safe_load(text), default=str))
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" at line {where.line + 1}" if where else ""
@@ -74,8 +78,10 @@ def export(
     if to is None:
         typer.echo(text, nl=False)
         return
-    to.touch(mode=0o600)
-    to.write_text(text)
+    descriptor = os.open(to, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(descriptor, 0o600)  # also when the file was there already
+    with os.fdopen(descriptor, "w") as written:
+        written.write(text)
     console.print(f"[green]✓[/green] wrote {to}", soft_wrap=True)
 
 

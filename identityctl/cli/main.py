@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import shutil
 import tempfile
@@ -177,16 +178,29 @@ def serve(
         run_server(config, **listen)
 
 
+#: cgroup v2's CPU limit of this process's container ("max 100000" or "<quota> <period>").
+CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+
+
 def worker_count(setting: int | str) -> tuple[int, str]:
     """How many processes ``serve`` runs for ``--workers`` / ``server.workers``, and why:
-    "auto" is one per core this process may use (its CPU affinity: a container's share), or
-    one where processes cannot be forked."""
+    "auto" is one per core this process may use: its CPU affinity (a cpuset), and its
+    container's CPU quota (cgroup v2 ``cpu.max``, Kubernetes' ``cpu`` limit), whichever is
+    less; one where processes cannot be forked."""
     if setting != "auto":
         return int(setting), "as configured"
     if not hasattr(os, "fork"):
         return 1, "this system cannot fork workers"
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
         os.cpu_count() or 1)
+    try:
+        quota, period = CPU_MAX.read_text().split()[:2]
+        if quota != "max":
+            limited = max(1, math.ceil(int(quota) / int(period)))
+            if limited < cores:
+                return limited, "one per core of the container's CPU limit"
+    except (OSError, ValueError):
+        pass  # no cgroup v2 limit to read: the affinity alone
     return cores, "one per core"
 
 

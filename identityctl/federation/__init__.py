@@ -26,7 +26,7 @@ import jwt
 
 from identityctl.errors import BadRequest
 from identityctl.oauth.pkce import s256_challenge
-from identityctl.security.jwks import ASYMMETRIC_ALGORITHMS, signing_key
+from identityctl.security.jwks import ASYMMETRIC_ALGORITHMS, decode_by_any_key
 
 OIDC, GOOGLE, MICROSOFT, GITHUB = "oidc", "google", "microsoft", "github"
 KINDS = (OIDC, GOOGLE, MICROSOFT, GITHUB)
@@ -111,15 +111,14 @@ def verify_id_token(token: str, *, jwks: dict[str, Any], issuer: str, client_id:
     ``tenant_issuer``: ``issuer`` holds ``{tenantid}`` (Microsoft's multi-tenant issuer),
     filled from the token's ``tid``."""
     try:
-        header = jwt.get_unverified_header(token)
-        key = signing_key(jwks, header, owner="the provider")
+        if jwt.get_unverified_header(token).get("alg") not in algorithms:
+            raise jwt.InvalidAlgorithmError("the ID token's algorithm is not allowed")
         unverified = jwt.decode(token, options={"verify_signature": False})
         expected = (issuer.replace("{tenantid}", str(unverified.get("tid", "")))
                     if tenant_issuer else issuer)
-        claims = jwt.decode(token, key=key, algorithms=[a for a in algorithms
-                                                        if a == header.get("alg")],
-                            audience=client_id, issuer=expected, leeway=LEEWAY,
-                            options={"require": ["iss", "sub", "aud", "exp", "iat"]})
+        claims = decode_by_any_key(token, jwks, owner="the provider", audience=client_id,
+                                   issuer=expected, leeway=LEEWAY,
+                                   options={"require": ["iss", "sub", "aud", "exp", "iat"]})
     except jwt.PyJWTError as failure:
         raise FederationError(f"The identity provider's ID token is not valid: {failure}.",
                               code="federation_token_invalid") from None

@@ -15,7 +15,7 @@ import jwt
 
 from identityctl.errors import InvalidField
 from identityctl.oauth.errors import InvalidClient
-from identityctl.security.jwks import ASYMMETRIC_ALGORITHMS, signing_key
+from identityctl.security.jwks import ASYMMETRIC_ALGORITHMS, decode_by_any_key
 
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 #: An assertion may be valid for at most this long: its ``jti`` is remembered until it
@@ -66,15 +66,13 @@ def verify_client_assertion(assertion: str, *, client_id: str, jwks: dict[str, A
     asymmetric algorithm; ``iss`` and ``sub`` the client id; ``aud`` one of ``audiences``
     (the issuer or the endpoint called); not expired, valid at most MAX_LIFETIME; a ``jti``."""
     try:
-        header = jwt.get_unverified_header(assertion)
-        algorithm = header.get("alg")
+        algorithm = jwt.get_unverified_header(assertion).get("alg")
         if algorithm not in ASYMMETRIC_ALGORITHMS:
             raise _refusal(f"client_assertion is signed with {algorithm!r}; use one of "
                            f"{', '.join(ASYMMETRIC_ALGORITHMS)}.", "client_assertion_invalid")
-        key = signing_key(jwks, header, owner="the client")
-        claims = jwt.decode(assertion, key=key, algorithms=[algorithm], audience=list(audiences),
-                            issuer=client_id, leeway=LEEWAY,
-                            options={"require": ["iss", "sub", "aud", "exp", "jti"]})
+        claims = decode_by_any_key(assertion, jwks, owner="the client",
+                                   audience=list(audiences), issuer=client_id, leeway=LEEWAY,
+                                   options={"require": ["iss", "sub", "aud", "exp", "jti"]})
     except jwt.ExpiredSignatureError:
         raise _refusal("client_assertion has expired.", "client_assertion_expired") from None
     except jwt.InvalidAudienceError:

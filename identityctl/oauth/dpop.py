@@ -18,7 +18,6 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import jwt
-from joserfc.errors import JoseError
 from joserfc.jwk import JWKRegistry
 
 from identityctl.oauth.errors import OAuthError
@@ -97,6 +96,13 @@ def normalized_url(url: str) -> str:
     return urlunsplit((parts.scheme.lower(), netloc, parts.path or "/", "", ""))
 
 
+def _same_url(claimed: object, url: str) -> bool:
+    try:
+        return isinstance(claimed, str) and normalized_url(claimed) == normalized_url(url)
+    except ValueError:  # not even a URL (a port out of range, a broken IPv6 host)
+        return False
+
+
 def check_proof(proof: str | None, *, method: str, url: str, now: float,
                 access_token: str | None = None,
                 nonce_is_good: Callable[[object], bool] | None = None) -> Proof:
@@ -122,17 +128,19 @@ def check_proof(proof: str | None, *, method: str, url: str, now: float,
         raise InvalidDpopProof("A DPoP proof carries its public key in the jwk header.")
     try:
         key = JWKRegistry.import_key(jwk)
-        if key.is_private:
-            raise InvalidDpopProof("The DPoP proof's jwk holds a private key.")
-        claims = jwt.decode(proof, jwt.PyJWK(jwk).key, algorithms=[algorithm],
+        private = key.is_private
+        claims = jwt.decode(proof, jwt.PyJWK(jwk, algorithm=algorithm).key,
+                            algorithms=[algorithm], leeway=LEEWAY,
                             options={"require": ["jti", "htm", "htu", "iat"],
                                      "verify_exp": False})
-    except (jwt.PyJWTError, JoseError, ValueError) as failure:
+    except Exception as failure:  # the key material comes from outside: any library error
         raise InvalidDpopProof(f"The DPoP proof does not verify: {failure}.") from None
+    if private:
+        raise InvalidDpopProof("The DPoP proof's jwk holds a private key.")
     if claims["htm"] != method:
         raise InvalidDpopProof(f"The DPoP proof is for {claims['htm']!r}, not {method}.",
                                code="dpop_htm_mismatch")
-    if not isinstance(claims["htu"], str) or normalized_url(claims["htu"]) != normalized_url(url):
+    if not _same_url(claims["htu"], url):
         raise InvalidDpopProof(f"The DPoP proof is for another URL, not {normalized_url(url)}.",
                                code="dpop_htu_mismatch")
     issued = claims["iat"]

@@ -8,8 +8,9 @@ from urllib.parse import urlsplit
 
 from identityctl.oauth.errors import InvalidRequest, InvalidScope, InvalidTarget
 
-#: RFC 8707 §2: `resource` may be sent several times; every other parameter at most once.
-REPEATABLE = ("resource",)
+#: RFC 8707 §2: `resource` may be sent several times, and RFC 8693 §2.1 `audience`; every
+#: other parameter at most once.
+REPEATABLE = ("resource", "audience")
 
 
 @dataclass(slots=True)
@@ -18,6 +19,8 @@ class Parameters:
 
     values: dict[str, str]
     resources: tuple[str, ...]
+    #: RFC 8693 token exchange's logical targets.
+    audiences: tuple[str, ...] = ()
 
     def get(self, name: str) -> str | None:
         return self.values.get(name)
@@ -34,16 +37,18 @@ def read_parameters(raw: RawParameters) -> Parameters:
     """
     values: dict[str, str] = {}
     resources: list[str] = []
+    audiences: list[str] = []
     for name, value in raw.items():
         items = [v for v in (value if isinstance(value, list) else [value]) if v != ""]
         if name in REPEATABLE:
-            resources.extend(items)
+            (resources if name == "resource" else audiences).extend(items)
         elif len(items) > 1:
             raise InvalidRequest(f"Parameter '{name}' was sent more than once.",
                                  code="repeated_parameter")
         elif items:
             values[name] = items[0]
-    return Parameters(values=values, resources=tuple(check_resources(resources)))
+    return Parameters(values=values, resources=tuple(check_resources(resources)),
+                      audiences=tuple(audiences))
 
 
 def require(parameters: Parameters, name: str) -> str:

@@ -40,7 +40,7 @@ from identityctl.server.middleware import ClientAddress, log_access
 from identityctl.server.requests import presented_token
 from identityctl.services import audit_log
 from identityctl.services.context import ServiceContext
-from identityctl.services.oauth.bearer import verify_presented
+from identityctl.services.oauth.bearer import scheme_of, verify_presented
 from identityctl.store import db
 
 if TYPE_CHECKING:
@@ -61,14 +61,16 @@ def resource_metadata_url(base_url: str) -> str:
     return f"{base_url}{METADATA_PATH}{MCP_PATH}"
 
 
-def bearer_challenge(*, resource_metadata: str, error: str = "", scope: str = "") -> str:
-    """A `WWW-Authenticate: Bearer` value (RFC 6750 §3 with RFC 9728's resource_metadata)."""
+def bearer_challenge(*, resource_metadata: str, error: str = "", scope: str = "",
+                     scheme: str = "Bearer") -> str:
+    """A `WWW-Authenticate` value (RFC 6750 §3, or DPoP's RFC 9449 §7.1 for a token presented
+    so) with RFC 9728's resource_metadata."""
     params = [f'resource_metadata="{resource_metadata}"']
     if error:
         params.append(f'error="{error}"')
     if scope:
         params.append(f'scope="{scope}"')
-    return "Bearer " + ", ".join(params)
+    return f"{scheme} " + ", ".join(params)
 
 
 class McpDispatcher:
@@ -100,7 +102,8 @@ class McpDispatcher:
         if (request.content_length or 0) > self._max_body_bytes:
             return _error_response(start_response, PayloadTooLarge(
                 f"Bodies are limited to {self._max_body_bytes} bytes."))
-        presented = presented_token(request, self._base_url)
+        # /mcp's public address is the MCP audience (its own host, when configured so).
+        presented = presented_token(request, self._base_url, url=self._audience)
         token = presented.token if presented else None
         try:
             if presented is None:
@@ -116,9 +119,11 @@ class McpDispatcher:
             log.info("refused an MCP request from %s: %s", request.remote_addr,
                      refusal.description)
             if "WWW-Authenticate" in refusal.headers:  # a DPoP challenge of its own
+                refusal.headers["WWW-Authenticate"] += \
+                    f', resource_metadata="{self._resource_metadata}"'
                 return _error_response(start_response, refusal)
-            return _error_response(start_response, refusal,
-                                   ("WWW-Authenticate", self._challenge(refusal, token)))
+            return _error_response(start_response, refusal, (
+                "WWW-Authenticate", self._challenge(refusal, token, scheme_of(presented))))
         environ[ACCESS_TOKEN_ENVIRON_KEY] = _access_token(presented.token, claims,
                                                           self._audience)
         environ[CLIENT_ADDRESS_ENVIRON_KEY] = address
@@ -157,13 +162,14 @@ class McpDispatcher:
 
         return build_server(self._context)
 
-    def _challenge(self, refusal: IdentityError, token: str | None) -> str:
+    def _challenge(self, refusal: IdentityError, token: str | None, scheme: str) -> str:
         if refusal.status == 403:
             return bearer_challenge(resource_metadata=self._resource_metadata,
-                                    error="insufficient_scope", scope=self._scope)
+                                    error="insufficient_scope", scope=self._scope,
+                                    scheme=scheme)
         # RFC 6750 §3.1: no error code when the request carried no token at all.
         return bearer_challenge(resource_metadata=self._resource_metadata,
-                                error="" if token is None else "invalid_token")
+                                error="" if token is None else "invalid_token", scheme=scheme)
 
 
 @contextlib.contextmanager

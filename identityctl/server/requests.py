@@ -67,16 +67,18 @@ def bool_field(body: dict[str, Any], name: str, *, default: bool = False) -> boo
     return value
 
 
-def presented_token(req: falcon.Request, base_url: str) -> PresentedToken | None:
+def presented_token(req: falcon.Request, base_url: str, *,
+                    url: str | None = None) -> PresentedToken | None:
     """The access token of an ``Authorization: Bearer`` or ``DPoP`` header (never from the
-    query string), with the request's DPoP proof and its public URL (``base_url``: what
-    the client called, whatever proxy passed it on), for services/oauth/bearer.py."""
+    query string), with the request's DPoP proof and its public URL (``base_url`` and the
+    path, or ``url``: what the client called, whatever proxy passed it on), for
+    services/oauth/bearer.py."""
     header = req.get_header("Authorization") or ""
     scheme, _, token = header.partition(" ")
     if scheme.lower() not in ("bearer", "dpop") or not token.strip():
         return None
     return PresentedToken(token=token.strip(), scheme=scheme, proof=req.get_header(HEADER),
-                          method=req.method, url=base_url + req.path)
+                          method=req.method, url=url or base_url + req.path)
 
 
 def bearer_token(req: falcon.Request) -> str | None:

@@ -61,8 +61,10 @@ def bind_listener(host: str, port: int) -> socket.socket:
 def _end_with_supervisor(supervisor: int) -> None:
     """(In a worker.) End when the supervisor ends, even killed with SIGKILL, so no orphan
     keeps serving the port: Linux's PR_SET_PDEATHSIG; elsewhere the check below only."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    with contextlib.suppress(OSError, AttributeError):  # no libc prctl: not Linux
+        if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+            log.warning("worker %d: prctl(PR_SET_PDEATHSIG) failed (errno %d); it may outlive "
+                        "a killed supervisor", os.getpid(), ctypes.get_errno())
     if os.getppid() != supervisor:  # it died before prctl took effect
         os._exit(0)
 
@@ -134,7 +136,7 @@ class Supervisor:
                     # stop the others and wait for them, then report
                     self.stopping = True
                     self.crash = (f"worker {pid} stopped {uptime:.1f}s after starting "
-                                  f"({exited}); run `identityctl serve` without --workers "
+                                  f"({exited}); run `identityctl serve --workers 1` "
                                   f"to see why")
                     self._signal_workers(signal.SIGTERM)
                     continue

@@ -171,20 +171,27 @@ def seed(config: Config) -> list[str]:
                     account_application(config), actor="init"),
                 exists_code="application_exists"):
             made.append(f"application '{account.ACCOUNT_CLIENT_ID}' (the account page)")
-        elif _follow_release(config):
-            made.append(f"application '{account.ACCOUNT_CLIENT_ID}' (its redirect URIs)")
+        elif _add_release_redirects(config):
+            made.append(f"application '{account.ACCOUNT_CLIENT_ID}' (its new redirect URIs)")
     return made
 
 
-def _follow_release(config: Config) -> bool:
-    """The account page's client is built in: its redirect URIs follow this release and
-    ``server.base_url`` (an older deployment's lacks /device). True when updated."""
+def _add_release_redirects(config: Config) -> bool:
+    """The account page's client is built in: it gains the redirect URIs of this release
+    (an older deployment's lacks /device); whatever an admin changed stays. True when it
+    changed."""
     current = catalog.find_application_by_client_id(account.ACCOUNT_CLIENT_ID)
-    wanted = account_application(config)
-    uris = catalog_service.oauth_config(wanted)["redirectUris"]
-    if current is None or catalog_service.oauth_config(current)["redirectUris"] == uris:
+    if current is None:
         return False
-    catalog_service.update_application({**wanted, "id": current["id"]}, actor="init")
+    settings = catalog_service.oauth_config(current)
+    wanted = catalog_service.oauth_config(account_application(config))["redirectUris"]
+    missing = [uri for uri in wanted if uri not in settings["redirectUris"]]
+    if not missing:
+        return False
+    catalog_service.update_application({**current, "inboundAuthConfig": [{
+        "type": "oauth2", "config": {**settings,
+                                     "redirectUris": [*settings["redirectUris"], *missing]}}]},
+        actor="init")
     return True
 
 

@@ -137,6 +137,9 @@ class Section:
         """Whether applying ``entry`` changes something its export does not show (a secret)."""
         return False
 
+    def replace_secret(self, key: str, entry: dict[str, Any]) -> None:
+        """Give the entry the secret its reference names (when :meth:`changes_outside`)."""
+
     def secret(self, entry: dict[str, Any]) -> dict[str, str] | None:
         """The reference to the entry's secret, if it has one."""
         return None
@@ -232,6 +235,9 @@ class OrganizationUnits(Section):
                 raise InvalidField(f"organizationUnits[{handle}].parent",
                                    "would place the unit inside itself", code="ou_cycle")
             parent = entries[handle].get("parent")
+            if parent is not None and not isinstance(parent, str):
+                raise InvalidField(f"organizationUnits[{handle}].parent",
+                                   "must be a unit's handle (text) or null")
             if parent:
                 place(parent, (*path, handle))
             placed.append(handle)
@@ -420,9 +426,10 @@ class Applications(Section):
         catalog.update_application({**_without(entry, "clientSecret"), "id": current["id"]},
                                    actor=ACTOR,
                                    marks={"secretRef": reference} if reference else None)
-        if self.changes_outside(key, entry):
-            catalog.regenerate_client_secret(key, actor=ACTOR,
-                                             secret=resolve_secret(reference or {}))
+
+    def replace_secret(self, key: str, entry: dict[str, Any]) -> None:
+        catalog.regenerate_client_secret(key, actor=ACTOR,
+                                         secret=resolve_secret(self.secret(entry) or {}))
 
     def changes_outside(self, key: str, entry: dict[str, Any]) -> bool:
         reference = self.secret(entry)
@@ -531,10 +538,14 @@ def _create_or_update(section: Section, key: str, entry: dict[str, Any],
         section.create(entry)
         return Change(section.name, key, "create", None, section.entries()[key])
     outside = section.changes_outside(key, entry)
+    if entry == before and not outside:  # PERF: as exported: no write, no provider fetch
+        return None
     after: dict[str, Any] = {}
     try:
         with db.savepoint():
             section.update(key, entry)
+            if outside:
+                section.replace_secret(key, entry)
             after = section.entries()[key]
             if after == before and not outside:
                 raise _Unchanged
@@ -626,8 +637,8 @@ def _oauth_configs(entry: dict[str, Any]) -> list[dict[str, Any]]:
     blocks = entry.get("inboundAuthConfig") or []
     if not isinstance(blocks, list):
         raise InvalidField("inboundAuthConfig", "must be a list")
-    return [block.get("config") or {} for block in blocks
-            if isinstance(block, dict) and block.get("type") == "oauth2"]
+    return [block["config"] if isinstance(block.get("config"), dict) else {}
+            for block in blocks if isinstance(block, dict) and block.get("type") == "oauth2"]
 
 
 def _all_flows() -> list[dict[str, Any]]:

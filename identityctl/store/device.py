@@ -99,4 +99,5 @@ def redeem(device_code_hash: str) -> bool:
         return bool(DeviceAuthorization.update(redeemed_at=now()).where(
             (DeviceAuthorization.device_code_hash == device_code_hash)
             & (DeviceAuthorization.approved == True)  # noqa: E712
-            & DeviceAuthorization.redeemed_at.is_null()).execute())
+            & DeviceAuthorization.redeemed_at.is_null()
+            & (DeviceAuthorization.expires_at > now())).execute())

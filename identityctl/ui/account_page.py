@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from identityctl import i18n
 from identityctl.config import Config
-from identityctl.oauth.discovery import AUTHORIZE_PATH, DEVICE_PATH, LOGOUT_PATH, TOKEN_PATH
+from identityctl.oauth.discovery import (
+    AUTHORIZE_PATH,
+    DEVICE_PATH,
+    LOGOUT_PATH,
+    PAR_PATH,
+    TOKEN_PATH,
+)
 from identityctl.services.account import ACCOUNT_CLIENT_ID, ACCOUNT_SCOPE
 from identityctl.ui import pages
 from identityctl.ui.gate import assets
@@ -35,6 +41,8 @@ def page(config: Config, *, mode: str = "account", language: str = i18n.DEFAULT)
         client_id=ACCOUNT_CLIENT_ID, scope=f"openid profile email {ACCOUNT_SCOPE}",
         redirect_uri=redirect_uri(config, mode), authorize_url=config.base_url + AUTHORIZE_PATH,
         token_url=config.base_url + TOKEN_PATH, logout_url=config.base_url + LOGOUT_PATH,
+        par_url=config.base_url + PAR_PATH,
+        par_required=str(config.oauth.require_pushed_authorization_requests).lower(),
         api_url=config.base_url + ACCOUNT_PATH + "/api")
     return pages.page(title=title, main=main, assets=assets(config, None),
                       scripts=("webauthn.js", "account.js"), language=language)

@@ -32,8 +32,18 @@ def ec_key() -> dict[str, Any]:
     return {**jwk, "kid": uuid.uuid4().hex[:12], "alg": "ES256", "use": "sig"}
 
 
+def rsa_key() -> dict[str, Any]:
+    """A new 2048-bit RSA key as a private JWK (kid, alg RS256)."""
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key))
+    return {**jwk, "kid": uuid.uuid4().hex[:12], "alg": "RS256", "use": "sig"}
+
+
 def public(jwk: dict[str, Any]) -> dict[str, Any]:
-    return {name: value for name, value in jwk.items() if name != "d"}
+    return {name: value for name, value in jwk.items()
+            if name not in ("d", "p", "q", "dp", "dq", "qi")}
 
 
 def signer(jwk: dict[str, Any]) -> Any:

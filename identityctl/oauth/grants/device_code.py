@@ -20,6 +20,8 @@ USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ"
 USER_CODE_LENGTH = 8
 #: §3.5: a client that polls faster than its interval waits this much longer from then on.
 SLOW_DOWN_STEP = 5.0
+#: A poll this much early still counts as on time (the network's jitter, a client's timer).
+POLL_SLACK = 0.5
 
 PENDING, APPROVED, DENIED, USED = "pending", "approved", "denied", "used"
 
@@ -100,7 +102,8 @@ def check_poll(grant: DeviceGrant | None, *, client: Client, now: float) -> None
     if grant.status == DENIED:
         raise DeviceAccessDenied("The person denied the request.")
     if grant.status == PENDING:
-        if grant.last_polled_at is not None and now - grant.last_polled_at < grant.interval:
+        if grant.last_polled_at is not None \
+                and now - grant.last_polled_at < grant.interval - POLL_SLACK:
             raise SlowDown(f"Wait at least {grant.interval:g} seconds between polls; from now "
                            f"on {grant.interval + SLOW_DOWN_STEP:g}.")
         raise AuthorizationPending("The person has not answered yet; poll again after the "

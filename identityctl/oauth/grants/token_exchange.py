@@ -4,7 +4,8 @@ one addressed to another resource, naming itself as the actor).
 What may be exchanged is the application's policy (``tokenExchange`` in its oauth
 configuration): the resources it may get tokens for (``targets``), and the resources whose
 tokens it may present besides its own (``subjectAudiences``: it is that resource server).
-The new token never carries more than the subject token did, never lives longer, and names
+The new token never carries more than the subject token did nor than the application may
+have, never lives longer, and names
 every actor in a nested ``act`` claim (§4.1), the newest outermost.
 """
 
@@ -84,8 +85,7 @@ def read_exchange_request(parameters: Parameters) -> ExchangeRequest:
     if actor_token is not None and parameters.get("actor_token_type") not in SUBJECT_TOKEN_TYPES:
         raise InvalidRequest("actor_token_type must name an access token.",
                              code="actor_token_type_unsupported")
-    audience = parameters.get("audience")
-    targets = tuple(dict.fromkeys([*parameters.resources, *([audience] if audience else [])]))
+    targets = tuple(dict.fromkeys([*parameters.resources, *parameters.audiences]))
     if not targets:
         raise InvalidRequest("Name the resource the new token is for (resource or audience).",
                              code="target_required")
@@ -120,14 +120,21 @@ def decide_exchange(request: ExchangeRequest, *, client: Client, policy: Exchang
                            "addressed to a resource it serves (tokenExchange.subjectAudiences).",
                            code="subject_token_not_accepted")
     held = parse_scope(subject.get("scope"))
-    scope = request.scope or held
+    scope = request.scope or tuple(item for item in held if item in client.scopes)
     beyond = [item for item in scope if item not in held]
     if beyond:
         raise InvalidScope(f"Scope {beyond[0]!r} is more than the subject token carries.",
                            code="scope_exceeds_subject")
+    not_its_own = [item for item in scope if item not in client.scopes]
+    if not_its_own:
+        raise InvalidScope(f"Scope {not_its_own[0]!r} is not one this application may have.",
+                           code="scope_not_allowed")
     if actor is not None and actor.get("client_id") != client.client_id:
         raise InvalidGrant("The actor token was not issued to this application.",
                            code="actor_token_not_accepted")
+    if actor is not None and actor.get("cnf") is not None:
+        raise InvalidGrant("The actor token is bound to a DPoP key: it is not presented as "
+                           "a parameter.", code="actor_token_bound")
     act: dict[str, Any] = {"sub": str(actor["sub"]) if actor else client.client_id,
                            "client_id": client.client_id}
     if isinstance(subject.get("act"), dict):

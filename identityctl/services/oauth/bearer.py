@@ -26,6 +26,12 @@ from identityctl.services.oauth import dpop
 _ALGORITHMS = " ".join(ASYMMETRIC_ALGORITHMS)
 
 
+def scheme_of(presented: PresentedToken | None) -> str:
+    """The scheme of a challenge to a request: DPoP when it presented its token so (RFC 9449
+    §7.1), else Bearer (RFC 6750 §3)."""
+    return "DPoP" if presented is not None and presented.dpop else "Bearer"
+
+
 def verify_presented(ctx: ServiceContext, presented: PresentedToken, *,
                      audience: str | list[str] | None) -> dict[str, Any]:
     """The claims of the presented access token, when it is live and presented as its
@@ -39,7 +45,11 @@ def verify_presented(ctx: ServiceContext, presented: PresentedToken, *,
         check_binding(claims, presented, proof)
     except (InvalidDpopProof, UseDpopNonce) as refusal:
         refusal.status = 401
-        refusal.headers["WWW-Authenticate"] = (
-            f'DPoP error="{refusal.error}", algs="{_ALGORITHMS}"')
+        refusal.headers["WWW-Authenticate"] = dpop_challenge(refusal.error)
         raise
     return claims
+
+
+def dpop_challenge(error: str, *extra: str) -> str:
+    """A ``WWW-Authenticate: DPoP`` value naming the error and the proof algorithms."""
+    return ", ".join([f'DPoP error="{error}"', *extra, f'algs="{_ALGORITHMS}"'])

@@ -25,8 +25,9 @@ MAX_BYTES = 64 * 1024
 CACHE_SECONDS = 300.0
 REFETCH_SECONDS = 2.0
 
-#: jwksUri -> (when fetched, seconds it may be reused, the JWK Set). A cache, not state.
-_fetched: dict[str, tuple[float, float, dict[str, Any]]] = {}
+#: jwksUri -> (when fetched, seconds it may be reused, the JWK Set, or None when the fetch
+#: failed: that is remembered for REFETCH_SECONDS too). A cache, not state.
+_fetched: dict[str, tuple[float, float, dict[str, Any] | None]] = {}
 _lock = threading.Lock()
 
 
@@ -42,10 +43,13 @@ def client_jwks(ctx: ServiceContext, config: dict[str, Any], *, kid: str | None
     with _lock:
         hit = _fetched.get(url)
     if hit is not None:
-        age = moment - hit[0]
-        if (age < min(hit[1], CACHE_SECONDS) and has_key(hit[2], kid)) \
-                or age < REFETCH_SECONDS:
-            return hit[2]
+        age, jwks = moment - hit[0], hit[2]
+        if jwks is None and age < REFETCH_SECONDS:
+            raise InvalidClient("The client's jwks_uri could not be used a moment ago; try "
+                                "again shortly.", code="client_keys_unavailable")
+        if jwks is not None and ((age < min(hit[1], CACHE_SECONDS) and has_key(jwks, kid))
+                                 or age < REFETCH_SECONDS):
+            return jwks
     oauth = ctx.config.oauth
     try:
         fetched = outbound.fetch_json(url, outbound.FetchPolicy(
@@ -53,12 +57,11 @@ def client_jwks(ctx: ServiceContext, config: dict[str, Any], *, kid: str | None
             allow_private=oauth.client_documents_allow_private,
             ca_bundle=oauth.client_documents_ca_bundle))
         jwks = check_client_jwks(fetched.document, "jwks")
-    except outbound.FetchRefused as refused:
-        raise InvalidClient(f"The client's jwks_uri cannot be used: {refused.description}",
+    except (outbound.FetchRefused, InvalidField) as failure:
+        with _lock:  # PERF, and a bound: a failing URL is not fetched on every request
+            _fetched[url] = (moment, 0.0, None)
+        raise InvalidClient(f"The client's jwks_uri cannot be used: {failure.description}",
                             code="client_keys_unavailable") from None
-    except InvalidField as invalid:
-        raise InvalidClient(f"The client's jwks_uri does not hold usable keys: "
-                            f"{invalid.description}", code="client_keys_unavailable") from None
     with _lock:
         _fetched[url] = (moment, fetched.max_age, jwks)
     return jwks

@@ -15,7 +15,7 @@ from identityctl.oauth.parameters import RawParameters, parse_scope, read_parame
 from identityctl.security.secrets import token_hash
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import is_usable
-from identityctl.services.oauth.bearer import verify_presented
+from identityctl.services.oauth.bearer import dpop_challenge, scheme_of, verify_presented
 from identityctl.services.oauth.clients import authenticate_client
 from identityctl.services.oauth.token_endpoint import released_claims
 from identityctl.store import directory
@@ -29,7 +29,9 @@ def userinfo(ctx: ServiceContext, access_token: PresentedToken | None) -> dict[s
     if access_token is None:
         raise InvalidToken("Send the access token in an Authorization: Bearer header.",
                            code="missing_token", headers={"WWW-Authenticate": BEARER_REALM})
-    challenge = {"WWW-Authenticate": f'{BEARER_REALM}, error="invalid_token"'}
+    scheme = scheme_of(access_token)
+    challenge = {"WWW-Authenticate": dpop_challenge("invalid_token") if scheme == "DPoP"
+                 else f'{BEARER_REALM}, error="invalid_token"'}
     try:
         claims = verify_presented(ctx, access_token, audience=ctx.config.issuer)
     except Unauthorized as refusal:
@@ -37,7 +39,9 @@ def userinfo(ctx: ServiceContext, access_token: PresentedToken | None) -> dict[s
     scope = parse_scope(claims.get("scope"))
     if OPENID not in scope:
         raise InsufficientScope("userinfo needs a token with the openid scope.", headers={
-            "WWW-Authenticate": f'{BEARER_REALM}, error="insufficient_scope", scope="openid"'})
+            "WWW-Authenticate": dpop_challenge("insufficient_scope", 'scope="openid"')
+            if scheme == "DPoP"
+            else f'{BEARER_REALM}, error="insufficient_scope", scope="openid"'})
     user = directory.find_user_by_id(str(claims["sub"]))
     if not is_usable(user):
         raise InvalidToken("The token's user no longer exists or is disabled.",
@@ -70,9 +74,11 @@ def introspect(ctx: ServiceContext, raw: RawParameters, *, authorization: str | 
         return {"active": False}
     if claims.get("auth_time") is not None and _inactive_user(str(claims["sub"])):
         return {"active": False}
-    return {"active": True, "token_type": "Bearer",
+    # RFC 9449 §6.2: a bound token says so, with its key's thumbprint (cnf); RFC 8693 §4.1:
+    # who acts for the subject (act).
+    return {"active": True, "token_type": "DPoP" if "cnf" in claims else "Bearer",
             **{name: claims[name] for name in ("scope", "client_id", "sub", "aud", "iss", "exp",
-                                               "iat", "jti") if name in claims}}
+                                               "iat", "jti", "cnf", "act") if name in claims}}
 
 
 def _inactive_user(user_id: str | None) -> bool:

@@ -29,7 +29,12 @@ from identityctl.oauth.client import (
 )
 from identityctl.oauth.discovery import TOKEN_PATH
 from identityctl.oauth.dpop import InvalidDpopProof, Proof
-from identityctl.oauth.errors import InvalidGrant, OAuthError, UnsupportedGrantType
+from identityctl.oauth.errors import (
+    InvalidGrant,
+    InvalidTarget,
+    OAuthError,
+    UnsupportedGrantType,
+)
 from identityctl.oauth.grants.authorization_code import CodeReplayed, validate_code_redemption
 from identityctl.oauth.grants.client_credentials import validate_client_credentials
 from identityctl.oauth.grants.device_code import GRANT_TYPE as DEVICE_CODE
@@ -180,11 +185,10 @@ def _refresh(ctx: ServiceContext, client: Client, parameters: Parameters,
     if bound_to is not None and (proof is None or proof.jkt != bound_to):
         raise InvalidDpopProof("This refresh token is bound to a DPoP key: send a proof by "
                                "that key.", code="dpop_key_mismatch")
+    if bound_to is None and proof is not None and client.public:
+        bound_to = proof.jkt  # from the first proof on, the grant's successors are bound
     user = _active_user(stored.user_id)
-    not_held = roles.scopes_not_held(user.id, scope)
-    if not_held:
-        raise InvalidGrant(f"The user no longer holds a role that grants "
-                           f"{' '.join(not_held)!r}; sign in again.", code="scope_not_held")
+    _require_roles(user, scope)
     resources = stored.extra.get("resources", [])
     sign_in = SignIn(subject=user.id, auth_time=int(stored.auth_time or 0),
                      amr=tuple(stored.amr))
@@ -239,14 +243,15 @@ def _exchange_token(ctx: ServiceContext, client: Client, parameters: Parameters,
         request, client=client, policy=ExchangePolicy.of(client), subject=subject,
         actor=actor, access_ttl=client.ttl("accessTokenTtl", ctx.config.oauth.access_token_ttl),
         now=now)
+    own = resource_servers.own_resources(ctx)
+    if any(target in own for target in exchange.audience):
+        raise InvalidTarget("Tokens for identityctl itself are not exchanged; name one of "
+                            "your resource servers.", code="target_not_allowed")
     resource_servers.check_requested_resources(ctx, exchange.audience, exchange.scope)
     user = directory.find_user_by_id(exchange.subject)
-    if user is not None:
-        user = _active_user(user.id)
-        not_held = roles.scopes_not_held(user.id, exchange.scope)
-        if not_held:
-            raise InvalidGrant(f"The user no longer holds a role that grants "
-                               f"{' '.join(not_held)!r}.", code="scope_not_held")
+    if user is not None or "auth_time" in subject:  # a person's token: still theirs to give
+        user = _active_user(exchange.subject)
+        _require_roles(user, exchange.scope)
     sign_in = SignIn(subject=exchange.subject, auth_time=int(subject["auth_time"]),
                      amr=tuple(subject.get("amr") or ())) if "auth_time" in subject else None
     issued = _issue(ctx, client, subject=exchange.subject, scope=exchange.scope,
@@ -291,6 +296,7 @@ def _redeem_device_code(ctx: ServiceContext, client: Client, parameters: Paramet
     assert stored is not None and stored.user_id is not None  # approved: by someone
     user = _active_user(stored.user_id)
     scope = parse_scope(stored.scope)
+    _require_roles(user, scope)
     resources = stored.extra.get("resources", [])
     sign_in = SignIn(subject=user.id, auth_time=int(stored.auth_time or now),
                      amr=tuple(stored.amr))
@@ -404,6 +410,14 @@ def _new_refresh_token(ctx: ServiceContext, client: Client, issued: IssuedRespon
         extra={"resources": resources, "address": client_address,
                **({"jkt": bound_to} if bound_to else {})},
         access_token=issued.access_token, expires_at=time.time() + ttl)
+
+
+def _require_roles(user: UserRecord, scope: tuple[str, ...]) -> None:
+    """The user still holds a role for each protected scope of the grant."""
+    not_held = roles.scopes_not_held(user.id, scope)
+    if not_held:
+        raise InvalidGrant(f"The user no longer holds a role that grants "
+                           f"{' '.join(not_held)!r}; sign in again.", code="scope_not_held")
 
 
 def _active_user(user_id: str | None) -> UserRecord:

@@ -108,6 +108,15 @@
     const query = new URLSearchParams({ response_type: "code", client_id: page.clientId,
       redirect_uri: page.redirectUri, scope: page.scope, state,
       code_challenge: base64url(digest), code_challenge_method: "S256", ...extra });
+    if (page.parRequired === "true") {  // the deployment takes pushed requests only (RFC 9126)
+      const response = await fetch(page.parUrl, { method: "POST", credentials: "omit",
+        headers: { "Content-Type": "application/x-www-form-urlencoded" }, body: query });
+      const pushed = await response.json();
+      if (!response.ok) throw new Refused(pushed, response.status);
+      window.location.assign(`${page.authorizeUrl}?${new URLSearchParams(
+        { client_id: page.clientId, request_uri: pushed.request_uri })}`);
+      return;
+    }
     window.location.assign(`${page.authorizeUrl}?${query}`);
   }
 
