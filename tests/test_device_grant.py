@@ -251,3 +251,17 @@ def test_an_older_deployment_gains_the_device_page_and_keeps_its_changes(
         "identityctl-account"))["redirectUris"] == [service.url("/account"), own,
                                                     service.url("/device")]
     assert bootstrap.seed(service.config) == []
+
+
+@needs_chromium
+def test_the_device_page_speaks_german_to_a_german_phone(browser: Any,
+                                                         service: Service) -> None:
+    tab = PasskeyPage(browser, locale="de-DE")
+    try:
+        tab.page.goto(service.url("/device?user_code=BCDF-GHJK"))
+        assert tab.page.get_by_label("Code, den Ihr Gerät anzeigt").input_value() == \
+            "BCDF-GHJK"
+        tab.page.get_by_role("heading", name="Auf einem Gerät anmelden").wait_for()
+        tab.screenshot("device", "code-de")
+    finally:
+        tab.close()
