@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,7 +106,7 @@ def _source(reference: dict[str, str]) -> str:
 # --- sections -------------------------------------------------------------------------------
 
 
-class Section:
+class Section(ABC):
     """How one kind of record reads as document entries and is made to match one."""
 
     name: str = ""
@@ -113,21 +114,25 @@ class Section:
     #: them back), though they may be changed.
     built_in: frozenset[str] = frozenset()
 
+    @abstractmethod
     def key(self, entry: dict[str, Any]) -> str:
-        raise NotImplementedError
+        """What names the entry in the document (a handle, a name, a client id)."""
 
+    @abstractmethod
     def entries(self) -> dict[str, dict[str, Any]]:
         """The deployment's entries by key, as the document shows them."""
-        raise NotImplementedError
 
+    @abstractmethod
     def create(self, entry: dict[str, Any]) -> None:
-        raise NotImplementedError
+        """Make the entry, through the service that makes such records."""
 
+    @abstractmethod
     def update(self, key: str, entry: dict[str, Any]) -> None:
-        raise NotImplementedError
+        """Make the record named ``key`` what the entry says."""
 
+    @abstractmethod
     def delete(self, key: str) -> None:
-        raise NotImplementedError
+        """Delete the record named ``key``."""
 
     def ordered(self, entries: dict[str, dict[str, Any]]) -> list[str]:
         """The keys in the order they may be created (and, reversed, deleted)."""
@@ -138,7 +143,9 @@ class Section:
         return False
 
     def replace_secret(self, key: str, entry: dict[str, Any]) -> None:
-        """Give the entry the secret its reference names (when :meth:`changes_outside`)."""
+        """Give the entry the secret its reference names (when :meth:`changes_outside`).
+        A section whose update takes the secret itself (identity providers) has done so."""
+        return None
 
     def secret(self, entry: dict[str, Any]) -> dict[str, str] | None:
         """The reference to the entry's secret, if it has one."""

@@ -15,7 +15,8 @@ from identityctl.oauth.errors import InvalidGrant, OAuthError
 
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code"
 #: §6.1's alphabet: upper-case consonants (no vowels: no words; no O or I beside 0 and 1,
-#: which are not in it either), 8 of them: 20^8, about 2.6e10 codes, shown as XXXX-XXXX.
+#: which are not in it either), 8 of them: 20^8, about 2.6e10 codes, shown in two groups of
+#: four (BCDF-GHJK).
 USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ"
 USER_CODE_LENGTH = 8
 #: §3.5: a client that polls faster than its interval waits this much longer from then on.

@@ -568,7 +568,8 @@ OPENAPI_PATHS = {
             "resource": _string("RFC 8707 resource indicator(s)."), **_CLIENT_FIELDS},
             ["client_id"]),
         "responses": {
-            "200": json_response("device_code (secret), user_code (XXXX-XXXX), "
+            "200": json_response("device_code (secret), user_code (two groups of four "
+                                 "letters: BCDF-GHJK), "
                                  "verification_uri ({base_url}/device), "
                                  "verification_uri_complete (for a QR code), expires_in, "
                                  "interval.", {"type": "object"}),
