@@ -77,6 +77,17 @@ class Polling(threading.Thread):
                            authorization=self.authorization, seconds=90)
 
 
+def started_and_polling(service: Service, device: RegisteredClient,
+                        scope: str) -> tuple[dict[str, Any], Polling]:
+    """openid-client starts the device's sign-in and polls for it in a thread."""
+    started = step(service.config.issuer, device.client_id, "device_start",
+                   parameters={"scope": scope})
+    assert "error" not in started, started
+    polling = Polling(service, device, started)
+    polling.start()
+    return started, polling
+
+
 class Phone:
     """The person's phone: their passkey in Chromium, on the page the device's QR code
     names."""
@@ -106,13 +117,9 @@ def phone(browser: Any, service: Service) -> Iterator[tuple[Phone, Account]]:
 def test_a_tv_signs_in_when_the_person_approves_on_their_phone(
         service: Service, phone: tuple[Phone, Account]) -> None:
     device, (handset, person) = television(), phone
-    started = step(service.config.issuer, device.client_id, "device_start",
-                   parameters={"scope": "openid profile"})
-    assert "error" not in started, started
+    started, polling = started_and_polling(service, device, "openid profile")
     assert started["verification_uri"] == service.config.base_url + "/device"
     assert started["verification_uri_complete"].endswith(f"?user_code={started['user_code']}")
-    polling = Polling(service, device, started)
-    polling.start()
 
     handset.open(started["verification_uri_complete"])  # what the QR code carries
     code_field = handset.page.get_by_label("Code shown on your device")
@@ -141,10 +148,7 @@ def test_a_tv_signs_in_when_the_person_approves_on_their_phone(
 def test_a_denial_on_the_phone_is_access_denied_on_the_tv(
         service: Service, phone: tuple[Phone, Account]) -> None:
     device, (handset, _) = television(), phone
-    started = step(service.config.issuer, device.client_id, "device_start",
-                   parameters={"scope": "openid"})
-    polling = Polling(service, device, started)
-    polling.start()
+    started, polling = started_and_polling(service, device, "openid")
     handset.open(service.config.base_url + "/device")  # typed, not scanned
     code_field = handset.page.get_by_label("Code shown on your device")
     code_field.fill("BBBB-BBBB")  # a typo first
