@@ -10,6 +10,7 @@ import signal
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -166,6 +167,8 @@ def test_events_survive_the_server_being_killed_mid_delivery(
         assert receiver.held.wait(30)  # a delivery reached the endpoint, unanswered
         server.send_signal(signal.SIGKILL)
         server.wait()
+        # Every serving process delivers: each may have had one delivery at the endpoint.
+        in_flight = receiver.ids()
         receiver.holding.clear()
         server = _serve(config_path, port, tmp_path / "restarted.log")
         wait_for_health(f"http://127.0.0.1:{port}/health", server,
@@ -177,10 +180,12 @@ def test_events_survive_the_server_being_killed_mid_delivery(
             time.sleep(0.1)
     finally:
         stop(server)
-    # Every event arrived; the one that was in flight came again with the same webhook-id
-    # (a receiver that remembers ids acts on it once), and nothing else was repeated.
+    # Every event arrived; those in flight at the kill came again with the same webhook-id
+    # (a receiver that remembers ids acts on each once), and nothing else was repeated.
     created = {payload["data"]["details"].get("username") or payload["data"]["userId"]
                for _, payload in receiver.received}
     assert len(receiver.ids()) == 4 and len(created) == 4
-    assert len(receiver.received) - len(receiver.ids()) <= 1
+    arrivals = Counter(webhook_id for webhook_id, _ in receiver.received)
+    assert {webhook_id for webhook_id, times in arrivals.items() if times > 1} <= in_flight
+    assert max(arrivals.values()) <= 2
     assert receiver.refused == 0
