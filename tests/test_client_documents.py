@@ -15,10 +15,13 @@ from typing import Any
 
 import pytest
 
+from identityctl.oauth.client_assertion import ASSERTION_TYPE
 from identityctl.services import catalog
 from tests.conftest import Service, added_applications, start_service
 from tests.support.https import Answer, Publisher, https_publisher
-from tests.test_oauth_helpers import OAuthDriver, RegisteredClient
+from tests.support.openid_client import ec_key, public
+from tests.test_oauth_helpers import OAuthDriver, RegisteredClient, assert_oauth_error
+from tests.test_private_key_jwt import assertion
 
 PATH = "/clients/cli.json"
 LOOPBACK = "http://127.0.0.1:33418/callback"
@@ -81,6 +84,29 @@ def test_a_client_described_by_its_document_signs_a_person_in(
     # Cached as its Cache-Control allows: the document may go away meanwhile.
     del publisher.routes[PATH]
     assert rp.authorize(client).status_code == 302
+
+
+def test_a_document_may_name_the_clients_keys_and_its_code_needs_its_signature(
+        service_with_documents: Service, publisher: Publisher) -> None:
+    """The same rules as registration: a described client may sign with keys it publishes
+    (private_key_jwt at jwks_uri) instead of being public."""
+    service, key = service_with_documents, ec_key()
+    publisher.routes["/jwks.json"] = serving({"keys": [public(key)]})
+    publisher.routes[PATH] = serving(document(
+        publisher, token_endpoint_auth_method="private_key_jwt",
+        jwks_uri=publisher.url("/jwks.json")))
+    client = RegisteredClient(application_id="", client_id=publisher.url(PATH), secret=None,
+                              redirect_uri=LOOPBACK, auth_method="private_key_jwt")
+    rp = OAuthDriver(service)
+    authorization = rp.authorization(client, scope="openid")
+    unsigned = rp.exchange(authorization, client_id=client.client_id)
+    assert_oauth_error(unsigned, 401, "invalid_client")
+    signed = rp.exchange(authorization, client_assertion_type=ASSERTION_TYPE,
+                         client_assertion=assertion(service, client.client_id, key))
+    assert signed.status_code == 200, signed.text
+    settings = catalog.oauth_config(catalog.require_application_by_client_id(client.client_id))
+    assert settings["publicClient"] is False
+    assert settings["jwksUri"] == publisher.url("/jwks.json")
 
 
 def _refusal(service: Service, client_id: str) -> str:

@@ -139,6 +139,16 @@ class OAuthDriver:
         return self.service.post("/oauth2/auth/callback",
                                  {"authId": auth_id, "assertion": assertion})
 
+    def handed_back(self, auth_id: str, assertion: str) -> str:
+        """The hosted UI hands the signed-in person back (allowing what a client that
+        registered or described itself asks for): the URL the redirect URI gets."""
+        answered = self.callback(auth_id, assertion)
+        assert answered.status_code == 200, answered.text
+        if "consent" in answered.json():
+            answered = self.consent(auth_id, answered.json()["consentToken"])
+            assert answered.status_code == 200, answered.text
+        return answered.json()["redirect_uri"]
+
     def consent(self, auth_id: str, consent_token: str,
                 decision: str = "allow") -> requests.Response:
         return self.service.post("/oauth2/auth/consent", {
@@ -163,12 +173,7 @@ class OAuthDriver:
             finished = self.passkeys.sign_in(authenticator, user.id)
             assert finished.status_code == 200, finished.text
             assertion = finished.json()["assertion"]
-        answered = self.callback(link["authId"], assertion)
-        assert answered.status_code == 200, answered.text
-        if "consent" in answered.json():  # a client that described itself: the person allows
-            answered = self.consent(link["authId"], answered.json()["consentToken"])
-            assert answered.status_code == 200, answered.text
-        redirect = answered.json()["redirect_uri"]
+        redirect = self.handed_back(link["authId"], assertion)
         assert redirect.startswith(client.redirect_uri + "?"), redirect
         back = query_of(redirect)
         assert back["state"] == state

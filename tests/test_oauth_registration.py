@@ -17,22 +17,28 @@ import pytest
 import requests
 
 from identityctl.errors import NotFound
+from identityctl.oauth.dpop import thumbprint
 from identityctl.services import catalog
 from identityctl.services.context import ServiceContext
 from identityctl.services.oauth.registration import remove_idle_clients
 from identityctl.store import audit
 from identityctl.store.models import Application
 from tests.conftest import Service, added_applications, deployment_with
+from tests.support.openid_client import ec_key, needs_openid_client, public, step
+from tests.test_dpop import claims_of
 from tests.test_oauth_helpers import (
     OAuthDriver,
     RegisteredClient,
     assert_oauth_error,
+    query_of,
     register_client,
 )
 from tests.test_passkey_helpers import assert_error
+from tests.test_pushed_requests import sign_in_at
 
 OFF = 'dynamic_registration = "off"'
 LOOPBACK = "http://127.0.0.1:33418/callback"
+KEYED_REDIRECT = "https://tool.example/callback"
 
 
 @pytest.fixture
@@ -56,6 +62,51 @@ def register(service: Service, metadata: Any, token: str | None = None) -> reque
 def native_app(**metadata: Any) -> dict[str, Any]:
     return {"client_name": "Claude Code", "redirect_uris": [LOOPBACK],
             "grant_types": ["authorization_code", "refresh_token"], **metadata}
+
+
+@needs_openid_client
+def test_openid_client_registers_its_key_and_gets_dpop_bound_tokens_by_pushed_requests(
+        open_registration: Service) -> None:
+    """RFC 7591 with private_key_jwt (RFC 7523), dpop_bound_access_tokens (RFC 9449 §5.2) and
+    require_pushed_authorization_requests (RFC 9126 §6), all by openid-client."""
+    service, key, dpop = open_registration, ec_key(), ec_key()
+    issuer, auth = service.config.issuer, {"method": "private_key_jwt", "jwk": key}
+    registered = step(issuer, "", "register", auth=auth, metadata={
+        "client_name": "Keyed tool", "redirect_uris": [KEYED_REDIRECT],
+        "token_endpoint_auth_method": "private_key_jwt", "jwks": {"keys": [public(key)]},
+        "token_endpoint_auth_signing_alg": "ES256",
+        "grant_types": ["authorization_code", "refresh_token"],
+        "dpop_bound_access_tokens": True, "require_pushed_authorization_requests": True})
+    assert "error" not in registered, registered
+    assert "client_secret" not in registered  # no secret: the key is its proof
+    assert registered["jwks"] == {"keys": [public(key)]}
+    assert registered["dpop_bound_access_tokens"] is True
+    client_id = registered["client_id"]
+    settings = catalog.oauth_config(catalog.require_application_by_client_id(client_id))
+    assert settings["publicClient"] is False and settings["selfRegistered"] is True
+
+    started = step(issuer, client_id, "par", auth=auth, dpop=dpop, redirectUri=KEYED_REDIRECT)
+    assert "error" not in started, started
+    callback = sign_in_at(OAuthDriver(service), started["url"])
+    tokens = step(issuer, client_id, "code", auth=auth, dpop=dpop, callback=callback,
+                  verifier=started["verifier"], state=started["state"], nonce=started["nonce"])
+    assert "error" not in tokens, tokens
+    assert tokens["token_type"] == "dpop"
+    assert claims_of(tokens["access_token"])["cnf"] == {"jkt": thumbprint(public(dpop))}
+
+    # What it registered holds: a request not pushed is refused, so is a token request signed
+    # by another key, and one without a DPoP proof.
+    client = RegisteredClient(application_id="", client_id=client_id, secret=None,
+                              redirect_uri=KEYED_REDIRECT, auth_method="private_key_jwt")
+    direct = OAuthDriver(service).authorize(client, code_challenge="x" * 43,
+                                            code_challenge_method="S256")
+    assert query_of(direct.headers["Location"])["error"] == "invalid_request"
+    stranger = step(issuer, client_id, "client_credentials",
+                    auth={"method": "private_key_jwt", "jwk": ec_key()})
+    assert stranger["error"]["error"] == "invalid_client", stranger
+    refreshed = step(issuer, client_id, "refresh", auth=auth,
+                     refreshToken=tokens["refresh_token"])
+    assert refreshed["error"]["error"] == "invalid_dpop_proof", refreshed
 
 
 def test_registration_is_off_unless_the_deployment_opens_it(service: Service) -> None:

@@ -44,9 +44,7 @@ def sign_in_at(driver: OAuthDriver, url: str) -> str:
     assert answer.status_code == 302, answer.text
     link = query_of(answer.headers["Location"])
     _, signed_in = driver.signed_in_user()
-    handed = driver.callback(link["authId"], signed_in)
-    assert handed.status_code == 200, handed.text
-    return handed.json()["redirect_uri"]
+    return driver.handed_back(link["authId"], signed_in)
 
 
 @needs_openid_client

@@ -60,7 +60,7 @@ def test_a_name_keeps_only_printable_characters_and_has_a_default() -> None:
 
 
 @pytest.mark.parametrize(("fields", "refusal", "code"), [
-    ({"token_endpoint_auth_method": "private_key_jwt"}, InvalidClientMetadata,
+    ({"token_endpoint_auth_method": "client_secret_basic"}, InvalidClientMetadata,
      "confidential_registration_unsupported"),
     ({"grant_types": ["refresh_token"]}, InvalidClientMetadata, "invalid_client_metadata"),
     ({"response_types": ["token"]}, InvalidClientMetadata, "invalid_client_metadata"),
@@ -79,6 +79,60 @@ def test_what_a_self_registered_client_may_not_ask_for_is_refused(
     with pytest.raises(refusal) as refused:
         validate_client_metadata(metadata(**fields), allowed_scopes=ALLOWED)
     assert refused.value.code == code  # type: ignore[attr-defined]
+
+
+# --- a client with its own keys (private_key_jwt), DPoP and pushed requests -----------------
+
+KEY = {"kty": "EC", "crv": "P-256", "kid": "k1",
+       "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU",
+       "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}
+
+
+def test_a_client_with_its_own_key_is_registered_confidential_without_a_secret() -> None:
+    checked = validate_client_metadata(metadata(
+        token_endpoint_auth_method="private_key_jwt", jwks={"keys": [KEY]},
+        token_endpoint_auth_signing_alg="ES256", dpop_bound_access_tokens=True,
+        require_pushed_authorization_requests=True), allowed_scopes=ALLOWED)
+    config = checked.oauth_config("client-1")
+    assert config["publicClient"] is False and config["jwks"] == {"keys": [KEY]}
+    assert config["tokenEndpointAuthMethod"] == "private_key_jwt"
+    assert config["dpopBoundAccessTokens"] and config["requirePushedAuthorizationRequests"]
+    assert "client_secret" not in checked.registered()
+    assert checked.registered()["dpop_bound_access_tokens"] is True
+    at_url = validate_client_metadata(metadata(
+        token_endpoint_auth_method="private_key_jwt", jwks_uri="https://app.example/jwks"),
+        allowed_scopes=ALLOWED)
+    assert at_url.oauth_config("c")["jwksUri"] == "https://app.example/jwks"
+    assert at_url.registered()["jwks_uri"] == "https://app.example/jwks"
+
+
+def test_a_public_client_registers_no_keys_and_asks_for_nothing_bound() -> None:
+    config = validate_client_metadata(metadata(), allowed_scopes=ALLOWED).oauth_config("c")
+    assert config["publicClient"] is True and config["tokenEndpointAuthMethod"] == "none"
+    assert not {"jwks", "jwksUri", "dpopBoundAccessTokens",
+                "requirePushedAuthorizationRequests"} & set(config)
+
+
+@pytest.mark.parametrize(("fields", "says"), [
+    ({"token_endpoint_auth_method": "private_key_jwt"}, "one of jwks"),
+    ({"token_endpoint_auth_method": "private_key_jwt", "jwks": {"keys": [KEY]},
+      "jwks_uri": "https://app.example/jwks"}, "one of jwks"),
+    ({"token_endpoint_auth_method": "private_key_jwt", "jwks": {"keys": []}}, "jwks"),
+    ({"token_endpoint_auth_method": "private_key_jwt",
+      "jwks": {"keys": [{**KEY, "d": "secret"}]}}, "jwks.keys[0]"),
+    ({"token_endpoint_auth_method": "private_key_jwt", "jwks_uri": "http://app.example/k"},
+     "jwks_uri"),
+    ({"token_endpoint_auth_method": "private_key_jwt", "jwks": {"keys": [KEY]},
+      "token_endpoint_auth_signing_alg": "HS256"}, "token_endpoint_auth_signing_alg"),
+    ({"jwks": {"keys": [KEY]}}, "private_key_jwt"),
+    ({"dpop_bound_access_tokens": "yes"}, "dpop_bound_access_tokens"),
+    ({"require_pushed_authorization_requests": 1}, "require_pushed_authorization_requests"),
+])
+def test_keys_and_flags_are_checked_saying_which(fields: dict[str, Any], says: str) -> None:
+    with pytest.raises(InvalidClientMetadata) as refused:
+        validate_client_metadata(metadata(**fields), allowed_scopes=ALLOWED)
+    assert refused.value.code == "invalid_client_metadata"
+    assert says in refused.value.description
 
 
 # --- client metadata documents ------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import jwt
 
@@ -89,6 +90,19 @@ def verify_client_assertion(assertion: str, *, client_id: str, jwks: dict[str, A
                        "client_assertion_lifetime")
     return CheckedAssertion(client_id=client_id, jti=str(claims["jti"]),
                             expires_at=float(claims["exp"]) + LEEWAY)
+
+
+def check_jwks_uri(value: object, field: str) -> str:
+    """Where a client publishes its keys: an https URL without a fragment (fetched like a
+    client metadata document, services/oauth/client_keys.py)."""
+    try:
+        parts = urlsplit(value) if isinstance(value, str) else None
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme != "https" or not parts.hostname or parts.fragment:
+        raise InvalidField(field, "must be an https URL without a fragment")
+    assert isinstance(value, str)
+    return value
 
 
 def check_client_jwks(jwks: object, field: str) -> dict[str, Any]:

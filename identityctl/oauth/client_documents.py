@@ -2,7 +2,7 @@
 ``client_id`` that is an ``https`` URL names a JSON document, published by the client, that
 describes it. The authorization server fetches it (services/outbound.py) and checks it here:
 its ``client_id`` is that URL exactly, and it describes what a self-registered client may
-be (oauth/registration.py: public, PKCE, https or loopback redirect URIs).
+be (oauth/registration.py: no secret, PKCE, https or loopback redirect URIs).
 """
 
 from __future__ import annotations

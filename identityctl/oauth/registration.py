@@ -1,11 +1,14 @@
 """Dynamic Client Registration (RFC 7591): what a client may ask for when it registers
 itself, and the loopback redirect rule of native apps (RFC 8252 §7.3).
 
-A self-registered client is public: it has no secret (``token_endpoint_auth_method`` is
-``none``), uses the authorization code grant with PKCE (and refresh tokens), and is sent back
-to an ``https`` redirect URI or to a loopback one on the person's own machine. Scopes are
-those the deployment lets self-registered clients ask for; what a person may grant is decided
-when they sign in.
+A self-registered client gets no secret. It is public (``token_endpoint_auth_method``
+``none``), or it proves itself with a key it registered (``private_key_jwt`` with ``jwks`` or
+``jwks_uri``, RFC 7523). It uses the authorization code grant with PKCE (and refresh tokens),
+and is sent back to an ``https`` redirect URI or to a loopback one on the person's own
+machine. It may ask for DPoP-bound tokens (``dpop_bound_access_tokens``, RFC 9449 §5.2) and
+for its requests to be pushed (``require_pushed_authorization_requests``, RFC 9126 §6).
+Scopes are those the deployment lets self-registered clients ask for; what a person may grant
+is decided when they sign in.
 """
 
 from __future__ import annotations
@@ -14,9 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from identityctl.errors import InvalidField
 from identityctl.oauth.client import AUTHORIZATION_CODE, REFRESH_TOKEN
+from identityctl.oauth.client_assertion import check_client_jwks, check_jwks_uri
+from identityctl.oauth.client_auth import NONE, PRIVATE_KEY_JWT
 from identityctl.oauth.errors import OAuthError
 from identityctl.oauth.parameters import parse_scope
+from identityctl.security.jwks import ASYMMETRIC_ALGORITHMS
 
 #: Hosts of a loopback redirect URI (RFC 8252 §7.3 names the IP literals; ``localhost`` is
 #: what the MCP SDKs and most native apps use, so it is matched the same way).
@@ -25,6 +32,8 @@ MAX_REDIRECT_URIS = 10
 MAX_URI_LENGTH = 2000
 MAX_NAME_LENGTH = 100
 GRANT_TYPES = (AUTHORIZATION_CODE, REFRESH_TOKEN)
+#: No secret is ever handed out: a client is public, or proves itself with its own key.
+AUTH_METHODS = (NONE, PRIVATE_KEY_JWT)
 
 
 class InvalidClientMetadata(OAuthError):
@@ -51,6 +60,39 @@ class ClientMetadata:
     scope: tuple[str, ...]
     client_uri: str | None
     logo_uri: str | None
+    token_endpoint_auth_method: str = NONE
+    jwks: dict[str, Any] | None = None
+    jwks_uri: str | None = None
+    dpop_bound_access_tokens: bool = False
+    require_pushed_authorization_requests: bool = False
+
+    def oauth_config(self, client_id: str) -> dict[str, Any]:
+        """The application's OAuth settings (``inboundAuthConfig[0].config``)."""
+        return {
+            "clientId": client_id, "redirectUris": list(self.redirect_uris),
+            "grantTypes": list(self.grant_types), "scopes": list(self.scope),
+            "publicClient": self.token_endpoint_auth_method == NONE,
+            "tokenEndpointAuthMethod": self.token_endpoint_auth_method,
+            **({"jwks": self.jwks} if self.jwks else {}),
+            **({"jwksUri": self.jwks_uri} if self.jwks_uri else {}),
+            **({"dpopBoundAccessTokens": True} if self.dpop_bound_access_tokens else {}),
+            **({"requirePushedAuthorizationRequests": True}
+               if self.require_pushed_authorization_requests else {})}
+
+    def registered(self) -> dict[str, Any]:
+        """The metadata as registered, in RFC 7591's names (its §3.2.1 response)."""
+        return {
+            "client_name": self.client_name, "redirect_uris": list(self.redirect_uris),
+            "grant_types": list(self.grant_types), "response_types": ["code"],
+            "token_endpoint_auth_method": self.token_endpoint_auth_method,
+            "scope": " ".join(self.scope),
+            **({"client_uri": self.client_uri} if self.client_uri else {}),
+            **({"logo_uri": self.logo_uri} if self.logo_uri else {}),
+            **({"jwks": self.jwks} if self.jwks else {}),
+            **({"jwks_uri": self.jwks_uri} if self.jwks_uri else {}),
+            **({"dpop_bound_access_tokens": True} if self.dpop_bound_access_tokens else {}),
+            **({"require_pushed_authorization_requests": True}
+               if self.require_pushed_authorization_requests else {})}
 
 
 def is_loopback(uri: str) -> bool:
@@ -98,12 +140,14 @@ def validate_client_metadata(document: Any, *, allowed_scopes: tuple[str, ...],
     gets ``default_scopes`` (all allowed ones when not given)."""
     if not isinstance(document, dict):
         raise InvalidClientMetadata("The registration must be a JSON object.")
-    method = document.get("token_endpoint_auth_method", "none")
-    if method != "none":
+    method = document.get("token_endpoint_auth_method", NONE)
+    if method not in AUTH_METHODS:
         raise InvalidClientMetadata(
             f"token_endpoint_auth_method {method!r} is not offered: a client that registers "
-            "itself is public ('none') and proves itself with PKCE.",
+            "itself gets no secret; it is public ('none', proving itself with PKCE) or signs "
+            "with a key it registers ('private_key_jwt' with jwks or jwks_uri).",
             code="confidential_registration_unsupported")
+    keys = _client_keys(document, method)
     grant_types = _strings(document, "grant_types", default=[AUTHORIZATION_CODE])
     if AUTHORIZATION_CODE not in grant_types or not set(grant_types) <= set(GRANT_TYPES):
         raise InvalidClientMetadata(f"grant_types must be authorization_code, optionally with "
@@ -136,7 +180,43 @@ def validate_client_metadata(document: Any, *, allowed_scopes: tuple[str, ...],
                           redirect_uris=tuple(dict.fromkeys(redirect_uris)),
                           grant_types=tuple(dict.fromkeys(grant_types)), scope=scope,
                           client_uri=_https_uri(document, "client_uri"),
-                          logo_uri=_https_uri(document, "logo_uri"))
+                          logo_uri=_https_uri(document, "logo_uri"),
+                          token_endpoint_auth_method=method, **keys,
+                          dpop_bound_access_tokens=_flag(document, "dpop_bound_access_tokens"),
+                          require_pushed_authorization_requests=_flag(
+                              document, "require_pushed_authorization_requests"))
+
+
+def _client_keys(document: dict[str, Any], method: str) -> dict[str, Any]:
+    """RFC 7591 §2: private_key_jwt names its keys in exactly one of ``jwks`` (a JWK Set of
+    public keys) and ``jwks_uri``; they, and a signing algorithm, belong to no other
+    method."""
+    jwks, jwks_uri = document.get("jwks"), document.get("jwks_uri")
+    algorithm = document.get("token_endpoint_auth_signing_alg")
+    if method != PRIVATE_KEY_JWT:
+        if jwks is not None or jwks_uri is not None or algorithm is not None:
+            raise InvalidClientMetadata("jwks, jwks_uri and token_endpoint_auth_signing_alg "
+                                        "are for token_endpoint_auth_method private_key_jwt.")
+        return {}
+    if algorithm is not None and algorithm not in ASYMMETRIC_ALGORITHMS:
+        raise InvalidClientMetadata(f"token_endpoint_auth_signing_alg must be one of "
+                                    f"{', '.join(ASYMMETRIC_ALGORITHMS)}.")
+    if (jwks is None) == (jwks_uri is None):
+        raise InvalidClientMetadata("private_key_jwt needs the client's public keys in one of "
+                                    "jwks (a JWK Set) and jwks_uri (an https URL).")
+    try:
+        if jwks is not None:
+            return {"jwks": check_client_jwks(jwks, "jwks")}
+        return {"jwks_uri": check_jwks_uri(jwks_uri, "jwks_uri")}
+    except InvalidField as invalid:
+        raise InvalidClientMetadata(invalid.description) from None
+
+
+def _flag(document: dict[str, Any], name: str) -> bool:
+    value = document.get(name, False)
+    if not isinstance(value, bool):
+        raise InvalidClientMetadata(f"{name} must be true or false.")
+    return value
 
 
 def _strings(document: dict[str, Any], name: str, *, default: list[str]) -> list[str]:

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from identityctl.errors import BadRequest, InvalidField, NotFound
 from identityctl.flow.definition import FLOW_TYPES, validate_flow
 from identityctl.oauth import client_auth
-from identityctl.oauth.client_assertion import check_client_jwks
+from identityctl.oauth.client_assertion import check_client_jwks, check_jwks_uri
 from identityctl.oauth.grants import device_code, token_exchange
 from identityctl.oauth.registration import exact_uri_problem
 from identityctl.security import passwords
@@ -321,10 +321,7 @@ def _client_keys(config: dict[str, Any], method: str, prefix: str) -> dict[str, 
                            "jwks (a JWK Set) or jwksUri (an https URL), one of them")
     if jwks is not None:
         return {"jwks": check_client_jwks(jwks, f"{prefix}.jwks")}
-    parts = urlsplit(jwks_uri) if isinstance(jwks_uri, str) else None
-    if parts is None or parts.scheme != "https" or not parts.hostname or parts.fragment:
-        raise InvalidField(f"{prefix}.jwksUri", "must be an https URL without a fragment")
-    return {"jwksUri": jwks_uri}
+    return {"jwksUri": check_jwks_uri(jwks_uri, f"{prefix}.jwksUri")}
 
 
 def _exchange_policy(config: dict[str, Any], grants: list[str], public: bool,

@@ -53,6 +53,12 @@ function tokens (result) {
 }
 
 async function run () {
+  if (input.step === 'register') { // RFC 7591 at the issuer's registration_endpoint
+    const registered = await client.dynamicClientRegistration(new URL(input.issuer),
+      input.metadata, await clientAuthentication(input.auth || {}),
+      { execute: [client.allowInsecureRequests] })
+    return registered.clientMetadata()
+  }
   const config = await client.discovery(new URL(input.issuer), input.clientId, {},
     await clientAuthentication(input.auth || {}), { execute: [client.allowInsecureRequests] })
   const options = input.dpop ? { DPoP: client.getDPoPHandle(config, await keyPair(input.dpop)) } : {}

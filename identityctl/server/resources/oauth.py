@@ -407,7 +407,21 @@ _CLIENT_METADATA = {
         "grant_types": {"type": "array", "items": {"enum": ["authorization_code",
                                                             "refresh_token"]}},
         "response_types": {"type": "array", "items": {"const": "code"}},
-        "token_endpoint_auth_method": {"const": "none"},
+        "token_endpoint_auth_method": {
+            "enum": ["none", "private_key_jwt"],
+            "description": "none (default): a public client, PKCE its proof. private_key_jwt: "
+                           "it signs client assertions with a key of jwks or jwks_uri. No "
+                           "secret is ever issued."},
+        "jwks": {"type": "object", "description": "private_key_jwt: a JWK Set of public keys "
+                 "(or jwks_uri, not both)."},
+        "jwks_uri": _string("private_key_jwt: an https URL of the client's JWK Set."),
+        "token_endpoint_auth_signing_alg": _string("private_key_jwt: the algorithm it signs "
+                                                   "with (an asymmetric one)."),
+        "dpop_bound_access_tokens": {"type": "boolean", "description": "RFC 9449 §5.2: every "
+                                     "token request carries a DPoP proof."},
+        "require_pushed_authorization_requests": {
+            "type": "boolean", "description": "RFC 9126 §6: its authorization requests come "
+                                              "through /oauth2/par only."},
         "scope": _string("Space-separated, within oauth.registration_scopes."),
         "client_uri": _string("https URL."), "logo_uri": _string("https URL.")},
 }
@@ -436,7 +450,8 @@ OPENAPI_PATHS = {
                          "unknown_client, redirect_uri_missing, redirect_uri_mismatch, "
                          "repeated_parameter.")}}},
     discovery.REGISTER_PATH: {"post": {
-        "summary": "Register a public client (RFC 7591 Dynamic Client Registration)",
+        "summary": "Register a client (RFC 7591 Dynamic Client Registration): public, or "
+                   "with its own keys",
         "operationId": "oauthRegister",
         "description": "Open when oauth.dynamic_registration is \"open\"; with \"token\" it "
                        "needs an initial access token (scope client_registration) as Bearer.",

@@ -74,10 +74,7 @@ def _from_document(ctx: ServiceContext, url: str,
         "name": f"{metadata.client_name} ({host}) "
                 f"[{hashlib.sha256(url.encode()).hexdigest()[:8]}]",
         "description": f"Described by its client metadata document {url}",
-        "inboundAuthConfig": [{"type": "oauth2", "config": {
-            "clientId": url, "redirectUris": list(metadata.redirect_uris),
-            "grantTypes": list(metadata.grant_types), "publicClient": True,
-            "tokenEndpointAuthMethod": "none", "scopes": list(metadata.scope)}}]}
+        "inboundAuthConfig": [{"type": "oauth2", "config": metadata.oauth_config(url)}]}
     marks = {"clientDocument": True, "documentExpiresAt": time.time() + fetched.max_age,
              **({"logoUri": metadata.logo_uri} if metadata.logo_uri else {})}
     actor = "client-document:" + (host or "")

@@ -1,5 +1,5 @@
 """Dynamic Client Registration (RFC 7591) at ``/oauth2/register``: an MCP client or a native
-app registers itself as a public client, per ``oauth.dynamic_registration``.
+app registers itself, public or with its own keys, per ``oauth.dynamic_registration``.
 
 The rules of what may be registered are in ``identityctl.oauth.registration``; here: whether
 registration is open, the initial access token when it needs one, the throttle per address,
@@ -58,16 +58,9 @@ def register(ctx: ServiceContext, document: Any, *, access_token: PresentedToken
         raise
     if secrets.randbelow(PURGE_ONE_IN) == 0:  # housekeeping, not on every registration
         remove_idle_clients(ctx)
-    grant_types = list(metadata.grant_types)
     client_id = catalog_service.new_client_id()
-    response = {
-        "client_id": client_id, "client_id_issued_at": int(time.time()),
-        "client_name": metadata.client_name, "redirect_uris": list(metadata.redirect_uris),
-        "grant_types": grant_types, "response_types": ["code"],
-        "token_endpoint_auth_method": "none", "scope": " ".join(metadata.scope),
-        **({"client_uri": metadata.client_uri} if metadata.client_uri else {}),
-        **({"logo_uri": metadata.logo_uri} if metadata.logo_uri else {}),
-    }
+    response = {"client_id": client_id, "client_id_issued_at": int(time.time()),
+                **metadata.registered()}
     registration_token = new_token()
     with transaction():  # the client, its registration access token and the event together
         application, _ = catalog_service.create_application({
@@ -75,16 +68,13 @@ def register(ctx: ServiceContext, document: Any, *, access_token: PresentedToken
             "description": "Registered itself (RFC 7591)"
                            + (f"; client_uri {metadata.client_uri}" if metadata.client_uri
                               else ""),
-            "inboundAuthConfig": [{"type": "oauth2", "config": {
-                "clientId": client_id, "redirectUris": list(metadata.redirect_uris),
-                "grantTypes": grant_types,
-                "publicClient": True, "tokenEndpointAuthMethod": "none",
-                "scopes": list(metadata.scope)}}],
+            "inboundAuthConfig": [{"type": "oauth2", "config": metadata.oauth_config(client_id)}],
         }, actor=actor, marks={"selfRegistered": True})
         client_registrations.save(application["id"], token_hash(registration_token), response)
         audit.record(REGISTER_ACTION, "success", actor=actor, client_address=client_address,
                      details={"applicationId": application["id"], "clientId": client_id,
-                              "clientName": metadata.client_name})
+                              "clientName": metadata.client_name,
+                              "authMethod": metadata.token_endpoint_auth_method})
     return _with_management(ctx, response, registration_token)
 
 
