@@ -23,6 +23,8 @@ from tests.support.processes import stop, wait_for_health
 from tests.test_cli_process import identityctl
 from tests.test_scale_out import _serve
 
+NOTES = "https://notes.example.com/mcp"
+
 
 def _ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
     assert result.returncode == 0, result.stderr + result.stdout
@@ -79,6 +81,8 @@ def configured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
                     config=config))
     _ok(identityctl("role", "create", "orders-admin", "--scope", "orders:write", "--scope",
                     "orders:read", "--description", "Runs the shop", config=config))
+    _ok(identityctl("resource-server", "add", NOTES, "--scope", "notes:read", "--scope",
+                    "notes:write", "--name", "Team notes", config=config))
     github_secret = secrets.token_urlsafe(24)
     _ok(identityctl("idp", "add", "github", "--client-id", "Iv1.cac", "--client-secret-stdin",
                     "--web-url", "https://github.example.com",
@@ -125,6 +129,8 @@ def test_export_names_things_by_handle_and_never_holds_a_secret(
         "default": None, "sales": None, "emea": "sales"}
     assert next(kind for kind in document["userTypes"]
                 if kind["name"] == "partner")["ou"] == "emea"
+    assert document["resourceServers"] == [{"identifier": NOTES, "name": "Team notes",
+                                            "scopes": ["notes:read", "notes:write"]}]
     github = next(idp for idp in document["identityProviders"] if idp["kind"] == "github")
     assert github["webUrl"] == "https://github.example.com"
     assert github["clientSecret"] == {"env": "IDENTITYCTL_IDP_SECRET_GITHUB"}
@@ -149,8 +155,8 @@ def test_export_then_apply_into_a_fresh_deployment_gives_the_same_export(
         (c["section"], c["key"], c["action"]) for c in planned]
     assert {(c["section"], c["action"]) for c in applied} >= {
         ("themes", "create"), ("flows", "create"), ("organizationUnits", "create"),
-        ("userTypes", "create"), ("roles", "create"), ("identityProviders", "create"),
-        ("applications", "create")}
+        ("userTypes", "create"), ("roles", "create"), ("resourceServers", "create"),
+        ("identityProviders", "create"), ("applications", "create")}
     assert _export(fresh) == document
 
     audited = _audit_count(fresh)
@@ -196,18 +202,20 @@ def test_a_changed_document_shows_its_diff_and_a_dry_run_changes_nothing(
     document["userTypes"] = [kind for kind in document["userTypes"]
                              if kind["name"] != "partner"]
     document["roles"] = [role for role in document["roles"] if role["name"] != "admin"]
+    document["resourceServers"][0]["scopes"].append("notes:share")
     before = _export(fresh)
     shown = _ok(_apply(fresh, document, "--dry-run", env=env)).stdout
     assert "~ roles/orders-admin" in shown and "+- orders:refund" in shown
     assert "- organizationUnits/emea" in shown and "- userTypes/partner" in shown
-    assert "Dry run: 0 to create, 1 to update, 2 to delete. Nothing was changed." in shown
+    assert f"~ resourceServers/{NOTES}" in shown and "+- notes:share" in shown
+    assert "Dry run: 0 to create, 2 to update, 2 to delete. Nothing was changed." in shown
     assert _export(fresh) == before
 
     changes = _changes(_apply(fresh, document, "--json", env=env))
     # Deleted children first; the seeded admin role is kept though the document left it out.
     assert [(c["section"], c["key"], c["action"]) for c in changes] == [
-        ("roles", "orders-admin", "update"), ("userTypes", "partner", "delete"),
-        ("organizationUnits", "emea", "delete")]
+        ("roles", "orders-admin", "update"), ("resourceServers", NOTES, "update"),
+        ("userTypes", "partner", "delete"), ("organizationUnits", "emea", "delete")]
     after = _export(fresh)
     assert "admin" in {role["name"] for role in after["roles"]}
     assert after["organizationUnits"] == document["organizationUnits"]

@@ -136,7 +136,7 @@ def test_self_registered_clients_may_ask_for_a_resource_servers_scopes(
     assert register(None).json()["scope"] == "openid profile email"
 
 
-def test_the_cli_registers_lists_and_removes_resource_servers_saying_what_is_wrong(
+def test_the_cli_registers_lists_updates_and_removes_resource_servers_saying_what_is_wrong(
         open_registration: Service) -> None:
     runner = CliRunner()
 
@@ -155,6 +155,12 @@ def test_the_cli_registers_lists_and_removes_resource_servers_saying_what_is_wro
     assert created["identifier"] == "https://x.example/api" and created["scopes"] == ["x:read"]
     assert run("add", "https://x.example/api", "--scope", "x:read").exit_code != 0
     assert [server["name"] for server in cli(open_registration, "resource-server", "list")] == ["X"]
+    updated = cli(open_registration, "resource-server", "update", "https://x.example/api",
+                  "--scope", "x:read", "--scope", "x:write", "--name", "X API")
+    assert (updated["name"], updated["scopes"]) == ("X API", ["x:read", "x:write"])
+    refused = run("update", "https://x.example/api", "--scope", "profile")
+    assert refused.exit_code != 0 and "own scopes" in refused.output, refused.output
+    assert run("update", "https://y.example/api", "--scope", "y").exit_code != 0
     removed = cli(open_registration, "resource-server", "remove", "https://x.example/api", "--yes")
     assert removed["identifier"] == "https://x.example/api"
     assert cli(open_registration, "resource-server", "list") == []

@@ -62,6 +62,30 @@ def resource_server_add(
                 as_json=as_json)
 
 
+@command(resource_server_app, "update")
+def resource_server_update(
+    identifier: str = typer.Argument(..., metavar="URL|ID", help="The server's URL or id."),
+    scope: list[str] = typer.Option(..., "--scope", "-s",
+                                    help="Every scope its tokens may carry from now on "
+                                         "(repeat for more; replaces the list)."),
+    name: str = typer.Option("", "--name", help="What people see (default: the URL)."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Change a resource server's scopes (and name). Tokens already issued keep their scopes
+    until they expire.
+
+        identityctl resource-server update https://notes.example.com/mcp \
+            --scope notes:read --scope notes:write --scope notes:share
+    """
+    from identityctl.services import resource_servers
+
+    Session.connected()
+    updated = resource_servers.update_resource_server(identifier, scopes=scope, name=name,
+                                                      actor=ACTOR)
+    show_record(updated.to_api(), title=f"Updated resource server {updated.identifier}",
+                as_json=as_json)
+
+
 @command(resource_server_app, "remove")
 def resource_server_remove(
     identifier: str = typer.Argument(..., metavar="URL", help="Its URL (or id)."),

@@ -27,7 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from identityctl.errors import BadRequest, IdentityError, InvalidField
-from identityctl.services import account, bootstrap, catalog, directory, federation, roles
+from identityctl.services import (
+    account,
+    bootstrap,
+    catalog,
+    directory,
+    federation,
+    resource_servers,
+    roles,
+)
 from identityctl.services.context import ServiceContext
 from identityctl.store import db
 
@@ -36,7 +44,7 @@ KIND = "Configuration"
 #: The document's sections, in the order they are created and updated (a later section may
 #: name an entry of an earlier one); deletions run in the reverse order.
 SECTIONS = ("themes", "flows", "organizationUnits", "userTypes", "roles",
-            "identityProviders", "applications")
+            "resourceServers", "identityProviders", "applications")
 #: Applications the service made for itself or that registered themselves: not configuration.
 _SERVICE_MARKS = ("selfRegistered", "clientDocument")
 
@@ -322,6 +330,35 @@ class Roles(Section):
         roles.delete_role(key, actor=ACTOR)
 
 
+class ResourceServers(Section):
+    """The team's own APIs, by their resource identifier (RFC 8707)."""
+
+    name = "resourceServers"
+
+    def __init__(self, ctx: ServiceContext) -> None:
+        self.ctx = ctx
+
+    def key(self, entry: dict[str, Any]) -> str:
+        return _text(entry, "identifier")
+
+    def entries(self) -> dict[str, dict[str, Any]]:
+        return {server.identifier: {"identifier": server.identifier, "name": server.name,
+                                    "scopes": server.scopes}
+                for server in resource_servers.list_resource_servers()}
+
+    def create(self, entry: dict[str, Any]) -> None:
+        resource_servers.register_resource_server(
+            self.ctx, identifier=self.key(entry), scopes=_texts(entry, "scopes"),
+            name=entry.get("name") or "", actor=ACTOR)
+
+    def update(self, key: str, entry: dict[str, Any]) -> None:
+        resource_servers.update_resource_server(key, scopes=_texts(entry, "scopes"),
+                                                name=entry.get("name") or "", actor=ACTOR)
+
+    def delete(self, key: str) -> None:
+        resource_servers.remove_resource_server(key, actor=ACTOR)
+
+
 class IdentityProviders(Section):
     name = "identityProviders"
     _prefix = "IDP_SECRET"
@@ -452,7 +489,7 @@ ACTOR = "apply"
 
 
 def sections(ctx: ServiceContext) -> list[Section]:
-    return [Themes(), Flows(), OrganizationUnits(), UserTypes(), Roles(),
+    return [Themes(), Flows(), OrganizationUnits(), UserTypes(), Roles(), ResourceServers(ctx),
             IdentityProviders(ctx), Applications()]
 
 

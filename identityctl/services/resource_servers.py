@@ -43,16 +43,33 @@ def register_resource_server(ctx: ServiceContext, *, identifier: str, scopes: Se
                            "clients send it in `resource`") from error
     if identifier in own_resources(ctx):
         raise InvalidField("identifier", "is one of identityctl's own resources")
-    checked = checked_scopes(scopes)
-    if not checked or IDENTITY_SCOPES.intersection(checked):
-        raise InvalidField("scopes", "must name the server's own scopes (at least one; "
-                           f"not {', '.join(sorted(IDENTITY_SCOPES))}, which any token may "
-                           "carry)")
+    checked = _server_scopes(scopes)
     created = store.create_resource_server(identifier=identifier, name=name or identifier,
                                            scopes=checked)
     audit.record("resource_server.create", "success", actor=actor,
                  details={"identifier": identifier, "scopes": checked})
     return created
+
+
+def update_resource_server(id_or_identifier: str, *, scopes: Sequence[str], name: str = "",
+                           actor: str = "admin") -> ResourceServerRecord:
+    """New scopes (and name) for a registered server: tokens already issued keep theirs
+    until they expire; new ones carry only scopes it still has."""
+    found = require_resource_server(id_or_identifier)
+    checked = _server_scopes(scopes)
+    store.update_resource_server(found.id, name=name or found.identifier, scopes=checked)
+    audit.record("resource_server.update", "success", actor=actor,
+                 details={"identifier": found.identifier, "scopes": checked})
+    return require_resource_server(found.id)
+
+
+def _server_scopes(scopes: Sequence[str]) -> list[str]:
+    checked = checked_scopes(scopes)
+    if not checked or IDENTITY_SCOPES.intersection(checked):
+        raise InvalidField("scopes", "must name the server's own scopes (at least one; "
+                           f"not {', '.join(sorted(IDENTITY_SCOPES))}, which any token may "
+                           "carry)")
+    return checked
 
 
 def remove_resource_server(id_or_identifier: str, *, actor: str = "admin") -> None:

@@ -49,6 +49,11 @@ def create_resource_server(*, identifier: str, name: str,
                                "already.", identifier=identifier, name=name, scopes=scopes))
 
 
+def update_resource_server(server_id: str, *, name: str, scopes: list[str]) -> None:
+    crud.update(ResourceServer, server_id, what="resource server",
+                code="resource_server_not_found", name=name, scopes=scopes)
+
+
 def delete_resource_server(server_id: str) -> None:
     crud.delete(ResourceServer, server_id, what="resource server",
                 code="resource_server_not_found")
