@@ -74,7 +74,7 @@ def resource_server_update(
     """Change a resource server's scopes (and name). Tokens already issued keep their scopes
     until they expire.
 
-        identityctl resource-server update https://notes.example.com/mcp \
+        identityctl resource-server update https://notes.example.com/mcp \\
             --scope notes:read --scope notes:write --scope notes:share
     """
     from identityctl.services import resource_servers
