@@ -81,6 +81,7 @@ def test_openid_client_registers_its_key_and_gets_dpop_bound_tokens_by_pushed_re
     assert "client_secret" not in registered  # no secret: the key is its proof
     assert registered["jwks"] == {"keys": [public(key)]}
     assert registered["dpop_bound_access_tokens"] is True
+    assert registered["token_endpoint_auth_signing_alg"] == "ES256"
     client_id = registered["client_id"]
     settings = catalog.oauth_config(catalog.require_application_by_client_id(client_id))
     assert settings["publicClient"] is False and settings["selfRegistered"] is True

@@ -109,6 +109,21 @@ def test_each_bad_assertion_is_refused_as_invalid_client(service: Service, chang
     assert_oauth_error(answer, 401, "invalid_client", code)
 
 
+def test_a_registered_signing_algorithm_is_the_only_one_accepted(service: Service) -> None:
+    """OpenID Connect Registration §2: with token_endpoint_auth_signing_alg registered, an
+    assertion signed otherwise is refused, even by one of the client's own keys."""
+    ec, rsa = ec_key(), rsa_key()
+    client_id, _ = keyed_client(jwks={"keys": [public(ec), public(rsa)]},
+                                tokenEndpointAuthSigningAlg="ES256")
+    assert token_request(service, assertion(service, client_id, ec)).status_code == 200
+    assert_oauth_error(token_request(service, assertion(service, client_id, rsa,
+                                                        algorithm="RS256")),
+                       401, "invalid_client", "client_assertion_invalid")
+    with pytest.raises(InvalidField) as refused:
+        keyed_client(tokenEndpointAuthSigningAlg="HS256")
+    assert "tokenEndpointAuthSigningAlg" in refused.value.description
+
+
 def test_without_a_kid_any_registered_key_of_the_algorithm_may_sign(service: Service) -> None:
     """A client rotating its keys publishes two; an assertion naming none is tried with
     each that fits its algorithm. A key that does not fit is no server error."""

@@ -99,6 +99,8 @@ def test_a_client_with_its_own_key_is_registered_confidential_without_a_secret()
     assert config["dpopBoundAccessTokens"] and config["requirePushedAuthorizationRequests"]
     assert "client_secret" not in checked.registered()
     assert checked.registered()["dpop_bound_access_tokens"] is True
+    assert checked.registered()["token_endpoint_auth_signing_alg"] == "ES256"
+    assert config["tokenEndpointAuthSigningAlg"] == "ES256"
     at_url = validate_client_metadata(metadata(
         token_endpoint_auth_method="private_key_jwt", jwks_uri="https://app.example/jwks"),
         allowed_scopes=ALLOWED)
@@ -125,6 +127,7 @@ def test_a_public_client_registers_no_keys_and_asks_for_nothing_bound() -> None:
     ({"token_endpoint_auth_method": "private_key_jwt", "jwks": {"keys": [KEY]},
       "token_endpoint_auth_signing_alg": "HS256"}, "token_endpoint_auth_signing_alg"),
     ({"jwks": {"keys": [KEY]}}, "private_key_jwt"),
+    ({"token_endpoint_auth_signing_alg": "ES256"}, "private_key_jwt"),
     ({"dpop_bound_access_tokens": "yes"}, "dpop_bound_access_tokens"),
     ({"require_pushed_authorization_requests": 1}, "require_pushed_authorization_requests"),
 ])

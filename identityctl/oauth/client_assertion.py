@@ -62,15 +62,18 @@ def assertion_key_id(assertion: str) -> str | None:
 
 
 def verify_client_assertion(assertion: str, *, client_id: str, jwks: dict[str, Any],
-                            audiences: Collection[str], now: float) -> CheckedAssertion:
-    """The checked assertion of ``client_id``: signed by a key of its ``jwks`` with an
-    asymmetric algorithm; ``iss`` and ``sub`` the client id; ``aud`` one of ``audiences``
-    (the issuer or the endpoint called); not expired, valid at most MAX_LIFETIME; a ``jti``."""
+                            audiences: Collection[str], now: float,
+                            algorithms: Collection[str] = ASYMMETRIC_ALGORITHMS
+                            ) -> CheckedAssertion:
+    """The checked assertion of ``client_id``: signed by a key of its ``jwks`` with one of
+    ``algorithms`` (asymmetric ones; the one it registered, if it did); ``iss`` and ``sub``
+    the client id; ``aud`` one of ``audiences`` (the issuer or the endpoint called); not
+    expired, valid at most MAX_LIFETIME; a ``jti``."""
     try:
         algorithm = jwt.get_unverified_header(assertion).get("alg")
-        if algorithm not in ASYMMETRIC_ALGORITHMS:
-            raise _refusal(f"client_assertion is signed with {algorithm!r}; use one of "
-                           f"{', '.join(ASYMMETRIC_ALGORITHMS)}.", "client_assertion_invalid")
+        if algorithm not in algorithms or algorithm not in ASYMMETRIC_ALGORITHMS:
+            raise _refusal(f"client_assertion is signed with {algorithm!r}; use "
+                           f"{', '.join(algorithms)}.", "client_assertion_invalid")
         claims = decode_by_any_key(assertion, jwks, owner="the client",
                                    audience=list(audiences), issuer=client_id, leeway=LEEWAY,
                                    options={"require": ["iss", "sub", "aud", "exp", "jti"]})
@@ -90,6 +93,14 @@ def verify_client_assertion(assertion: str, *, client_id: str, jwks: dict[str, A
                        "client_assertion_lifetime")
     return CheckedAssertion(client_id=client_id, jti=str(claims["jti"]),
                             expires_at=float(claims["exp"]) + LEEWAY)
+
+
+def check_signing_algorithm(value: object, field: str) -> str:
+    """The one algorithm a client registered for its assertions: an asymmetric one."""
+    if value not in ASYMMETRIC_ALGORITHMS:
+        raise InvalidField(field, f"must be one of {', '.join(ASYMMETRIC_ALGORITHMS)}")
+    assert isinstance(value, str)
+    return value
 
 
 def check_jwks_uri(value: object, field: str) -> str:

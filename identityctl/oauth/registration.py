@@ -19,11 +19,14 @@ from urllib.parse import urlsplit
 
 from identityctl.errors import InvalidField
 from identityctl.oauth.client import AUTHORIZATION_CODE, REFRESH_TOKEN
-from identityctl.oauth.client_assertion import check_client_jwks, check_jwks_uri
+from identityctl.oauth.client_assertion import (
+    check_client_jwks,
+    check_jwks_uri,
+    check_signing_algorithm,
+)
 from identityctl.oauth.client_auth import NONE, PRIVATE_KEY_JWT
 from identityctl.oauth.errors import OAuthError
 from identityctl.oauth.parameters import parse_scope
-from identityctl.security.jwks import ASYMMETRIC_ALGORITHMS
 
 #: Hosts of a loopback redirect URI (RFC 8252 §7.3 names the IP literals; ``localhost`` is
 #: what the MCP SDKs and most native apps use, so it is matched the same way).
@@ -63,6 +66,7 @@ class ClientMetadata:
     token_endpoint_auth_method: str = NONE
     jwks: dict[str, Any] | None = None
     jwks_uri: str | None = None
+    token_endpoint_auth_signing_alg: str | None = None
     dpop_bound_access_tokens: bool = False
     require_pushed_authorization_requests: bool = False
 
@@ -75,6 +79,8 @@ class ClientMetadata:
             "tokenEndpointAuthMethod": self.token_endpoint_auth_method,
             **({"jwks": self.jwks} if self.jwks else {}),
             **({"jwksUri": self.jwks_uri} if self.jwks_uri else {}),
+            **({"tokenEndpointAuthSigningAlg": self.token_endpoint_auth_signing_alg}
+               if self.token_endpoint_auth_signing_alg else {}),
             **({"dpopBoundAccessTokens": True} if self.dpop_bound_access_tokens else {}),
             **({"requirePushedAuthorizationRequests": True}
                if self.require_pushed_authorization_requests else {})}
@@ -90,6 +96,8 @@ class ClientMetadata:
             **({"logo_uri": self.logo_uri} if self.logo_uri else {}),
             **({"jwks": self.jwks} if self.jwks else {}),
             **({"jwks_uri": self.jwks_uri} if self.jwks_uri else {}),
+            **({"token_endpoint_auth_signing_alg": self.token_endpoint_auth_signing_alg}
+               if self.token_endpoint_auth_signing_alg else {}),
             **({"dpop_bound_access_tokens": True} if self.dpop_bound_access_tokens else {}),
             **({"require_pushed_authorization_requests": True}
                if self.require_pushed_authorization_requests else {})}
@@ -198,16 +206,16 @@ def _client_keys(document: dict[str, Any], method: str) -> dict[str, Any]:
             raise InvalidClientMetadata("jwks, jwks_uri and token_endpoint_auth_signing_alg "
                                         "are for token_endpoint_auth_method private_key_jwt.")
         return {}
-    if algorithm is not None and algorithm not in ASYMMETRIC_ALGORITHMS:
-        raise InvalidClientMetadata(f"token_endpoint_auth_signing_alg must be one of "
-                                    f"{', '.join(ASYMMETRIC_ALGORITHMS)}.")
     if (jwks is None) == (jwks_uri is None):
         raise InvalidClientMetadata("private_key_jwt needs the client's public keys in one of "
                                     "jwks (a JWK Set) and jwks_uri (an https URL).")
     try:
+        signing = {} if algorithm is None else {
+            "token_endpoint_auth_signing_alg": check_signing_algorithm(
+                algorithm, "token_endpoint_auth_signing_alg")}
         if jwks is not None:
-            return {"jwks": check_client_jwks(jwks, "jwks")}
-        return {"jwks_uri": check_jwks_uri(jwks_uri, "jwks_uri")}
+            return {"jwks": check_client_jwks(jwks, "jwks"), **signing}
+        return {"jwks_uri": check_jwks_uri(jwks_uri, "jwks_uri"), **signing}
     except InvalidField as invalid:
         raise InvalidClientMetadata(invalid.description) from None
 

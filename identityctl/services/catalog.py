@@ -14,7 +14,11 @@ from urllib.parse import urlsplit
 from identityctl.errors import BadRequest, InvalidField, NotFound
 from identityctl.flow.definition import FLOW_TYPES, validate_flow
 from identityctl.oauth import client_auth
-from identityctl.oauth.client_assertion import check_client_jwks, check_jwks_uri
+from identityctl.oauth.client_assertion import (
+    check_client_jwks,
+    check_jwks_uri,
+    check_signing_algorithm,
+)
 from identityctl.oauth.grants import device_code, token_exchange
 from identityctl.oauth.registration import exact_uri_problem
 from identityctl.security import passwords
@@ -311,17 +315,21 @@ def _client_keys(config: dict[str, Any], method: str, prefix: str) -> dict[str, 
     """private_key_jwt: the client's public keys, as a JWK Set (``jwks``) or at an https URL
     (``jwksUri``, fetched like a client metadata document); exactly one of them."""
     jwks, jwks_uri = config.get("jwks"), config.get("jwksUri")
+    algorithm = config.get("tokenEndpointAuthSigningAlg")
     if method != client_auth.PRIVATE_KEY_JWT:
-        if jwks is not None or jwks_uri is not None:
-            raise InvalidField(f"{prefix}.jwks", "keys are for tokenEndpointAuthMethod "
-                               "private_key_jwt")
+        if jwks is not None or jwks_uri is not None or algorithm is not None:
+            raise InvalidField(f"{prefix}.jwks", "keys (and tokenEndpointAuthSigningAlg) are "
+                               "for tokenEndpointAuthMethod private_key_jwt")
         return {}
     if (jwks is None) == (jwks_uri is None):
         raise InvalidField(f"{prefix}.jwks", "private_key_jwt needs the client's public keys: "
                            "jwks (a JWK Set) or jwksUri (an https URL), one of them")
+    signing = {} if algorithm is None else {
+        "tokenEndpointAuthSigningAlg": check_signing_algorithm(
+            algorithm, f"{prefix}.tokenEndpointAuthSigningAlg")}
     if jwks is not None:
-        return {"jwks": check_client_jwks(jwks, f"{prefix}.jwks")}
-    return {"jwksUri": check_jwks_uri(jwks_uri, f"{prefix}.jwksUri")}
+        return {"jwks": check_client_jwks(jwks, f"{prefix}.jwks"), **signing}
+    return {"jwksUri": check_jwks_uri(jwks_uri, f"{prefix}.jwksUri"), **signing}
 
 
 def _exchange_policy(config: dict[str, Any], grants: list[str], public: bool,

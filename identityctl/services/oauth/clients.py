@@ -95,7 +95,9 @@ def _check_assertion(ctx: ServiceContext, assertion: str, config: dict[str, Any]
     checked = verify_client_assertion(
         assertion, client_id=config["clientId"],
         jwks=client_jwks(ctx, config, kid=assertion_key_id(assertion)),
-        audiences={ctx.config.issuer, base + TOKEN_PATH, base + endpoint}, now=time.time())
+        audiences={ctx.config.issuer, base + TOKEN_PATH, base + endpoint}, now=time.time(),
+        **({"algorithms": (config["tokenEndpointAuthSigningAlg"],)}
+           if config.get("tokenEndpointAuthSigningAlg") else {}))
     if not replay.first_use("client_assertion", checked.client_id, checked.jti,
                             expires_at=checked.expires_at):
         raise InvalidClient("This client assertion was used before (its jti); sign a new one "
