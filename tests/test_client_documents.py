@@ -94,7 +94,7 @@ def test_a_document_may_name_the_clients_keys_and_its_code_needs_its_signature(
     publisher.routes["/jwks.json"] = serving({"keys": [public(key)]})
     publisher.routes[PATH] = serving(document(
         publisher, token_endpoint_auth_method="private_key_jwt",
-        jwks_uri=publisher.url("/jwks.json")))
+        jwks_uri=publisher.url("/jwks.json")), **{"Cache-Control": "no-store"})
     client = RegisteredClient(application_id="", client_id=publisher.url(PATH), secret=None,
                               redirect_uri=LOOPBACK, auth_method="private_key_jwt")
     rp = OAuthDriver(service)
@@ -107,6 +107,12 @@ def test_a_document_may_name_the_clients_keys_and_its_code_needs_its_signature(
     settings = catalog.oauth_config(catalog.require_application_by_client_id(client.client_id))
     assert settings["publicClient"] is False
     assert settings["jwksUri"] == publisher.url("/jwks.json")
+    # The document turning the client public again (read anew: no-store) is refused
+    # plainly; the grants were made to a client that proved itself with a key.
+    publisher.routes[PATH] = serving(document(publisher), **{"Cache-Control": "no-store"})
+    assert "how the client authenticates" in _refusal(service, client.client_id)
+    assert catalog.oauth_config(catalog.require_application_by_client_id(
+        client.client_id))["publicClient"] is False
 
 
 def _refusal(service: Service, client_id: str) -> str:

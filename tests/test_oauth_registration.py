@@ -8,15 +8,18 @@ refused in RFC 7591's error vocabulary; registrations are throttled per address.
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import jwt
 import pytest
 import requests
 
 from identityctl.errors import NotFound
+from identityctl.oauth.client_assertion import ASSERTION_TYPE
 from identityctl.oauth.dpop import thumbprint
 from identityctl.services import catalog
 from identityctl.services.context import ServiceContext
@@ -24,7 +27,7 @@ from identityctl.services.oauth.registration import remove_idle_clients
 from identityctl.store import audit
 from identityctl.store.models import Application
 from tests.conftest import Service, added_applications, deployment_with
-from tests.support.openid_client import ec_key, needs_openid_client, public, step
+from tests.support.openid_client import ec_key, needs_openid_client, public, signer, step
 from tests.test_dpop import claims_of
 from tests.test_oauth_helpers import (
     OAuthDriver,
@@ -108,6 +111,15 @@ def test_openid_client_registers_its_key_and_gets_dpop_bound_tokens_by_pushed_re
     refreshed = step(issuer, client_id, "refresh", auth=auth,
                      refreshToken=tokens["refresh_token"])
     assert refreshed["error"]["error"] == "invalid_dpop_proof", refreshed
+    # A stranger's client, keys or not, is no resource server: it may not introspect.
+    now = int(time.time())
+    signed = jwt.encode({"iss": client_id, "sub": client_id, "aud": issuer, "iat": now,
+                         "exp": now + 60, "jti": secrets.token_hex(8)}, signer(key),
+                        algorithm="ES256", headers={"kid": key["kid"]})
+    introspected = service.http.post(service.url("/oauth2/introspect"), timeout=30, data={
+        "token": tokens["access_token"], "client_assertion_type": ASSERTION_TYPE,
+        "client_assertion": signed})
+    assert_oauth_error(introspected, 400, "unauthorized_client", "introspection_not_allowed")
 
 
 def test_registration_is_off_unless_the_deployment_opens_it(service: Service) -> None:

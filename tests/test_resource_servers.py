@@ -120,6 +120,28 @@ def test_a_token_for_a_resource_server_carries_only_its_scopes(open_registration
     assert claims["scope"] == "orders:read"
 
 
+def test_a_refresh_carries_only_what_the_resource_server_still_defines(
+        open_registration: Service) -> None:
+    """A server that lost a scope: refreshed tokens are narrower (RFC 6749 §6). A server
+    removed: its grants refresh no more (invalid_target)."""
+    api = "https://notes.example.com/api"
+    cli(open_registration, "resource-server", "add", api, "--scope", "notes:read", "--scope",
+        "notes:share")
+    rp = OAuthDriver(open_registration)
+    client = register_client("SPA", scopes=["openid", "notes:read", "notes:share"])
+    tokens = rp.tokens(rp.authorization(client, resource=api,
+                                        scope="openid notes:read notes:share"))
+    cli(open_registration, "resource-server", "update", api, "--scope", "notes:read")
+    refreshed = rp.refresh(client, tokens["refresh_token"])
+    assert refreshed.status_code == 200, refreshed.text
+    assert refreshed.json()["scope"] == "openid notes:read"
+    claims = rp.verified(refreshed.json()["access_token"], audience=api)
+    assert claims["scope"] == "openid notes:read"
+    cli(open_registration, "resource-server", "remove", api, "--yes")
+    assert_oauth_error(rp.refresh(client, refreshed.json()["refresh_token"]), 400,
+                       "invalid_target", "resource_unknown")
+
+
 def test_self_registered_clients_may_ask_for_a_resource_servers_scopes(
         open_registration: Service) -> None:
     def register(scope: str | None) -> requests.Response:
@@ -158,6 +180,9 @@ def test_the_cli_registers_lists_updates_and_removes_resource_servers_saying_wha
     updated = cli(open_registration, "resource-server", "update", "https://x.example/api",
                   "--scope", "x:read", "--scope", "x:write", "--name", "X API")
     assert (updated["name"], updated["scopes"]) == ("X API", ["x:read", "x:write"])
+    kept = cli(open_registration, "resource-server", "update", "https://x.example/api",
+               "--scope", "x:read")
+    assert (kept["name"], kept["scopes"]) == ("X API", ["x:read"])  # no --name: kept
     refused = run("update", "https://x.example/api", "--scope", "profile")
     assert refused.exit_code != 0 and "own scopes" in refused.output, refused.output
     assert run("update", "https://y.example/api", "--scope", "y").exit_code != 0

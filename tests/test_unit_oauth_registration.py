@@ -13,7 +13,14 @@ from identityctl.oauth.registration import (
     redirect_uri_matches,
     validate_client_metadata,
 )
-from identityctl.services.outbound import DEFAULT_MAX_AGE, LONGEST_MAX_AGE, _max_age
+from identityctl.services.outbound import (
+    DEFAULT_MAX_AGE,
+    LONGEST_MAX_AGE,
+    FetchPolicy,
+    FetchRefused,
+    _max_age,
+    fetch_json,
+)
 
 ALLOWED = ("openid", "profile", "email")
 
@@ -126,6 +133,14 @@ def test_a_public_client_registers_no_keys_and_asks_for_nothing_bound() -> None:
      "jwks_uri"),
     ({"token_endpoint_auth_method": "private_key_jwt", "jwks": {"keys": [KEY]},
       "token_endpoint_auth_signing_alg": "HS256"}, "token_endpoint_auth_signing_alg"),
+    ({"token_endpoint_auth_method": "private_key_jwt", "jwks": {"keys": [{"kty": "oct"}]}},
+     "jwks.keys[0]"),
+    ({"token_endpoint_auth_method": "private_key_jwt",
+      "jwks_uri": "https://app.example:99999/jwks"}, "jwks_uri"),
+    ({"token_endpoint_auth_method": "private_key_jwt",
+      "jwks_uri": "https://app.example:port/jwks"}, "jwks_uri"),
+    ({"token_endpoint_auth_method": "private_key_jwt",
+      "jwks_uri": f"https://{'a' * 64}.example/jwks"}, "jwks_uri"),
     ({"jwks": {"keys": [KEY]}}, "private_key_jwt"),
     ({"token_endpoint_auth_signing_alg": "ES256"}, "private_key_jwt"),
     ({"dpop_bound_access_tokens": "yes"}, "dpop_bound_access_tokens"),
@@ -136,6 +151,13 @@ def test_keys_and_flags_are_checked_saying_which(fields: dict[str, Any], says: s
         validate_client_metadata(metadata(**fields), allowed_scopes=ALLOWED)
     assert refused.value.code == "invalid_client_metadata"
     assert says in refused.value.description
+
+
+@pytest.mark.parametrize("url", ["https://app.example:99999/jwks",
+                                 f"https://{'a' * 64}.example/jwks"])
+def test_a_fetch_of_a_url_that_cannot_be_fetched_is_refused_not_an_error(url: str) -> None:
+    with pytest.raises(FetchRefused):
+        fetch_json(url, FetchPolicy())
 
 
 # --- client metadata documents ------------------------------------------------------------------

@@ -68,7 +68,8 @@ def resource_server_update(
     scope: list[str] = typer.Option(..., "--scope", "-s",
                                     help="Every scope its tokens may carry from now on "
                                          "(repeat for more; replaces the list)."),
-    name: str = typer.Option("", "--name", help="What people see (default: the URL)."),
+    name: str | None = typer.Option(None, "--name", help="What people see (default: as "
+                                                         "it is)."),
     as_json: bool = JsonOption,
 ) -> None:
     """Change a resource server's scopes (and name). Tokens already issued keep their scopes

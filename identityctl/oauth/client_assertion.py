@@ -16,6 +16,7 @@ import jwt
 
 from identityctl.errors import InvalidField
 from identityctl.oauth.errors import InvalidClient
+from identityctl.oauth.parameters import MAX_URI_LENGTH
 from identityctl.security.jwks import ASYMMETRIC_ALGORITHMS, decode_by_any_key
 
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
@@ -107,11 +108,16 @@ def check_jwks_uri(value: object, field: str) -> str:
     """Where a client publishes its keys: an https URL without a fragment (fetched like a
     client metadata document, services/oauth/client_keys.py)."""
     try:
-        parts = urlsplit(value) if isinstance(value, str) else None
-    except ValueError:
+        parts = urlsplit(value) if isinstance(value, str) and len(value) <= MAX_URI_LENGTH \
+            else None
+        if parts is not None:
+            parts.port  # noqa: B018 - raises on a port that is not a number in range
+            (parts.hostname or "").encode("idna")
+    except (ValueError, UnicodeError):
         parts = None
     if parts is None or parts.scheme != "https" or not parts.hostname or parts.fragment:
-        raise InvalidField(field, "must be an https URL without a fragment")
+        raise InvalidField(field, f"must be an https URL without a fragment, at most "
+                           f"{MAX_URI_LENGTH} characters")
     assert isinstance(value, str)
     return value
 
@@ -127,7 +133,8 @@ def check_client_jwks(jwks: object, field: str) -> dict[str, Any]:
                                "private members)")
         try:
             jwt.PyJWK(key)
-        except jwt.PyJWTError as failure:
-            raise InvalidField(f"{field}.keys[{index}]", f"is not a usable key: {failure}") \
-                from None
+        except Exception as failure:  # a stranger's key: PyJWT raises KeyError, ValueError
+            # ... besides its own errors (an "oct" key without "k")
+            raise InvalidField(f"{field}.keys[{index}]", f"is not a usable key: "
+                               f"{type(failure).__name__} {failure}") from None
     return {"keys": keys}

@@ -11,6 +11,8 @@ from identityctl.oauth.errors import InvalidRequest, InvalidScope, InvalidTarget
 #: RFC 8707 §2: `resource` may be sent several times, and RFC 8693 §2.1 `audience`; every
 #: other parameter at most once.
 REPEATABLE = ("resource", "audience")
+#: The longest URI a client may register (a redirect URI, its jwks_uri, its client_uri).
+MAX_URI_LENGTH = 2000
 
 
 @dataclass(slots=True)

@@ -26,13 +26,12 @@ from identityctl.oauth.client_assertion import (
 )
 from identityctl.oauth.client_auth import NONE, PRIVATE_KEY_JWT
 from identityctl.oauth.errors import OAuthError
-from identityctl.oauth.parameters import parse_scope
+from identityctl.oauth.parameters import MAX_URI_LENGTH, parse_scope
 
 #: Hosts of a loopback redirect URI (RFC 8252 §7.3 names the IP literals; ``localhost`` is
 #: what the MCP SDKs and most native apps use, so it is matched the same way).
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 MAX_REDIRECT_URIS = 10
-MAX_URI_LENGTH = 2000
 MAX_NAME_LENGTH = 100
 GRANT_TYPES = (AUTHORIZATION_CODE, REFRESH_TOKEN)
 #: No secret is ever handed out: a client is public, or proves itself with its own key.

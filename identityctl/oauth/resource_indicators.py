@@ -26,6 +26,26 @@ def check_targets(requested: Sequence[str], *, known: KnownResources,
                   scope: Sequence[str]) -> None:
     """Refuse a resource the deployment does not know, and a scope none of the requested
     resource servers defines."""
+    allowed = _allowed_scopes(requested, known)
+    outside = [item for item in scope if allowed is not None and item not in allowed]
+    if outside:
+        assert allowed is not None
+        raise InvalidScope(f"scope {outside[0]!r} is not one of the requested resource's "
+                           f"scopes ({', '.join(sorted(allowed - IDENTITY_SCOPES))}).",
+                           code="scope_not_for_resource")
+
+
+def scope_within_targets(requested: Sequence[str], *, known: KnownResources,
+                         scope: Sequence[str]) -> tuple[str, ...]:
+    """What of ``scope`` the requested resources still define (a refresh after a server lost
+    a scope: RFC 6749 §6 lets the new token be narrower); an unknown resource is refused."""
+    allowed = _allowed_scopes(requested, known)
+    return tuple(item for item in scope if allowed is None or item in allowed)
+
+
+def _allowed_scopes(requested: Sequence[str], known: KnownResources) -> frozenset[str] | None:
+    """The scopes tokens for ``requested`` may carry (None: no limit); an unknown resource
+    is ``invalid_target``."""
     unknown = [resource for resource in requested if resource not in known]
     if unknown:
         raise InvalidTarget(f"resource {unknown[0]!r} is not a resource this service issues "
@@ -33,13 +53,8 @@ def check_targets(requested: Sequence[str], *, known: KnownResources,
                             "resource-server add).", code="resource_unknown")
     limits = [known[resource] for resource in requested]
     if not limits or any(limit is None for limit in limits):
-        return
-    allowed = IDENTITY_SCOPES.union(*[limit for limit in limits if limit is not None])
-    outside = [item for item in scope if item not in allowed]
-    if outside:
-        raise InvalidScope(f"scope {outside[0]!r} is not one of the requested resource's "
-                           f"scopes ({', '.join(sorted(allowed - IDENTITY_SCOPES))}).",
-                           code="scope_not_for_resource")
+        return None
+    return IDENTITY_SCOPES.union(*[limit for limit in limits if limit is not None])
 
 
 def token_audience(requested: Sequence[str], *, authorized: Sequence[str],

@@ -354,6 +354,7 @@ class ResourceServers(Section):
     def update(self, key: str, entry: dict[str, Any]) -> None:
         resource_servers.update_resource_server(key, scopes=_texts(entry, "scopes"),
                                                 name=entry.get("name") or "", actor=ACTOR)
+        # (no name in the document: the URL, as create makes it)
 
     def delete(self, key: str) -> None:
         resource_servers.remove_resource_server(key, actor=ACTOR)

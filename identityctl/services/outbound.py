@@ -66,10 +66,14 @@ class Fetched:
 
 def fetch_json(url: str, policy: FetchPolicy) -> Fetched:
     """The JSON document at ``url``, fetched under ``policy``; else :class:`FetchRefused`."""
-    parts = urlsplit(url)
-    if parts.scheme != "https" or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port or 443
+    except ValueError:
+        raise FetchRefused("not_https", f"{url} is not an https URL with a valid port.") \
+            from None
+    if parts.scheme != "https" or not host:
         raise FetchRefused("not_https", f"{url} is not an https URL.")
-    host, port = parts.hostname, parts.port or 443
     address = _public_address(host, port, allow_private=policy.allow_private)
     deadline = time.monotonic() + policy.timeout
     pool = urllib3.HTTPSConnectionPool(
@@ -114,7 +118,7 @@ def fetch_json(url: str, policy: FetchPolicy) -> Fetched:
 def _public_address(host: str, port: int, *, allow_private: bool) -> str:
     try:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError:
+    except (OSError, UnicodeError):  # UnicodeError: a name IDNA cannot encode
         raise FetchRefused("unresolvable", f"The host {host} does not resolve.") from None
     addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
     if not allow_private:

@@ -14,7 +14,11 @@ from collections.abc import Sequence
 from identityctl.errors import InvalidField, NotFound
 from identityctl.oauth.errors import OAuthError
 from identityctl.oauth.parameters import check_resources
-from identityctl.oauth.resource_indicators import IDENTITY_SCOPES, check_targets
+from identityctl.oauth.resource_indicators import (
+    IDENTITY_SCOPES,
+    check_targets,
+    scope_within_targets,
+)
 from identityctl.services.context import ServiceContext
 from identityctl.services.roles import checked_scopes
 from identityctl.store import audit
@@ -51,15 +55,19 @@ def register_resource_server(ctx: ServiceContext, *, identifier: str, scopes: Se
     return created
 
 
-def update_resource_server(id_or_identifier: str, *, scopes: Sequence[str], name: str = "",
-                           actor: str = "admin") -> ResourceServerRecord:
-    """New scopes (and name) for a registered server: tokens already issued keep theirs
-    until they expire; new ones carry only scopes it still has."""
+def update_resource_server(id_or_identifier: str, *, scopes: Sequence[str],
+                           name: str | None = None, actor: str = "admin"
+                           ) -> ResourceServerRecord:
+    """New scopes (and name, kept when None) for a registered server. Tokens already issued
+    keep theirs until they expire; new ones, refreshed ones too, carry only scopes it still
+    has."""
     found = require_resource_server(id_or_identifier)
     checked = _server_scopes(scopes)
-    store.update_resource_server(found.id, name=name or found.identifier, scopes=checked)
-    audit.record("resource_server.update", "success", actor=actor,
-                 details={"identifier": found.identifier, "scopes": checked})
+    new_name = found.name if name is None else (name or found.identifier)
+    store.update_resource_server(found.id, name=new_name, scopes=checked)
+    audit.record("resource_server.update", "success", actor=actor, details={
+        "identifier": found.identifier, "scopes": checked, "scopesBefore": found.scopes,
+        **({"name": new_name, "nameBefore": found.name} if new_name != found.name else {})})
     return require_resource_server(found.id)
 
 
@@ -73,7 +81,8 @@ def _server_scopes(scopes: Sequence[str]) -> list[str]:
 
 
 def remove_resource_server(id_or_identifier: str, *, actor: str = "admin") -> None:
-    """Tokens are no longer issued for it; those issued keep working until they expire."""
+    """Tokens are no longer issued for it, nor refreshed; those issued keep working until
+    they expire."""
     found = require_resource_server(id_or_identifier)
     store.delete_resource_server(found.id)
     audit.record("resource_server.delete", "success", actor=actor,
@@ -94,13 +103,26 @@ def check_requested_resources(ctx: ServiceContext, resources: Sequence[str],
     tokens for, and scopes a requested resource server does not define."""
     if not resources:  # PERF: most requests name no resource: no read
         return
+    check_targets(resources, known=_known(ctx, resources), scope=scope)
+
+
+def scope_for_resources(ctx: ServiceContext, resources: Sequence[str],
+                        scope: Sequence[str]) -> tuple[str, ...]:
+    """``scope`` without what the requested resource servers no longer define (a refresh of
+    a grant made before a server lost scopes); a server removed since is ``invalid_target``."""
+    if not resources:
+        return tuple(scope)
+    return scope_within_targets(resources, known=_known(ctx, resources), scope=scope)
+
+
+def _known(ctx: ServiceContext, resources: Sequence[str]) -> dict[str, frozenset[str] | None]:
     own = own_resources(ctx)
     known: dict[str, frozenset[str] | None] = dict.fromkeys(own)
     others = [resource for resource in resources if resource not in own]
     if others:
         known.update({server.identifier: frozenset(server.scopes)
                       for server in store.find_resource_servers(others)})
-    check_targets(resources, known=known, scope=scope)
+    return known
 
 
 def registrable_scopes(ctx: ServiceContext) -> tuple[str, ...]:

@@ -619,8 +619,8 @@ OPENAPI_PATHS = {
         "responses": {
             "200": json_response("{active: false} or the token's claims.",
                                  {"type": "object", "required": ["active"]}),
-            "400": _oauth_error("unauthorized_client (introspection_not_allowed: public "
-                                "client); " + _CLIENT_ERRORS),
+            "400": _oauth_error("unauthorized_client (introspection_not_allowed: a public "
+                                "or self-registered client); " + _CLIENT_ERRORS),
             "401": _oauth_error(_CLIENT_ERRORS)}}},
     discovery.JWKS_PATH: {"get": {
         "summary": "Public keys that verify the service's tokens (current and previous)",

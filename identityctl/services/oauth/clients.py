@@ -69,6 +69,16 @@ def _from_document(ctx: ServiceContext, url: str,
         raise UntrustedRedirect(f"The client's metadata document is not valid: "
                                 f"{invalid.description}", code="client_document_refused") \
             from None
+    if known is not None and oauth_config(known).get("publicClient") != (
+            metadata.token_endpoint_auth_method == client_auth.NONE):
+        # Its grants were made to a client of the other kind: not carried over silently.
+        audit.record(DOCUMENT_ACTION, "failure", actor=url,
+                     details={"code": "client_type_changed"})
+        raise UntrustedRedirect(
+            "The client's metadata document changed how the client authenticates (public or "
+            "with its own keys). An administrator removes the client it described before "
+            f"(identityctl app delete {known['id']}); then it is read anew.",
+            code="client_document_refused")
     host = urlsplit(url).hostname
     document = {
         "name": f"{metadata.client_name} ({host}) "

@@ -55,9 +55,11 @@ def introspect(ctx: ServiceContext, raw: RawParameters, *, authorization: str | 
     parameters = read_parameters(raw)
     client = authenticate_client(ctx, parameters, authorization, client_address=client_address,
                                  endpoint=INTROSPECT_PATH)
-    if client.public:
-        raise UnauthorizedClient("Public clients cannot introspect tokens.",
-                                 code="introspection_not_allowed")
+    if client.public or client.described_itself:
+        # RFC 7662 §4: the server decides who may ask; a client a stranger registered (or
+        # described) is no resource server of this deployment.
+        raise UnauthorizedClient("Only confidential clients an administrator made can "
+                                 "introspect tokens.", code="introspection_not_allowed")
     presented = require(parameters, "token")
     stored = oauth_store.find_refresh_token(token_hash(presented))
     if stored is not None:

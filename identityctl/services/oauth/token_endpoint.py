@@ -190,6 +190,9 @@ def _refresh(ctx: ServiceContext, client: Client, parameters: Parameters,
     user = _active_user(stored.user_id)
     _require_roles(user, scope)
     resources = stored.extra.get("resources", [])
+    # A resource server may have lost scopes since the grant (or gone: invalid_target).
+    scope = resource_servers.scope_for_resources(ctx, list(parameters.resources) or resources,
+                                                 scope)
     sign_in = SignIn(subject=user.id, auth_time=int(stored.auth_time or 0),
                      amr=tuple(stored.amr))
     issued = _issue(ctx, client, subject=user.id, scope=scope, sign_in=sign_in, user=user,
