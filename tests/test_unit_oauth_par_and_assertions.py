@@ -4,6 +4,7 @@ authorization requests (identityctl/oauth/pushed_requests.py), without HTTP or a
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from typing import Any
 
 import jwt
@@ -23,6 +24,7 @@ from identityctl.oauth.pushed_requests import (
     pushed_parameters,
     request_reference,
 )
+from identityctl.services.oauth import client_keys
 from tests.support.openid_client import ec_key, public, signer
 
 ISSUER = "https://id.example.com"
@@ -93,3 +95,12 @@ def test_only_our_own_request_uris_have_a_reference() -> None:
     assert request_reference(REQUEST_URI_PREFIX + "abc") == "abc"
     assert request_reference(REQUEST_URI_PREFIX) is None
     assert request_reference("https://client.example/request.jwt") is None
+
+
+def test_fetched_client_key_sets_are_kept_within_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Self-registered clients bring their own jwks_uri: the cache keeps the latest few."""
+    monkeypatch.setattr(client_keys, "MAX_CACHED", 2)
+    monkeypatch.setattr(client_keys, "_fetched", OrderedDict())
+    for index in range(3):
+        client_keys._remember(f"https://c{index}.example/jwks", (0.0, 0.0, None))
+    assert list(client_keys._fetched) == ["https://c1.example/jwks", "https://c2.example/jwks"]

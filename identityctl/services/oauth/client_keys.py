@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
 from identityctl.errors import InvalidField
@@ -25,10 +26,22 @@ MAX_BYTES = 64 * 1024
 CACHE_SECONDS = 300.0
 REFETCH_SECONDS = 2.0
 
+#: URLs kept at most: clients that register themselves bring their own, so the cache is
+#: bounded (the least recently fetched goes first).
+MAX_CACHED = 1000
+
 #: jwksUri -> (when fetched, seconds it may be reused, the JWK Set, or None when the fetch
 #: failed: that is remembered for REFETCH_SECONDS too). A cache, not state.
-_fetched: dict[str, tuple[float, float, dict[str, Any] | None]] = {}
+_fetched: OrderedDict[str, tuple[float, float, dict[str, Any] | None]] = OrderedDict()
 _lock = threading.Lock()
+
+
+def _remember(url: str, entry: tuple[float, float, dict[str, Any] | None]) -> None:
+    with _lock:
+        _fetched[url] = entry
+        _fetched.move_to_end(url)
+        while len(_fetched) > MAX_CACHED:
+            _fetched.popitem(last=False)
 
 
 def client_jwks(ctx: ServiceContext, config: dict[str, Any], *, kid: str | None
@@ -58,10 +71,9 @@ def client_jwks(ctx: ServiceContext, config: dict[str, Any], *, kid: str | None
             ca_bundle=oauth.client_documents_ca_bundle))
         jwks = check_client_jwks(fetched.document, "jwks")
     except (outbound.FetchRefused, InvalidField) as failure:
-        with _lock:  # PERF, and a bound: a failing URL is not fetched on every request
-            _fetched[url] = (moment, 0.0, None)
+        # PERF, and a bound: a failing URL is not fetched on every request
+        _remember(url, (moment, 0.0, None))
         raise InvalidClient(f"The client's jwks_uri cannot be used: {failure.description}",
                             code="client_keys_unavailable") from None
-    with _lock:
-        _fetched[url] = (moment, fetched.max_age, jwks)
+    _remember(url, (moment, fetched.max_age, jwks))
     return jwks
