@@ -96,7 +96,41 @@ def verify_client_assertion(assertion: str, *, client_id: str, jwks: dict[str, A
                             expires_at=float(claims["exp"]) + LEEWAY)
 
 
-def check_signing_algorithm(value: object, field: str) -> str:
+@dataclass(frozen=True, slots=True)
+class ClientKeys:
+    """What a private_key_jwt client registered: its JWK Set or where it publishes one, and
+    perhaps the one algorithm it signs with."""
+
+    jwks: dict[str, Any] | None = None
+    jwks_uri: str | None = None
+    signing_alg: str | None = None
+
+
+def check_client_keys(*, uses_keys: bool, jwks: object, jwks_uri: object, signing_alg: object,
+                      fields: tuple[str, str, str]) -> ClientKeys:
+    """The one rule of a client's keys, for an application and a registration alike
+    (``fields``: their names for the JWK Set, its URL and the algorithm). A client that
+    signs with keys (``uses_keys``: private_key_jwt) names them in exactly one of a JWK Set
+    and an https URL; the keys and an algorithm belong to no other client."""
+    jwks_field, uri_field, alg_field = fields
+    if not uses_keys:
+        if jwks is not None or jwks_uri is not None or signing_alg is not None:
+            names = ", ".join(field.rsplit(".", 1)[-1] for field in fields)
+            raise InvalidField(jwks_field, f"{names} are for clients that authenticate with "
+                               "private_key_jwt")
+        return ClientKeys()
+    if (jwks is None) == (jwks_uri is None):
+        raise InvalidField(jwks_field, "private_key_jwt needs the client's public keys in one "
+                           f"of {jwks_field.rsplit('.', 1)[-1]} (a JWK Set) and "
+                           f"{uri_field.rsplit('.', 1)[-1]} (an https URL)")
+    return ClientKeys(
+        jwks=check_client_jwks(jwks, jwks_field) if jwks is not None else None,
+        jwks_uri=_check_jwks_uri(jwks_uri, uri_field) if jwks_uri is not None else None,
+        signing_alg=_check_signing_algorithm(signing_alg, alg_field)
+        if signing_alg is not None else None)
+
+
+def _check_signing_algorithm(value: object, field: str) -> str:
     """The one algorithm a client registered for its assertions: an asymmetric one."""
     if value not in ASYMMETRIC_ALGORITHMS:
         raise InvalidField(field, f"must be one of {', '.join(ASYMMETRIC_ALGORITHMS)}")
@@ -104,7 +138,7 @@ def check_signing_algorithm(value: object, field: str) -> str:
     return value
 
 
-def check_jwks_uri(value: object, field: str) -> str:
+def _check_jwks_uri(value: object, field: str) -> str:
     """Where a client publishes its keys: an https URL without a fragment (fetched like a
     client metadata document, services/oauth/client_keys.py)."""
     try:

@@ -19,11 +19,7 @@ from urllib.parse import urlsplit
 
 from identityctl.errors import InvalidField
 from identityctl.oauth.client import AUTHORIZATION_CODE, REFRESH_TOKEN
-from identityctl.oauth.client_assertion import (
-    check_client_jwks,
-    check_jwks_uri,
-    check_signing_algorithm,
-)
+from identityctl.oauth.client_assertion import check_client_keys
 from identityctl.oauth.client_auth import NONE, PRIVATE_KEY_JWT
 from identityctl.oauth.errors import OAuthError
 from identityctl.oauth.parameters import MAX_URI_LENGTH, parse_scope
@@ -195,28 +191,18 @@ def validate_client_metadata(document: Any, *, allowed_scopes: tuple[str, ...],
 
 
 def _client_keys(document: dict[str, Any], method: str) -> dict[str, Any]:
-    """RFC 7591 §2: private_key_jwt names its keys in exactly one of ``jwks`` (a JWK Set of
-    public keys) and ``jwks_uri``; they, and a signing algorithm, belong to no other
-    method."""
-    jwks, jwks_uri = document.get("jwks"), document.get("jwks_uri")
-    algorithm = document.get("token_endpoint_auth_signing_alg")
-    if method != PRIVATE_KEY_JWT:
-        if jwks is not None or jwks_uri is not None or algorithm is not None:
-            raise InvalidClientMetadata("jwks, jwks_uri and token_endpoint_auth_signing_alg "
-                                        "are for token_endpoint_auth_method private_key_jwt.")
-        return {}
-    if (jwks is None) == (jwks_uri is None):
-        raise InvalidClientMetadata("private_key_jwt needs the client's public keys in one of "
-                                    "jwks (a JWK Set) and jwks_uri (an https URL).")
+    """RFC 7591 §2: private_key_jwt names its keys in exactly one of ``jwks`` and
+    ``jwks_uri`` (the rule every client's keys follow)."""
     try:
-        signing = {} if algorithm is None else {
-            "token_endpoint_auth_signing_alg": check_signing_algorithm(
-                algorithm, "token_endpoint_auth_signing_alg")}
-        if jwks is not None:
-            return {"jwks": check_client_jwks(jwks, "jwks"), **signing}
-        return {"jwks_uri": check_jwks_uri(jwks_uri, "jwks_uri"), **signing}
+        keys = check_client_keys(
+            uses_keys=method == PRIVATE_KEY_JWT, jwks=document.get("jwks"),
+            jwks_uri=document.get("jwks_uri"),
+            signing_alg=document.get("token_endpoint_auth_signing_alg"),
+            fields=("jwks", "jwks_uri", "token_endpoint_auth_signing_alg"))
     except InvalidField as invalid:
         raise InvalidClientMetadata(invalid.description) from None
+    return {"jwks": keys.jwks, "jwks_uri": keys.jwks_uri,
+            "token_endpoint_auth_signing_alg": keys.signing_alg}
 
 
 def _flag(document: dict[str, Any], name: str) -> bool:

@@ -14,11 +14,7 @@ from urllib.parse import urlsplit
 from identityctl.errors import BadRequest, InvalidField, NotFound
 from identityctl.flow.definition import FLOW_TYPES, validate_flow
 from identityctl.oauth import client_auth
-from identityctl.oauth.client_assertion import (
-    check_client_jwks,
-    check_jwks_uri,
-    check_signing_algorithm,
-)
+from identityctl.oauth.client_assertion import check_client_keys
 from identityctl.oauth.grants import device_code, token_exchange
 from identityctl.oauth.registration import exact_uri_problem
 from identityctl.security import passwords
@@ -313,23 +309,15 @@ def _validate_oauth(config: dict[str, Any], template: str) -> dict[str, Any]:
 
 def _client_keys(config: dict[str, Any], method: str, prefix: str) -> dict[str, Any]:
     """private_key_jwt: the client's public keys, as a JWK Set (``jwks``) or at an https URL
-    (``jwksUri``, fetched like a client metadata document); exactly one of them."""
-    jwks, jwks_uri = config.get("jwks"), config.get("jwksUri")
-    algorithm = config.get("tokenEndpointAuthSigningAlg")
-    if method != client_auth.PRIVATE_KEY_JWT:
-        if jwks is not None or jwks_uri is not None or algorithm is not None:
-            raise InvalidField(f"{prefix}.jwks", "keys (and tokenEndpointAuthSigningAlg) are "
-                               "for tokenEndpointAuthMethod private_key_jwt")
-        return {}
-    if (jwks is None) == (jwks_uri is None):
-        raise InvalidField(f"{prefix}.jwks", "private_key_jwt needs the client's public keys: "
-                           "jwks (a JWK Set) or jwksUri (an https URL), one of them")
-    signing = {} if algorithm is None else {
-        "tokenEndpointAuthSigningAlg": check_signing_algorithm(
-            algorithm, f"{prefix}.tokenEndpointAuthSigningAlg")}
-    if jwks is not None:
-        return {"jwks": check_client_jwks(jwks, f"{prefix}.jwks"), **signing}
-    return {"jwksUri": check_jwks_uri(jwks_uri, f"{prefix}.jwksUri"), **signing}
+    (``jwksUri``, fetched like a client metadata document), and perhaps the one algorithm it
+    signs with (``tokenEndpointAuthSigningAlg``)."""
+    keys = check_client_keys(
+        uses_keys=method == client_auth.PRIVATE_KEY_JWT, jwks=config.get("jwks"),
+        jwks_uri=config.get("jwksUri"), signing_alg=config.get("tokenEndpointAuthSigningAlg"),
+        fields=(f"{prefix}.jwks", f"{prefix}.jwksUri", f"{prefix}.tokenEndpointAuthSigningAlg"))
+    return {name: value for name, value in (
+        ("jwks", keys.jwks), ("jwksUri", keys.jwks_uri),
+        ("tokenEndpointAuthSigningAlg", keys.signing_alg)) if value is not None}
 
 
 def _exchange_policy(config: dict[str, Any], grants: list[str], public: bool,

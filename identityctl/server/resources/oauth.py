@@ -91,6 +91,13 @@ class _OAuthResource:
         self.context = context
 
 
+class _PostResource(_OAuthResource):
+    """An endpoint browsers' scripts may POST to (with ``_cross_origin``): its preflight."""
+
+    def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _preflight(resp, "POST")
+
+
 class AuthorizeResource(_OAuthResource):
     """GET (or form POST, OIDC Core §3.1.2.1) /oauth2/authorize -> 302."""
 
@@ -158,18 +165,15 @@ class ConsentResource(_OAuthResource):
 
 
 @falcon.before(_cross_origin)
-class TokenResource(_OAuthResource):
+class TokenResource(_PostResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         _no_store(resp)
         resp.media = token_endpoint.token(self.context, _form(req), **_with_proof(req))
         resp.set_headers(dpop.nonce_headers(self.context))
 
-    def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
-        _preflight(resp, "POST")
-
 
 @falcon.before(_cross_origin)
-class PushedRequestResource(_OAuthResource):
+class PushedRequestResource(_PostResource):
     """POST /oauth2/par (RFC 9126) -> 201 {request_uri, expires_in}."""
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -178,20 +182,14 @@ class PushedRequestResource(_OAuthResource):
         resp.media = pushed_requests.push(self.context, _form(req), **_with_proof(req))
         resp.set_headers(dpop.nonce_headers(self.context))
 
-    def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
-        _preflight(resp, "POST")
-
 
 @falcon.before(_cross_origin)
-class DeviceAuthorizationResource(_OAuthResource):
+class DeviceAuthorizationResource(_PostResource):
     """POST /oauth2/device_authorization (RFC 8628 §3.1) -> {device_code, user_code, ...}."""
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         _no_store(resp)
         resp.media = device.start(self.context, _form(req), **_client(req))
-
-    def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
-        _preflight(resp, "POST")
 
 
 @falcon.before(_cross_origin)
@@ -208,13 +206,10 @@ class UserinfoResource(_OAuthResource):
 
 
 @falcon.before(_cross_origin)
-class RevokeResource(_OAuthResource):
+class RevokeResource(_PostResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         revocation.revoke(self.context, _form(req), **_client(req))
         resp.status = falcon.HTTP_200
-
-    def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
-        _preflight(resp, "POST")
 
 
 class IntrospectResource(_OAuthResource):
@@ -260,7 +255,7 @@ class LogoutResource(_OAuthResource):
 
 
 @falcon.before(_cross_origin)
-class RegisterResource(_OAuthResource):
+class RegisterResource(_PostResource):
     """POST /oauth2/register: Dynamic Client Registration (RFC 7591)."""
 
     json_body = True
@@ -273,9 +268,6 @@ class RegisterResource(_OAuthResource):
                                            access_token=presented_token(
                                                req, self.context.config.base_url),
                                            client_address=req.context.client_address)
-
-    def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
-        _preflight(resp, "POST")
 
 
 @falcon.before(_cross_origin)

@@ -17,6 +17,7 @@ from identityctl.oauth.discovery import TOKEN_PATH
 from identityctl.oauth.errors import InvalidClient, OAuthError, UntrustedRedirect
 from identityctl.oauth.parameters import Parameters
 from identityctl.security import passwords
+from identityctl.security.jwks import ASYMMETRIC_ALGORITHMS
 from identityctl.services import catalog as catalog_service
 from identityctl.services import outbound, resource_servers
 from identityctl.services.attempts import CredentialAttempt
@@ -101,13 +102,12 @@ def _from_document(ctx: ServiceContext, url: str,
 def _check_assertion(ctx: ServiceContext, assertion: str, config: dict[str, Any],
                      endpoint: str) -> None:
     """private_key_jwt: signed by one of the client's keys, for us, used once."""
-    base = ctx.config.base_url
+    base, registered = ctx.config.base_url, config.get("tokenEndpointAuthSigningAlg")
     checked = verify_client_assertion(
         assertion, client_id=config["clientId"],
         jwks=client_jwks(ctx, config, kid=assertion_key_id(assertion)),
         audiences={ctx.config.issuer, base + TOKEN_PATH, base + endpoint}, now=time.time(),
-        **({"algorithms": (config["tokenEndpointAuthSigningAlg"],)}
-           if config.get("tokenEndpointAuthSigningAlg") else {}))
+        algorithms=(registered,) if registered else ASYMMETRIC_ALGORITHMS)
     if not replay.first_use("client_assertion", checked.client_id, checked.jti,
                             expires_at=checked.expires_at):
         raise InvalidClient("This client assertion was used before (its jti); sign a new one "
