@@ -108,7 +108,8 @@ class OAuthConfig:
     dynamic_registration: str = "off"
     #: The scopes a self-registered client may ask for.
     registration_scopes: tuple[str, ...] = ("openid", "profile", "email")
-    #: Registrations one address may make per security.failure_window.
+    #: Registrations one address may make per security.failure_window (client metadata
+    #: documents seen for the first time count too).
     registrations_per_address: int = 20
     #: A self-registered or document-described client unused this many days is removed
     #: (at every `serve` start and now and then at a registration).
@@ -173,6 +174,19 @@ class DeliveriesConfig:
     timeout: int = 10
     #: A message still undelivered this many hours after it was queued is given up.
     give_up_hours: int = 24
+
+
+@dataclass(frozen=True)
+class OutboundConfig:
+    """Fetches a request waits for (services/outbound.py): client metadata documents, a
+    client's jwks_uri, an identity provider's discovery, keys, token and userinfo."""
+
+    #: Most such fetches one process makes at once; past it the request answers 503
+    #: upstream_busy at once, so slow servers hold a bounded share of the threads.
+    concurrent_fetches: int = 2
+    #: Seconds one request to an identity provider may take in all (connecting, TLS,
+    #: headers and body).
+    provider_timeout: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -269,6 +283,7 @@ class Config:
     flow: FlowConfig = field(default_factory=FlowConfig)
     session: SessionConfig = field(default_factory=SessionConfig)
     deliveries: DeliveriesConfig = field(default_factory=DeliveriesConfig)
+    outbound: OutboundConfig = field(default_factory=OutboundConfig)
     email: EmailConfig = field(default_factory=EmailConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     security: SecurityConfig = field(default_factory=SecurityConfig)

@@ -146,7 +146,10 @@ def test_attributes_follow_the_user_type_schema(cli: Cli) -> None:
                       "given_name") == "invalid_field"
     create_alice(cli)
     assert error_code(cli, "user", "create", "--username", "bob", "--email",
-                      "alice@example.com") == "attribute_taken"
+                      "alice@example.com, bob@example.com") == "invalid_email"
+    # An address nobody proved blocks nobody (tests/test_email_addresses.py).
+    assert ok_json(cli, "user", "create", "--username", "bob", "--email",
+                   "alice@example.com")["attributes"] == {"email": "alice@example.com"}
 
 
 def test_update_merges_attributes_and_keeps_unique_values_of_the_same_user(cli: Cli) -> None:

@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 import requests
 import yaml
+from typer.testing import CliRunner
 
-from tests.conftest import free_port
+from identityctl.cli.main import app as cli_app
+from tests.conftest import free_port, make_deployment
 from tests.support.processes import stop, wait_for_health
 from tests.test_cli_process import identityctl
 from tests.test_scale_out import _serve
@@ -285,3 +287,35 @@ def test_a_document_that_is_not_one_is_refused_plainly(tmp_path: Path) -> None:
         assert "Traceback" not in answered.stderr, answered.stderr
     made = next(role for role in _export(fresh)["roles"] if role["name"] == "r")
     assert made["description"] == "2026-11-25"  # a YAML date, applied as text
+
+
+def _alias_bomb(levels: int = 9) -> str:
+    """"Billion laughs": each line names the one before nine times, so a few hundred bytes
+    stand for 9**levels strings."""
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 9)}]" for n in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_an_oversized_or_a_too_deep_document_is_refused_before_it_grows(
+        tmp_path: Path) -> None:
+    config = make_deployment(tmp_path, port=free_port())
+    documents = {"bomb.yaml": (_alias_bomb(), "malformed_document", "alias *a0"),
+                 "deep.yaml": ("[" * 100_000, "malformed_document", "nests too deeply"),
+                 "huge.yaml": ("# " + "x" * 2**20, "document_too_large", "1 MiB")}
+    for name, (text, code, words) in documents.items():
+        (tmp_path / name).write_text(text)
+        refused = CliRunner().invoke(cli_app, ["--config", str(config), "apply", "-f",
+                                               str(tmp_path / name)], catch_exceptions=False)
+        assert refused.exit_code == 1, refused.output
+        assert code in refused.stderr and words in " ".join(refused.stderr.split())
+    # The same cap holds for every --file a command reads.
+    (tmp_path / "huge.json").write_text(json.dumps({"name": "x" * 2**20}))
+    refused = CliRunner().invoke(cli_app, ["--config", str(config), "flow", "create",
+                                           "--file", str(tmp_path / "huge.json")],
+                                 catch_exceptions=False)
+    assert refused.exit_code == 1 and "document_too_large" in refused.stderr
+    # And the real command line answers the bomb with that one line, never a traceback.
+    bombed = identityctl("apply", "-f", str(tmp_path / "bomb.yaml"), config=config)
+    assert bombed.returncode == 1 and "malformed_document" in bombed.stderr
+    assert "Traceback" not in bombed.stderr, bombed.stderr

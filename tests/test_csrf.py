@@ -6,9 +6,10 @@ without a CORS preflight is an HTML form (``application/x-www-form-urlencoded``,
 ``multipart/form-data``, ``text/plain``): those bodies are refused with 415 before anything
 happens. A JSON post needs a preflight, which these endpoints never grant; and a browser
 names the page's origin in ``Origin``, which must be the service's own or one of
-``passkey.allowed_origins`` (403 ``cross_origin_refused``). The one cookie, the browser
-session a completed sign-in starts, is SameSite=Lax: another site's POST or fetch never
-carries it. docs/security.md, "CSRF and cookies".
+``passkey.allowed_origins`` (403 ``cross_origin_refused``). The two cookies, the browser
+secret flow executions are bound to and the browser session a completed sign-in starts,
+are SameSite=Lax: another site's POST or fetch never carries them. docs/security.md, "CSRF
+and cookies".
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 import requests
 
+from identityctl.services.flow_execution import BROWSER_COOKIE
 from identityctl.store.models import AuthorizationCode, FlowExecution
 from tests.conftest import Service, deployment_with
 from tests.test_flow_execution import make_application
@@ -150,16 +152,25 @@ def test_the_token_endpoint_stays_open_to_cross_origin_spas(service: Service) ->
     assert "Set-Cookie" not in issued.headers
 
 
-def test_only_a_completed_sign_in_sets_a_cookie_and_only_the_session_one(service: Service,
-                                                           rp: OAuthDriver) -> None:
+def test_two_cookies_only_the_browser_secret_and_the_session(service: Service,
+                                                             rp: OAuthDriver) -> None:
     client = register_client()
     link = rp.gate_link(client, state="s", code_challenge="x" * 43,
                         code_challenge_method="S256")
     application_id = link["applicationId"]
-    responses = [
+    # The browser secret executions are bound to: set by authorize and the sign-in pages
+    # for a browser that has none, and by nothing else.
+    binding = [
         rp.authorize(client, state="s", code_challenge="x" * 43, code_challenge_method="S256"),
         service.get("/gate/signin", params=link),
         service.get("/gate/signup", params=link),
+    ]
+    for response in binding:
+        name, _, attributes = response.headers["Set-Cookie"].partition(";")
+        assert name.startswith(f"{BROWSER_COOKIE}=") and len(name) > 60
+        assert sorted(part.strip() for part in attributes.split(";")) == [
+            "HttpOnly", "Path=/", "SameSite=Lax", "Secure"]  # no Domain
+    responses = [
         service.get("/gate/signin"),  # the incomplete-link error page
         service.get("/gate/theme.css", params={"applicationId": application_id}),
         service.get("/gate/static/gate.js"),
@@ -186,7 +197,7 @@ def test_only_a_completed_sign_in_sets_a_cookie_and_only_the_session_one(service
     for response in responses:
         assert "Set-Cookie" not in response.headers, (response.url, response.headers)
         assert not response.cookies, response.url
-    # The one cookie: the browser session a completed sign-in starts (single sign-on).
+    # The browser session a completed sign-in starts (single sign-on).
     cookie = answered.headers["Set-Cookie"]
     name, _, attributes = cookie.partition(";")
     assert name.startswith("__Host-identityctl-session=") and len(name) > 60

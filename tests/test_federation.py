@@ -3,7 +3,8 @@ is a second identityctl deployment (its own `serve` process, store, keys and use
 the person signs in with a passkey of the CDP virtual authenticator.
 
 A first sign-in makes a user; the next finds the same one; an account that already has the
-upstream's e-mail address is linked only after its owner signs in to it; a tampered state,
+upstream's e-mail address is linked only after its owner signs in to it and says so (a
+parked sign-in's link sent to someone else links nothing to them); a tampered state,
 a replayed callback, a wrong nonce and an ID token signed by another key each end on the
 page in plain words. GitHub's mapping is checked against a local server speaking GitHub's
 documented endpoints (GitHub itself cannot be reached from here).
@@ -29,7 +30,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from identityctl.services import catalog, directory, federation
 from identityctl.services.context import ServiceContext
+from identityctl.store import audit as audit_store
 from identityctl.store import identity_providers as provider_store
+from identityctl.store import recovery as recovery_store
 from tests.conftest import Service, free_port
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.browser import PasskeyPage, sign_in_with_password
@@ -175,12 +178,18 @@ def test_a_first_sign_in_makes_a_user_and_the_next_finds_the_same_one(
     assert again["sub"] == user.id
 
 
-def test_an_existing_account_is_linked_only_after_its_owner_signs_in(
-        service: Service, upstream: Upstream, people: Any) -> None:
-    add_upstream(service, upstream)
-    address = f"lena-{uuid.uuid4().hex[:6]}@example.com"
-    lena = directory.create_user(username=f"lena-{uuid.uuid4().hex[:6]}", password=PASSWORD,
+def _account_with_confirmed_address(address: str) -> Any:
+    user = directory.create_user(username=f"lena-{uuid.uuid4().hex[:6]}", password=PASSWORD,
                                  attributes={"email": address})
+    recovery_store.mark_verified(user.id, address)
+    return user
+
+
+def test_an_existing_account_is_linked_only_after_its_owner_signs_in_and_says_so(
+        service: Service, upstream: Upstream, people: Any) -> None:
+    provider = add_upstream(service, upstream)
+    address = f"lena-{uuid.uuid4().hex[:6]}@example.com"
+    lena = _account_with_confirmed_address(address)
     person = people("lena", email=address)
     person.ui.authorize()
     person.continue_with_provider()
@@ -189,13 +198,53 @@ def test_an_existing_account_is_linked_only_after_its_owner_signs_in(
     alert.wait_for()
     person.shot("link-required")
     sign_in_with_password(person.page, lena.username, PASSWORD)
+    # Signed in, not linked yet: the page names both accounts and asks.
+    question = person.page.locator("#notice").filter(
+        has_text=f"Connect the Example Corp account {address} to your account "
+                 f"{lena.username}?")
+    question.wait_for()
+    person.shot("link-confirm")
+    assert provider_store.linked_user(provider.id, person.upstream_user.id) is None
+    person.ui.click("Connect the accounts")
     assert person.ui.back_at_the_client()["sub"] == lena.id  # linked now
+    assert provider_store.linked_user(provider.id, person.upstream_user.id) == lena.id
 
     person.page.goto(service.url("/oauth2/logout"))
     person.ui.authorize()
     person.continue_with_provider()
     person.sign_in_upstream()
     assert person.ui.back_at_the_client()["sub"] == lena.id  # straight in
+
+
+def test_a_parked_federated_sign_in_sent_to_someone_else_links_nothing_to_them(
+        service: Service, upstream: Upstream, people: Any, shop: dict[str, Any],
+        browser: Any) -> None:
+    """The attacker's upstream account waits (federated_link_required) in his execution; he
+    sends its sign-in link to the victim, who signs in there with her password."""
+    provider = add_upstream(service, upstream)
+    address = f"mallory-{uuid.uuid4().hex[:6]}@example.com"
+    _account_with_confirmed_address(address)  # the attacker's own local account
+    mallory = people("mallory", email=address)
+    mallory.ui.authorize()
+    mallory.continue_with_provider()
+    mallory.sign_in_upstream()
+    mallory.page.get_by_role("alert").filter(has_text="already have an account").wait_for()
+    parked_link = mallory.page.url
+    assert "executionId=" in parked_link
+
+    victim = directory.create_user(username=f"vic-{uuid.uuid4().hex[:6]}", password=PASSWORD)
+    tab = PasskeyPage(browser)  # her own browser: none of his cookies
+    try:
+        Browser(service, shop, tab, "victim")  # the shop's redirect URI answers in the tab
+        tab.page.goto(parked_link)
+        tab.page.get_by_role("button", name="Continue", exact=True).wait_for()
+        # A fresh sign-in, not his execution: no waiting upstream account, no question.
+        sign_in_with_password(tab.page, victim.username, PASSWORD)
+        tab.page.wait_for_url(REDIRECT_URI + "*")
+    finally:
+        tab.close()
+    assert provider_store.linked_user(provider.id, mallory.upstream_user.id) is None
+    assert not audit_store.events(event="federation.link", user_id=victim.id)
 
 
 # --- refusals, each in plain words on the page ---------------------------------------------------

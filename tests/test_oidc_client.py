@@ -31,7 +31,6 @@ from joserfc.jws import JWSRegistry
 from identityctl.oauth.discovery import CALLBACK_PATH
 from identityctl.services import bootstrap, directory
 from tests.conftest import Service, start_service
-from tests.support.flows import FlowClient
 from tests.test_oauth_helpers import RegisteredClient, query_of, register_client
 
 PASSWORD = "correct horse battery staple"
@@ -145,9 +144,15 @@ def browser_sign_in(service: Service, authorization_url: str, user: User) -> str
         link = query_of(gate_link)
         assert set(link) == {"authId", "applicationId", "executionId"}
 
-        # Continue the execution authorize started, as the hosted UI does.
-        flow = FlowClient(service, link["applicationId"], execution_id=link["executionId"])
-        done = flow.act("password", username=user.username, password=PASSWORD)
+        # Continue the execution authorize started, as the hosted UI does: with the browser
+        # secret authorize set (a Secure cookie, which requests keeps for https only).
+        secret = authorized.headers["Set-Cookie"].split(";")[0]
+        step = service.post("/flow/execute", {
+            "executionId": link["executionId"], "action": "password",
+            "inputs": {"username": user.username, "password": PASSWORD}},
+            headers={"Cookie": secret})
+        assert step.status_code == 200, step.text
+        done = step.json()
         assert done["flowStatus"] == "COMPLETE", done
         assert done["executionId"] == link["executionId"]
 

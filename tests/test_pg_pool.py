@@ -4,7 +4,8 @@ A thread checks a connection out for one request and gives it back at the end
 (db.release_connection, which the WSGI app and the MCP tools call); a process never opens
 more than database.pool_size; a request that cannot have one within database.pool_timeout is
 a 503 database_busy; unused connections close after database.pool_idle_timeout; a connection
-that went bad while idle is replaced before a request uses it.
+that went bad while idle is replaced before a request uses it, and once one is found dead
+every other one from before is checked before its next use.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 import requests
 
-from identityctl.config import load_config
+from identityctl.config import Config, load_config
 from identityctl.errors import ServiceUnavailable
 from identityctl.server.runtime import make_server
 from identityctl.services import bootstrap
@@ -145,17 +146,30 @@ def test_an_idle_connection_the_server_dropped_is_replaced_before_use(
     assert _in_thread(_backend_pid) != first  # no 503: it was checked and replaced
 
 
+def _deployment(database_url: str, directory: Path, port: int, *, pool_size: int) -> Config:
+    """A seeded deployment on ``database_url`` whose processes pool ``pool_size``."""
+    path = make_deployment(directory, port=port, database_url=database_url,
+                           settings={"pool_size = 10": f"pool_size = {pool_size}"})
+    config = load_config(path)
+    open_store(config, create=True)
+    bootstrap.seed(config)
+    return config
+
+
+def _sign_in_start(port: int) -> int:
+    """One request that uses the store (a passkey ceremony is stored): its status."""
+    return requests.post(f"http://127.0.0.1:{port}/auth/passkey/start",
+                         json={"relyingPartyId": "localhost"},
+                         headers={"Connection": "close"}, timeout=30).status_code
+
+
 def test_served_with_a_pool_of_two_every_request_succeeds_on_two_connections(
         database_url: str, tmp_path: Path) -> None:
     """Served on PostgreSQL with pool_size 2 and 8 threads, 24 clients at once all succeed
     (requests wait their turn for a connection) and PostgreSQL never sees more than the pool
     plus /health's own connection."""
     port = free_port()
-    path = make_deployment(tmp_path, port=port, database_url=database_url)
-    path.write_text(path.read_text().replace("pool_size = 10", "pool_size = 2"))
-    config = load_config(path)
-    open_store(config, create=True)
-    bootstrap.seed(config)
+    config = _deployment(database_url, tmp_path, port, pool_size=2)
     seen: list[int] = []
     loading = threading.Event()
 
@@ -174,10 +188,7 @@ def test_served_with_a_pool_of_two_every_request_succeeds_on_two_connections(
 
     def client() -> None:
         for _ in range(4):
-            answer = requests.post(f"http://127.0.0.1:{port}/auth/passkey/start",
-                                   json={"relyingPartyId": "localhost"},
-                                   headers={"Connection": "close"}, timeout=30)
-            statuses.append(answer.status_code)
+            statuses.append(_sign_in_start(port))
         statuses.append(requests.get(f"http://127.0.0.1:{port}/health", timeout=30)
                         .status_code)
 
@@ -195,3 +206,23 @@ def test_served_with_a_pool_of_two_every_request_succeeds_on_two_connections(
             seen.append(server_connections(cursor))
     assert statuses == [200] * (24 * 5)
     assert 1 <= max(seen) <= 2 + 1, seen  # the pool's two and /health's own
+
+
+def test_after_a_failover_a_process_fails_one_request_not_one_per_pooled_connection(
+        database_url: str, tmp_path: Path) -> None:
+    """Every backend terminated (a failover, a restart): the first request to meet a dead
+    connection answers 503, and every idle connection that predates it is checked before it
+    is handed out again, so the requests after it all succeed."""
+    port = free_port()
+    config = _deployment(database_url, tmp_path, port, pool_size=8)
+    db.close()
+    with served_in_thread(make_server(config, host="127.0.0.1", port=port, threads=8)):
+        warm: list[int] = []
+        run_at_once(lambda: warm.extend(_sign_in_start(port) for _ in range(3)), 8)
+        assert warm == [200] * 24
+        with psycopg2.connect(database_url) as admin, admin.cursor() as cursor:
+            cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                           "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            assert cursor.fetchone()[0] >= 4  # several pooled connections died at once
+        statuses = [_sign_in_start(port) for _ in range(16)]
+    assert statuses.count(200) >= 15 and set(statuses) <= {200, 503}, statuses

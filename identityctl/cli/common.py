@@ -70,12 +70,37 @@ def command(group: typer.Typer, *args: Any, **kwargs: Any) -> Callable[[F], F]:
     return register
 
 
-def read_json_file(path: Path) -> Any:
-    """A JSON document from ``path`` ('-' for standard input)."""
+#: The largest document a command reads (--file, --schema-file, `apply -f`): a whole
+#: configuration export is far smaller; anything larger is refused before it is parsed.
+MAX_DOCUMENT_BYTES = 2**20
+
+
+def read_document(path: Path) -> bytes:
+    """The bytes of the document at ``path`` ('-' for standard input), refused past
+    MAX_DOCUMENT_BYTES without reading further."""
     try:
-        text = typer.get_text_stream("stdin").read() if str(path) == "-" else path.read_text()
-        return json.loads(text)
+        if str(path) == "-":
+            data = typer.get_binary_stream("stdin").read(MAX_DOCUMENT_BYTES + 1)
+        else:
+            with path.open("rb") as handle:
+                data = handle.read(MAX_DOCUMENT_BYTES + 1)
     except FileNotFoundError:
         raise IdentityError(f"{path} does not exist.", code="file_not_found") from None
-    except json.JSONDecodeError as exc:
+    except OSError as exc:
+        raise IdentityError(f"{path} cannot be read: {exc.strerror or exc}",
+                            code="file_not_found") from None
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise IdentityError(f"{path} is larger than {MAX_DOCUMENT_BYTES // 2**20} MiB, the "
+                            "most a document may hold.", code="document_too_large")
+    return data
+
+
+def read_json_file(path: Path) -> Any:
+    """A JSON document from ``path`` ('-' for standard input)."""
+    data = read_document(path)
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise IdentityError(f"{path} nests JSON too deeply.", code="malformed_json") from None
+    except ValueError as exc:  # not JSON, not UTF-8, or a number of too many digits
         raise IdentityError(f"{path} is not valid JSON: {exc}", code="malformed_json") from None

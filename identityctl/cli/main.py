@@ -308,11 +308,14 @@ def backup(to: Path = typer.Option(..., "--to", metavar="FILE",
 def restore(source: Path = typer.Option(..., "--from", metavar="FILE",
                                         help="A backup made by `identityctl backup`."),
             with_config: bool = typer.Option(False, "--with-config",
-                                              help="Also put back the backup's config.toml."),
+                                              help="Also put back the backup's config.toml "
+                                                   "(mode 0600; refused unless it loads and "
+                                                   "names this deployment's database)."),
             yes: bool = typer.Option(False, "--yes", help="Do not ask first."),
             as_json: bool = JsonOption) -> None:
     """Restore a backup into this deployment, which must be stopped: its database is
-    replaced (after the backup's copy passed SQLite's integrity check).
+    replaced, after the archive (regular files a backup holds, nothing else) and the
+    database copy (SQLite's integrity check) were checked.
 
         systemctl stop identityctl
         identityctl restore --from /backups/identity-2026-11-25.tar.gz

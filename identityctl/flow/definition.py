@@ -47,8 +47,11 @@ EXECUTORS: dict[str, tuple[str, ...]] = {
     "OIDCAuthExecutor": (),
     "GoogleOIDCAuthExecutor": (),
     "GithubOAuthExecutor": (),
-    #: Links an upstream account that waited for its owner to the person just signed in.
-    "FederatedAuthResolverExecutor": (),
+    #: An upstream account that waited for its owner (``federated_link_required``): after
+    #: the person signed in, the default mode asks them (``federated_link_confirm``, with
+    #: both accounts named in ``additionalData.federatedLink``; onIncomplete: that PROMPT);
+    #: ``confirm`` links it. Never linked as a side effect of a sign-in.
+    "FederatedAuthResolverExecutor": ("", "confirm"),
 }
 #: Executors (name, mode) after which the flow knows who the user is.
 USER_ESTABLISHING = {("BasicAuthExecutor", ""), ("IdentifyingExecutor", ""),
@@ -131,7 +134,8 @@ def _check_node(node: Any, index: int) -> str:
         if name not in EXECUTORS:
             raise _fail(where, f"unknown executor {name!r} (known: {', '.join(EXECUTORS)})")
         if EXECUTORS[name] and mode not in EXECUTORS[name]:
-            raise _fail(where, f"executor {name} needs mode one of {', '.join(EXECUTORS[name])}")
+            raise _fail(where, f"executor {name} needs mode one of "
+                        f"{', '.join(mode or '(none)' for mode in EXECUTORS[name])}")
         properties = (node.get("executor") or {}).get("properties") or {}
         if name == "PasskeyAuthExecutor" and mode in PASSKEY_MODES_NEEDING_RP \
                 and not properties.get("relyingPartyId"):

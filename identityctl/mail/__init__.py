@@ -44,6 +44,11 @@ MESSAGES: dict[str, tuple[str, tuple[str, ...]]] = {
         "This message shows that {product} can send e-mail through {server}.",)),
 }
 
+#: Values that open something (a one-time code, an enrolment link): never kept once sent.
+SECRETS = ("code", "link")
+#: What stands for a secret in the subject the outbox keeps.
+BLANKED = "••••••"
+
 #: How a passkey came to be, as the notice says it.
 HOW = {"account": "on your account page", "recovery": "while recovering your account",
        "invite": "with an invitation link", "sign_up": "when you signed up"}
@@ -57,6 +62,8 @@ class Mail:
     subject: str
     text: str
     html: str
+    #: The subject with every secret blanked: what the outbox shows and keeps once sent.
+    kept_subject: str = ""
 
 
 def compose(kind: str, *, to: str, language: str, product: str, accent: str = "#3451b2",
@@ -83,8 +90,10 @@ def compose(kind: str, *, to: str, language: str, product: str, accent: str = "#
             f'system-ui,sans-serif;color:#1b1f2a;max-width:36rem">'
             f'<p style="font-weight:600;color:{colour}">{html.escape(product)}</p>'
             f"{body}</body></html>")
+    blanked = {**fill, **{name: BLANKED for name in SECRETS if name in fill}}
     return Mail(to=to, subject=i18n.translate(language, subject, **fill),
-                text="\n\n".join(lines) + "\n", html=page)
+                text="\n\n".join(lines) + "\n", html=page,
+                kept_subject=i18n.translate(language, subject, **blanked))
 
 
 def as_email(mail: Mail, *, sender: str, message_id: str) -> EmailMessage:

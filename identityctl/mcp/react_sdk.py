@@ -165,6 +165,7 @@ export async function createPasskey(passkeyCreationOptions, credentialName) {
     credentialId: credential.id,
     clientDataJSON: toBase64url(credential.response.clientDataJSON),
     attestationObject: toBase64url(credential.response.attestationObject),
+    transports: (credential.response.getTransports?.() || []).join(","),
     credentialName,
   };
 }
@@ -258,8 +259,9 @@ Sign-up inside your app runs the application's REGISTRATION flow with the same `
    attributes the flow asks for (username, email, ...); a provisioning step creates the user;
    only then does the flow send `data.additionalData.passkeyCreationOptions`, and `FlowForm`
    runs `navigator.credentials.create()` and posts `credentialId`, `clientDataJSON`,
-   `attestationObject` and `credentialName` with the step's action. The response reports the
-   new credential (`passkeyCredentialID` in `additionalData`) or the next step.
+   `attestationObject`, `transports` and `credentialName` with the step's action. The
+   response reports the new credential (`passkeyCredentialID` in `additionalData`) or the
+   next step.
 
 With Mode 1 no code is needed: once registration is enabled for the application, the hosted
 page at {{SERVICE_URL}} offers sign-up itself.

@@ -25,6 +25,20 @@ SCOPE_DESCRIPTIONS = {
 }
 
 
+def shown_host(host: str) -> str:
+    """A host as a person should read it: an internationalized one in its ASCII form
+    (``xn--...``), which no look-alike letter can imitate, with its Unicode form beside it:
+    ``xn--pple-43d.com (\u0430pple.com)`` for a Cyrillic "a" (U+0430). A host that is not a valid
+    internationalized name shows its non-ASCII characters escaped. (The standard library's
+    codec: the one ``socket.getaddrinfo`` resolves a Unicode host with.)"""
+    try:
+        ascii_host = host.encode("idna").decode("ascii")
+        unicode_host = ascii_host.encode("ascii").decode("idna")
+    except UnicodeError:
+        return host.encode("ascii", "backslashreplace").decode("ascii")
+    return ascii_host if unicode_host == ascii_host else f"{ascii_host} ({unicode_host})"
+
+
 def consent_required(*, described_itself: bool, requested: Iterable[str],
                      granted: Iterable[str], prompts: Iterable[str]) -> bool:
     """Whether the person must approve before the client gets a code."""
@@ -46,10 +60,12 @@ class ConsentRequest:
     @property
     def client_host(self) -> str | None:
         """The host of a client-id URL (a client metadata document): the one thing about such
-        a client its author cannot choose freely, so the person sees it next to the name."""
+        a client its author cannot choose freely, so the person sees it next to the name
+        (as :func:`shown_host` writes it)."""
         if not self.client_id.startswith("https://"):
             return None
-        return urlsplit(self.client_id).hostname
+        host = urlsplit(self.client_id).hostname
+        return shown_host(host) if host else None
 
     def to_api(self) -> dict[str, Any]:
         return {"client": self.client_name, "clientId": self.client_id,

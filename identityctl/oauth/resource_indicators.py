@@ -3,8 +3,10 @@
 A token is issued only for a resource the deployment knows (§2: ``invalid_target``
 otherwise): identityctl's own (its issuer, its ``/mcp``) or a resource server an
 administrator registered with the scopes its tokens may carry. A token for a registered
-resource server carries only those scopes (and the person's identity scopes): a token an
-assistant holds for the team's notes server cannot administer identityctl.
+resource server carries only those scopes (and the person's identity scopes), never one of
+identityctl's own (:data:`RESERVED_SCOPES`), and is never also for one of identityctl's own
+resources: a token an assistant holds for the team's notes server cannot administer
+identityctl, and the notes server cannot replay it at /mcp.
 """
 
 from __future__ import annotations
@@ -16,6 +18,11 @@ from identityctl.oauth.errors import InvalidGrant, InvalidScope, InvalidTarget
 
 #: Scopes about the person, which a token for any resource may carry with the resource's own.
 IDENTITY_SCOPES = frozenset({OPENID, *SCOPE_CLAIMS, "offline_access"})
+#: identityctl's own powers: administration (``system``, which /mcp requires), the account
+#: page's API (``account``) and client registration (``client_registration``). No resource
+#: server may declare them: its tokens, and what self-registered clients may ask for because
+#: of it, never carry them.
+RESERVED_SCOPES = frozenset({"system", "account", "client_registration"})
 
 #: What is known of a resource: the scopes its tokens may carry, or None for identityctl's
 #: own resources (any scope the client may have).
@@ -44,15 +51,21 @@ def scope_within_targets(requested: Sequence[str], *, known: KnownResources,
 
 
 def _allowed_scopes(requested: Sequence[str], known: KnownResources) -> frozenset[str] | None:
-    """The scopes tokens for ``requested`` may carry (None: no limit); an unknown resource
-    is ``invalid_target``."""
+    """The scopes tokens for ``requested`` may carry (None: no limit); an unknown resource,
+    or identityctl's own with a resource server, is ``invalid_target``."""
     unknown = [resource for resource in requested if resource not in known]
     if unknown:
         raise InvalidTarget(f"resource {unknown[0]!r} is not a resource this service issues "
                             "tokens for (an administrator registers it: identityctl "
                             "resource-server add).", code="resource_unknown")
     limits = [known[resource] for resource in requested]
-    if not limits or any(limit is None for limit in limits):
+    own = None in limits
+    if own and any(limit is not None for limit in limits):
+        # The resource server would hold a token identityctl itself accepts.
+        raise InvalidTarget("identityctl's own resources (its issuer, /mcp) and a resource "
+                            "server are never in one token: ask for a token for each.",
+                            code="resource_mix")
+    if not limits or own:
         return None
     return IDENTITY_SCOPES.union(*[limit for limit in limits if limit is not None])
 

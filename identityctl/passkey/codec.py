@@ -124,15 +124,19 @@ def json_credential(credential: dict[str, Any]) -> CredentialReader:
 
 def flow_credential(inputs: dict[str, Any]) -> CredentialReader:
     """The reader of a flow step's inputs: ``credentialId`` and the response's members by
-    name (``clientDataJSON``, ``authenticatorData``, ...), each Base64URL."""
+    name (``clientDataJSON``, ``authenticatorData``, ...), each Base64URL, and the
+    registration's ``transports`` (``getTransports()`` joined by commas)."""
 
     def read(ceremony: str) -> CredentialResponse:
         credential_id = _required_bytes(inputs, "credentialId", "")
         fields = {name: _required_bytes(inputs, name, "")
                   for name, required in _RESPONSE_FIELDS[ceremony]
                   if required or inputs.get(name) not in (None, "")}
+        listed = inputs.get("transports")
+        transports = listed.split(",") if isinstance(listed, str) and listed else None
         return CredentialResponse(credential_id=credential_id, type="public-key", fields=fields,
-                                  transports=(), authenticator_attachment=None)
+                                  transports=_transports(transports, "transports"),
+                                  authenticator_attachment=None)
 
     return read
 

@@ -17,9 +17,15 @@ from identityctl.passkey.options import KnownCredential
 
 #: Credential id lengths real authenticators use (platform, security keys, phones).
 _ID_LENGTHS = (16, 20, 32)
-#: None: passkeys made through the hosted page and the flows are stored without transports,
-#: so theirs is the shape a decoy must have.
-_TRANSPORTS: tuple[str, ...] = ()
+#: The transports browsers report for the passkeys people make (``getTransports()``,
+#: sorted as the browser sorts them), each as often as it is seen: synced platform passkeys
+#: (iCloud Keychain, Google Password Manager: internal and hybrid) most, then device-bound
+#: platform ones (Windows Hello). Every real credential stored from a browser carries its
+#: transports, so a decoy does too. Never a security key's (usb, nfc): the browser would
+#: then wait for a key that a stranger or a password user cannot have, where for a platform
+#: passkey it answers at once that this device has none.
+_TRANSPORTS: tuple[tuple[str, ...], ...] = (
+    ("hybrid", "internal"), ("hybrid", "internal"), ("internal",))
 
 
 def decoy_credentials(secret: bytes, name_key: str) -> list[KnownCredential]:
@@ -30,5 +36,5 @@ def decoy_credentials(secret: bytes, name_key: str) -> list[KnownCredential]:
 
     shape = derived(b"decoy-shape")
     return [KnownCredential(derived(b"decoy-%d" % index)[:_ID_LENGTHS[shape[1 + index] % 3]],
-                            _TRANSPORTS)
+                            _TRANSPORTS[shape[3 + index] % len(_TRANSPORTS)])
             for index in range(1 + shape[0] % 2)]

@@ -16,6 +16,7 @@ from identityctl.server.app import create_app
 from identityctl.server.heap import settle_heap
 from identityctl.server.mcp_endpoint import McpDispatcher
 from identityctl.server.waitress_errors import use_json_errors
+from identityctl.services import outbound
 from identityctl.services.context import ServiceContext
 from identityctl.services.deliveries import Deliverer
 from identityctl.store import db
@@ -53,6 +54,7 @@ def make_server(config: Config, *, host: str, port: int, threads: int,
     """A waitress server on host:port, or on ``sockets`` already bound (worker processes),
     with the thread that delivers the outbox."""
     context = ServiceContext.for_config(config)  # one per process: one cache of the keys
+    outbound.configure(config)  # the process's share of threads for outbound fetches
     app = served_app(config, context)
     listen: dict[str, Any] = {"sockets": sockets} if sockets else {"host": host, "port": port}
     servers: dict[Any, Any] = {}  # waitress's socket map: its servers, then their channels

@@ -1,11 +1,19 @@
 """Delivering the outbox: back-channel logout notices, e-mail and webhooks.
 
-Every serving process runs one :class:`Deliverer` thread. It claims due messages (a claim is
-a conditional update, so of several instances exactly one gets each message), delivers them,
-and marks them delivered, or due again after a backoff, or given up after the kind's retry
-time. A process killed mid-delivery leaves a claim that runs out; another instance (or the
-restarted one) delivers the message again, with the same content: a logout token keeps its
-``jti``, so the client can tell the repeat.
+Every serving process runs one :class:`Deliverer`: a thread that claims due messages (a
+claim is a conditional update, so of several instances exactly one gets each message) and a
+few worker threads per kind that deliver them, each message on its own clock. Only as many
+messages are claimed as there are free workers, at most one per target at a time, so mail
+never waits behind a slow webhook and a slow target holds one worker at most. A delivery
+gets ``deliveries.timeout`` seconds in all, whatever the other side does
+(services/outbound.py), and a claim lasts three times as long, so no second worker takes a
+message the first still holds.
+
+Each message ends its attempt marked delivered, or due again after a backoff, or given up
+after the kind's retry time: any failure of one message (a refusal, a bug, a malformed
+message) is recorded on that message alone. A process killed mid-delivery leaves a claim
+that runs out; another instance (or the restarted one) delivers the message again, with the
+same content: a logout token keeps its ``jti``, so the client can tell the repeat.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,7 +43,8 @@ from identityctl.store.outbox import OutboxRecord
 log = logging.getLogger("identityctl.deliveries")
 #: Backoff between attempts: 5 s, 10 s, 20 s ... at most 15 minutes.
 FIRST_RETRY, LONGEST_RETRY = 5, 900
-BATCH = 20
+#: Deliveries of one kind one process runs at once.
+WORKERS_PER_KIND = 3
 #: A logout token is valid this long after it is signed (each attempt signs anew).
 LOGOUT_TOKEN_TTL = 120
 
@@ -95,26 +105,28 @@ def waiting_by_kind() -> dict[str, int]:
     return outbox.depth_by_kind()
 
 
-def deliver_due(ctx: ServiceContext) -> int:
-    """Deliver (or reschedule) what is due now; how many messages this round claimed."""
-    # A claim outlasts any one delivery; a crashed instance's runs out.
-    lease = 3 * ctx.config.deliveries.timeout
-    claimed = outbox.claim_due(limit=BATCH, lease_seconds=lease)
-    for message in claimed:
-        try:
+def deliver(ctx: ServiceContext, message: OutboxRecord) -> None:
+    """Deliver one claimed message within ``deliveries.timeout`` and record on it how that
+    went; whatever goes wrong stays with this message."""
+    try:
+        with outbound.deadline(ctx.config.deliveries.timeout):
             keep = _HANDLERS[message.kind](ctx, message)
-        except DeliveryFailed as failure:
-            _failed(ctx, message, str(failure), permanent=failure.permanent)
-            continue
+    except DeliveryFailed as failure:
+        _failed(ctx, message, str(failure), permanent=failure.permanent)
+    except Exception as error:  # a bug or a malformed message: this one's failure alone
+        log.exception("delivering outbox message %s failed", message.id)
+        _failed(ctx, message, f"{type(error).__name__}: {error}")
+    else:
         outbox.delivered(message.id, keep=keep)
-    return len(claimed)
 
 
 def _failed(ctx: ServiceContext, message: OutboxRecord, error: str, *,
             permanent: bool = False) -> None:
     now = time.time()
     if permanent or now - message.created_at > ctx.config.deliveries.give_up_hours * 3600:
-        outbox.give_up(message.id, error=error)
+        # A mail's code must not outlive its chance of being read.
+        outbox.give_up(message.id, error=error, keep=mail.kept_once_done(message.payload)
+                       if message.kind == mail.EMAIL else None)
         audit.record(f"outbox.{message.kind}", "failure", actor="deliveries",
                      details={"target": message.target, "attempts": message.attempts + 1,
                               "error": error})
@@ -124,14 +136,20 @@ def _failed(ctx: ServiceContext, message: OutboxRecord, error: str, *,
 
 
 class Deliverer:
-    """The background thread that delivers the outbox, every ``interval`` seconds and at
-    once when :meth:`wake` is called."""
+    """The thread that claims due messages every ``interval`` seconds, at once when
+    :meth:`wake` is called and whenever a worker comes free, and the workers that deliver
+    them (WORKERS_PER_KIND of each kind)."""
 
     def __init__(self, ctx: ServiceContext, *, interval: float = 2.0) -> None:
         self.ctx, self.interval = ctx, interval
         self._wake, self._stopping = threading.Event(), threading.Event()
         self._thread = threading.Thread(target=self._run, name="identityctl-deliveries",
                                         daemon=True)
+        self._workers = ThreadPoolExecutor(max_workers=WORKERS_PER_KIND * len(_HANDLERS),
+                                           thread_name_prefix="identityctl-delivery")
+        #: kind -> the targets a worker of this process is delivering to now.
+        self._running: dict[str, set[str]] = {kind: set() for kind in _HANDLERS}
+        self._lock = threading.Lock()
 
     def start(self) -> Deliverer:
         self._thread.start()
@@ -141,22 +159,49 @@ class Deliverer:
         self._wake.set()
 
     def stop(self) -> None:
+        """Claim nothing more; wait for the deliveries under way (each within its
+        deadline)."""
         self._stopping.set()
         self._wake.set()
         self._thread.join(timeout=self.ctx.config.deliveries.timeout + 5)
+        self._workers.shutdown(wait=True)
 
     def _run(self) -> None:
         while not self._stopping.is_set():
-            busy = False
+            self._wake.clear()  # (a wake-up from now on brings another round at once)
             try:
                 with db.failures_as_503():
-                    busy = deliver_due(self.ctx) == BATCH  # more may be due: no pause
+                    self._claim()
             except IdentityError as failure:  # the store does not answer: next round
                 log.warning("outbox delivery paused: %s", failure.description)
             except Exception:  # a bug must not end deliveries for the process's lifetime
                 log.exception("outbox delivery failed")
             finally:
                 db.release_connection()
-            if not busy:
-                self._wake.wait(self.interval)
-                self._wake.clear()
+            self._wake.wait(self.interval)
+
+    def _claim(self) -> None:
+        with self._lock:
+            room = {kind: WORKERS_PER_KIND - len(targets)
+                    for kind, targets in self._running.items()}
+            busy = set().union(*self._running.values())
+        lease = 3 * self.ctx.config.deliveries.timeout  # outlasts any one delivery
+        for message in outbox.claim_due(room=room, busy_targets=busy, lease_seconds=lease):
+            with self._lock:
+                self._running[message.kind].add(message.target)
+            self._workers.submit(self._deliver, message)
+
+    def _deliver(self, message: OutboxRecord) -> None:
+        try:
+            with db.failures_as_503():
+                deliver(self.ctx, message)
+        except IdentityError as failure:  # not recorded: its claim runs out, then a retry
+            log.warning("outbox delivery of %s not recorded: %s", message.id,
+                        failure.description)
+        except Exception:
+            log.exception("outbox delivery of %s failed", message.id)
+        finally:
+            db.release_connection()
+            with self._lock:
+                self._running[message.kind].discard(message.target)
+            self._wake.set()  # a worker is free: claim again

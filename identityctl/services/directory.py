@@ -13,9 +13,11 @@ from typing import Any
 
 from identityctl.errors import Conflict, Forbidden, InvalidField, NotFound
 from identityctl.security import passwords
+from identityctl.security.email_address import EMAIL, checked_address
 from identityctl.security.secrets import b64url_encode
 from identityctl.services import throttle
 from identityctl.store import audit, directory
+from identityctl.store import recovery as recovery_store
 from identityctl.store.directory import UserRecord
 
 USERNAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
@@ -55,13 +57,17 @@ def require_user(id_or_username: str) -> UserRecord:
 
 def validate_attributes(schema: dict[str, Any], attributes: dict[str, Any], *,
                         user_id: str | None = None) -> dict[str, Any]:
-    """Check ``attributes`` against a user type's schema; unknown names are refused.
+    """Check ``attributes`` against a user type's schema; unknown names are refused. The
+    checked attributes, an ``email`` normalised (:func:`checked_address`).
 
     ``user_id`` is the user the attributes belong to, so an update may keep its own
-    unique values.
+    unique values. An ``email`` is never unique by itself: an address is one person's
+    once they prove it (store/recovery.py), and a copy nobody proved blocks nobody (nor
+    tells anyone it is registered).
     """
     if not isinstance(attributes, dict):
         raise InvalidField("attributes", "must be an object")
+    attributes = dict(attributes)
     for name, value in attributes.items():
         rule = schema.get(name)
         if rule is None:
@@ -69,6 +75,9 @@ def validate_attributes(schema: dict[str, Any], attributes: dict[str, Any], *,
         expected = ATTRIBUTE_TYPES.get(rule.get("type", "string"), str)
         if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):
             raise InvalidField(f"attributes.{name}", f"must be a {rule.get('type', 'string')}")
+        if name == EMAIL:
+            attributes[name] = checked_address(value, field=f"attributes.{name}")
+            continue
         holder = directory.find_user_by_attribute(name, value) if rule.get("unique") else None
         if holder is not None and holder.id != user_id:
             raise InvalidField(f"attributes.{name}", "is already used by another user",
@@ -143,6 +152,20 @@ def update_user(id_or_username: str, *, attributes: dict[str, Any] | None = None
     audit.record("user.update", "success", actor=actor, user_id=user.id,
                  details={"changed": sorted(changes)})
     return updated
+
+
+def address_proven(user_id: str, address: str, *, actor: str, how: str,
+                   client_address: str = "") -> None:
+    """(In the caller's transaction.) ``address`` is proven to be the user's (``how``: a
+    code sent there came back, an administrator vouched, the upstream provider verified
+    it). It leaves every other account that held it, proven before or never; they are not
+    told (the address is someone else's now), the audit log says so."""
+    for other in recovery_store.mark_verified(user_id, address):
+        audit.record("email.removed", "success", actor=actor, user_id=other,
+                     client_address=client_address,
+                     details={"reason": "proven by another account", "by": user_id})
+    audit.record("email.verified", "success", actor=actor, user_id=user_id,
+                 client_address=client_address, details={"by": how})
 
 
 def set_password(id_or_username: str, password: str, *, actor: str = "admin") -> UserRecord:

@@ -24,7 +24,7 @@ from identityctl.security import codes
 from identityctl.services import directory as directory_service
 from identityctl.services import mail
 from identityctl.services.attempts import CredentialAttempt
-from identityctl.store import audit, directory, outbox
+from identityctl.store import audit, db, directory, outbox
 from identityctl.store import keys as key_store
 from identityctl.store import recovery as recovery_store
 from identityctl.store.directory import UserRecord
@@ -141,9 +141,9 @@ def check_code(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     del step.context["otp"]
     user = directory.get_user(sent["userId"])
     if sent["purpose"] == VERIFY:
-        recovery_store.mark_verified(user.id, sent["address"])
-        audit.record("email.verified", "success", actor=user.id, user_id=user.id,
-                     client_address=step.client_address)
+        with db.transaction():
+            directory_service.address_proven(user.id, sent["address"], actor=user.id,
+                                             how="code", client_address=step.client_address)
         return SUCCESS
     directory_service.ensure_usable(user)
     audit.record("recovery.email_code", "success", actor=user.id, user_id=user.id,

@@ -12,8 +12,9 @@ user:
 - else, when no user has its e-mail address, a user is created from it (the application's
   self-registration user type, the provider's attribute mapping) and linked;
 - else the upstream account waits, unlinked, until the person signs in to that account
-  another way (FederatedAuthResolverExecutor links it then): a matching e-mail address
-  alone never gives an account away (docs/security.md, "Linking accounts").
+  another way; FederatedAuthResolverExecutor then names both accounts and links them only
+  when the person says so: neither a matching e-mail address nor a sign-in alone ever gives
+  an account away (docs/security.md, "Linking accounts").
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from identityctl.federation import (
     verify_id_token,
 )
 from identityctl.flow.engine import SUCCESS, TaskOutcome
+from identityctl.security.email_address import EMAIL, address_or_none
 from identityctl.services import directory as directory_service
 from identityctl.services import upstream
 from identityctl.services.context import ServiceContext
@@ -343,9 +345,10 @@ def _finish(step: StepRequest, pending: dict[str, Any]) -> TaskOutcome:
     with db.transaction():
         user_id = store.linked_user(provider.id, identity.subject)
         if user_id is None and identity.email and _someone_has(identity.email):
-            step.context["federatedLink"] = {"providerId": provider.id,
-                                             "subject": identity.subject,
-                                             "provider": provider.name}
+            step.context["federatedLink"] = {
+                "providerId": provider.id, "subject": identity.subject,
+                "provider": provider.name,
+                "upstreamAccount": identity.email or identity.suggested_username()}
             audit.record("federation.link_required", "success", actor=provider.handle,
                          client_address=step.client_address, details=details)
             return TaskOutcome("incomplete", "federated_link_required")
@@ -359,8 +362,11 @@ def _finish(step: StepRequest, pending: dict[str, Any]) -> TaskOutcome:
 
 
 def _someone_has(address: str) -> bool:
-    return (directory.find_user_by_attribute("email", address) is not None
-            or recovery_store.user_with_verified_address(address) is not None)
+    """Whether an account proved ``address``: only a proven address is anyone's (a copy
+    nobody proved blocks nobody, and nobody learns it is there). A value that is not one
+    e-mail address by our rule is nobody's."""
+    proper = address_or_none(address)
+    return proper is not None and recovery_store.user_with_verified_address(proper) is not None
 
 
 def _new_user(step: StepRequest, provider: ProviderRecord,
@@ -373,12 +379,18 @@ def _new_user(step: StepRequest, provider: ProviderRecord,
     mapping = provider.mapping or {"given_name": "given_name", "family_name": "family_name"}
     attributes = {name: value for name, value in mapped_attributes(identity, mapping).items()
                   if name in kind["schema"]}
+    # An upstream value that is not one e-mail address by our rule is not used as one.
+    if EMAIL in attributes and address_or_none(attributes[EMAIL]) is None:
+        del attributes[EMAIL]
+    actor = f"federation:{provider.handle}"
     user = directory_service.create_user(
         username=_free_username(identity.suggested_username(), provider, identity),
-        attributes=attributes, user_type=kind["name"], actor=f"federation:{provider.handle}")
+        attributes=attributes, user_type=kind["name"], actor=actor)
     store.link(provider.id, identity.subject, user.id)
-    if identity.email:  # the provider verified it
-        recovery_store.mark_verified(user.id, identity.email)
+    verified = address_or_none(identity.email)
+    if verified:  # the provider verified it
+        directory_service.address_proven(user.id, verified, actor=actor, how="provider",
+                                         client_address=step.client_address)
     return user
 
 
@@ -392,8 +404,22 @@ def _free_username(wanted: str, provider: ProviderRecord, identity: UpstreamIden
 
 
 def link_pending(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
-    """FederatedAuthResolverExecutor: the upstream account that waited for its owner joins
-    the account the person just proved they control (by passkey or password)."""
+    """FederatedAuthResolverExecutor: an upstream account that waited for its owner is never
+    linked as a side effect of a sign-in. After the person proved they control an account
+    (passkey or password), the page names both accounts and asks (``incomplete``,
+    ``federated_link_confirm``); only their answer links (:func:`confirm_link`)."""
+    waiting = step.context.get("federatedLink")
+    if waiting is None or not step.user_id:
+        return SUCCESS
+    step.additional["federatedLink"] = json.dumps({
+        "provider": waiting["provider"], "upstreamAccount": waiting.get("upstreamAccount", ""),
+        "account": directory.get_user(step.user_id).username})
+    return TaskOutcome("incomplete", "federated_link_confirm")
+
+
+def confirm_link(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
+    """FederatedAuthResolverExecutor, mode ``confirm``: the person signed in to this
+    execution's account said yes; the upstream account joins it."""
     waiting = step.context.pop("federatedLink", None)
     if waiting is None or not step.user_id:
         return SUCCESS
@@ -404,5 +430,3 @@ def link_pending(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
                      details={"providerId": waiting["providerId"],
                               "subject": waiting["subject"]})
     return SUCCESS
-
-

@@ -18,8 +18,9 @@ from identityctl import metrics
 from identityctl.errors import BadRequest, Conflict, Forbidden, InvalidField, NotFound
 from identityctl.flow.definition import FLOW_TYPES
 from identityctl.flow.engine import COMPLETE, ERROR, INCOMPLETE, FlowGraph
+from identityctl.security.secrets import constant_time_equal, token_hash
 from identityctl.services import catalog as catalog_service
-from identityctl.services import federation
+from identityctl.services import federation, recovery
 from identityctl.services.context import ServiceContext
 from identityctl.services.flow_executors import StepRequest, task_runner
 from identityctl.services.passkeys import sessions
@@ -40,6 +41,7 @@ RECOVERY_FLOW = "default-recovery-flow"
 def _flow_for(application: dict[str, Any], flow_type: str) -> dict[str, Any]:
     if flow_type == "RECOVERY":
         _flow_for(application, "AUTHENTICATION")  # only where people sign in at all
+        recovery.ensure_recovery_offered(application)
         return catalog_service.require_flow_by_handle(RECOVERY_FLOW, "RECOVERY")
     if flow_type == "REGISTRATION" and not application.get("isRegistrationFlowEnabled"):
         raise Forbidden("This application does not allow signing up.",
@@ -54,6 +56,34 @@ def _flow_for(application: dict[str, Any], flow_type: str) -> dict[str, Any]:
 
 #: Context key: the execution waits for the browser to come back from elsewhere.
 REDIRECTED = "redirected"
+#: Context key: the hash of the browser secret an execution is bound to (docs/security.md,
+#: "Flow executions belong to the browser that started them").
+BROWSER_BINDING = "browserBinding"
+#: The browser secret: one random value per browser, HttpOnly, sent by the hosted pages'
+#: same-origin requests. An execution started with it answers only requests that carry it.
+BROWSER_COOKIE = "__Host-identityctl-flow"
+
+
+def new_browser_secret() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def _bound_to(execution: store.ExecutionRecord, browser: str) -> bool:
+    """Whether ``browser`` (the request's browser secret, or "") may step ``execution``: an
+    execution started with a browser secret only with that secret; one started without (an
+    application's own page across origins) by whoever holds its id."""
+    binding = execution.context.get(BROWSER_BINDING)
+    return binding is None or (bool(browser)
+                               and constant_time_equal(binding, token_hash(browser)))
+
+
+def resumable_in(execution_id: str, browser: str) -> bool:
+    """For the hosted page of a sign-in link: whether this browser may go on with the
+    execution the link names. A link opened in another browser starts a fresh sign-in."""
+    execution = store.find_execution(execution_id)
+    return (execution is not None and execution.status == INCOMPLETE
+            and execution.context.get(BROWSER_BINDING) is not None
+            and _bound_to(execution, browser))
 #: The input of an action that signs in through an upstream provider: the page offers one
 #: "Continue with …" per provider (``additionalData.identityProviders``).
 FEDERATED_INPUT = "idpId"
@@ -113,8 +143,10 @@ def _concurrent() -> Conflict:
 
 def start_execution(ctx: ServiceContext, *, application_id: str, flow_type: str,
                     auth_request_id: str | None = None, client_address: str = "",
-                    language: str = "en", verbose: bool = False) -> dict[str, Any]:
-    """Start the application's flow of ``flow_type``; its first step."""
+                    language: str = "en", verbose: bool = False,
+                    browser: str = "") -> dict[str, Any]:
+    """Start the application's flow of ``flow_type``; its first step. With ``browser`` (the
+    browser secret), only requests carrying that secret may continue it."""
     if flow_type not in FLOW_TYPES:
         raise InvalidField("flowType", f"must be one of {', '.join(FLOW_TYPES)}")
     application = catalog_service.require_application(application_id)
@@ -127,13 +159,14 @@ def start_execution(ctx: ServiceContext, *, application_id: str, flow_type: str,
         auth_request_id=auth_request_id, now=now, expires_at=now + ctx.config.flow.execution_ttl)
     graph = FlowGraph(flow["nodes"])
     step = StepRequest(ctx=ctx, execution_id=execution.id, application=application,
-                       context={}, inputs={}, client_address=client_address,
+                       context={BROWSER_BINDING: token_hash(browser)} if browser else {},
+                       inputs={}, client_address=client_address,
                        language=language)
     return _walk_and_save(step, execution, graph, graph.start, claimed_version=0,
                           verbose=verbose)
 
 
-def _open(execution_id: Any, now: float) -> store.ExecutionRecord:
+def _open(execution_id: Any, now: float, browser: str) -> store.ExecutionRecord:
     if not isinstance(execution_id, str) or not execution_id.strip():
         raise InvalidField("executionId", "must be the executionId of a previous step")
     execution = store.find_execution(execution_id)
@@ -146,15 +179,20 @@ def _open(execution_id: Any, now: float) -> store.ExecutionRecord:
     if execution.expires_at <= now:
         raise BadRequest("This flow execution expired; start the flow again.",
                          code="execution_expired")
+    if not _bound_to(execution, browser):
+        raise Forbidden("This sign-in was started in another browser; start again here.",
+                        code="execution_other_browser")
     return execution
 
 
 def continue_execution(ctx: ServiceContext, *, execution_id: str, action: Any,
                        inputs: dict[str, Any], client_address: str = "",
-                       language: str = "en", verbose: bool = False) -> dict[str, Any]:
-    """Take ``action`` with ``inputs`` at the step the execution waits at; the next step."""
+                       language: str = "en", verbose: bool = False,
+                       browser: str = "") -> dict[str, Any]:
+    """Take ``action`` with ``inputs`` at the step the execution waits at; the next step.
+    ``browser``: the request's browser secret (see :func:`start_execution`)."""
     now = time.time()
-    execution = _open(execution_id, now)
+    execution = _open(execution_id, now, browser)
     flow = catalog.get_flow(execution.flow_id)
     graph = FlowGraph(flow["nodes"])
     next_node = graph.choose(execution.current_node, action, inputs,

@@ -30,6 +30,7 @@ from identityctl.flow.definition import executor_of
 from identityctl.flow.engine import SUCCESS, TaskOutcome
 from identityctl.passkey import codec
 from identityctl.security import passwords
+from identityctl.security.email_address import EMAIL, checked_address
 from identityctl.services import directory as directory_service
 from identityctl.services import email_codes, federation, mail, recovery, signin
 from identityctl.services.attempts import CredentialAttempt
@@ -41,7 +42,7 @@ PASSWORD_ACTION = "flow.password"
 #: Inputs that are never copied into user attributes.
 _CREDENTIAL_INPUTS = frozenset({"username", "password", "credentialId", "clientDataJSON",
                                 "authenticatorData", "signature", "userHandle",
-                                "attestationObject", "credentialName"})
+                                "attestationObject", "transports", "credentialName"})
 
 
 @dataclass
@@ -203,9 +204,12 @@ def _collect_attributes(step: StepRequest, properties: dict[str, Any]) -> TaskOu
         directory_service.update_user(user.id, attributes={**user.attributes, **collected},
                                       actor=user.id)
     else:
-        step.context.setdefault("attributes", {}).update(
-            {name: value.strip() for name, value in step.inputs.items()
-             if name not in _CREDENTIAL_INPUTS and isinstance(value, str) and value.strip()})
+        collected = {name: value.strip() for name, value in step.inputs.items()
+                     if name not in _CREDENTIAL_INPUTS and isinstance(value, str)
+                     and value.strip()}
+        if EMAIL in collected:  # refused here, not kept until the account is made
+            collected[EMAIL] = checked_address(collected[EMAIL])
+        step.context.setdefault("attributes", {}).update(collected)
     return SUCCESS
 
 
@@ -292,6 +296,7 @@ _EXECUTORS: dict[tuple[str, str], Executor] = {
     ("GithubOAuthExecutor", ""): Executor(partial(federation.federated_sign_in,
                                                   kinds=(GITHUB,))),
     ("FederatedAuthResolverExecutor", ""): Executor(federation.link_pending),
+    ("FederatedAuthResolverExecutor", "confirm"): Executor(federation.confirm_link),
 }
 
 

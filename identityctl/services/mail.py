@@ -2,15 +2,20 @@
 deliveries thread (services/deliveries.py), once.
 
 A message is rendered when it is queued (``identityctl.mail``), so a retry sends exactly
-what was meant then; once sent, its body (which may hold a one-time code) is dropped from
-the store and only its subject stays for the outbox view.
+what was meant then; once sent, its body and its subject (which may hold a one-time code)
+are dropped from the store, and only the subject with its secrets blanked stays for the
+outbox view.
+
+Mail speaks for the deployment: it looks like an application only when an administrator
+made that application. A client that described itself (registered itself, or a client
+metadata document) chose its own name, and a stranger's words never reach a person's inbox
+from the deployment's own sender.
 """
 
 from __future__ import annotations
 
 import contextlib
 import smtplib
-import ssl
 from email.message import EmailMessage
 from typing import Any
 
@@ -18,8 +23,10 @@ from identityctl import i18n
 from identityctl.config import Config
 from identityctl.errors import BadGateway, BadRequest, InvalidField, NotFound
 from identityctl.mail import Mail, as_email, compose
-from identityctl.services import catalog
+from identityctl.security.email_address import address_or_none, checked_address
+from identityctl.services import catalog, outbound
 from identityctl.services.context import ServiceContext
+from identityctl.services.oauth.clients import client_of
 from identityctl.services.outbound import DeliveryFailed
 from identityctl.store import outbox
 from identityctl.store import recovery as recovery_store
@@ -48,7 +55,10 @@ def language_of(user: UserRecord | None, fallback: str = i18n.DEFAULT) -> str:
 
 def brand_of(application: dict[str, Any]) -> dict[str, str]:
     """How mail about ``application`` looks: its theme's product name (else the
-    application's name) and primary colour, as the hosted page shows them."""
+    application's name) and primary colour, as the hosted page shows them; the deployment's
+    own look (no brand) for a client that described itself."""
+    if client_of(application).described_itself:
+        return {}
     try:
         theme = catalog.require_theme(application.get("themeId") or "default")["theme"]
     except NotFound:
@@ -69,7 +79,8 @@ def queue(ctx: ServiceContext, kind: str, *, to: str, language: str = i18n.DEFAU
     mail = compose(kind, to=to, language=language,
                    **{"product": ctx.config.passkey.rp_name, **(brand or {})}, **values)
     outbox.enqueue(kind=EMAIL, target=to, send=send and ctx.config.email.enabled,
-                   payload={"subject": mail.subject, "text": mail.text, "html": mail.html})
+                   payload={"subject": mail.kept_subject, "header": mail.subject,
+                            "text": mail.text, "html": mail.html})
 
 
 def notify(ctx: ServiceContext, user: UserRecord, kind: str, **values: str) -> None:
@@ -83,32 +94,51 @@ def notify(ctx: ServiceContext, user: UserRecord, kind: str, **values: str) -> N
 
 
 def deliver(ctx: ServiceContext, message: OutboxRecord) -> dict[str, Any]:
-    """Send one queued message; what of its payload to keep once sent."""
+    """Send one queued message; what of its payload to keep once sent (the subject with its
+    secrets blanked). A message that cannot be sent as it is (not one address, a header
+    with a line break) is refused for good: no retry would change it."""
     payload = message.payload
-    mail = Mail(to=message.target, subject=payload["subject"], text=payload["text"],
+    if address_or_none(message.target) is None:
+        raise DeliveryFailed(f"{message.target!r} is not one e-mail address", permanent=True)
+    # A payload without "header" carries its real subject (code and all) in "subject": it
+    # is sent as it is and keeps none.
+    header = payload.get("header")
+    mail = Mail(to=message.target, subject=header or payload["subject"], text=payload["text"],
                 html=payload["html"])
-    send(ctx.config, as_email(mail, sender=ctx.config.email.sender, message_id=message.id))
-    return {"subject": mail.subject}
+    try:
+        written = as_email(mail, sender=ctx.config.email.sender, message_id=message.id)
+    except ValueError as malformed:
+        raise DeliveryFailed(f"the message cannot be written: {malformed}",
+                             permanent=True) from None
+    send(ctx.config, written)
+    return kept_once_done(payload)
+
+
+def kept_once_done(payload: dict[str, Any]) -> dict[str, Any]:
+    """What of a mail's payload stays once it is sent or given up: the subject with its
+    secrets blanked, never a body or a code."""
+    return {"subject": payload.get("subject", "") if payload.get("header") else ""}
 
 
 def send(config: Config, message: EmailMessage) -> None:
-    """Hand ``message`` to the configured SMTP server (:class:`DeliveryFailed` when it does
-    not take it)."""
+    """Hand ``message`` to the configured SMTP server within ``deliveries.timeout`` seconds
+    in all, whatever the server does (:class:`DeliveryFailed` when it does not take it)."""
     email = config.email
     timeout = config.deliveries.timeout
     try:
-        if email.security == "tls":
-            smtp: smtplib.SMTP = smtplib.SMTP_SSL(email.smtp_host, email.smtp_port,
-                                                  timeout=timeout,
-                                                  context=ssl.create_default_context())
-        else:
-            smtp = smtplib.SMTP(email.smtp_host, email.smtp_port, timeout=timeout)
-        with smtp:
-            if email.security == "starttls":
-                smtp.starttls(context=ssl.create_default_context())
-            if email.username:
-                smtp.login(email.username, _password(config))
-            smtp.send_message(message)
+        with outbound.deadline(timeout):  # every socket operation: only the time left
+            if email.security == "tls":
+                smtp: smtplib.SMTP = smtplib.SMTP_SSL(email.smtp_host, email.smtp_port,
+                                                      timeout=timeout,
+                                                      context=outbound.tls_context())
+            else:
+                smtp = outbound.SMTP(email.smtp_host, email.smtp_port, timeout=timeout)
+            with smtp:
+                if email.security == "starttls":
+                    smtp.starttls(context=outbound.tls_context())
+                if email.username:
+                    smtp.login(email.username, _password(config))
+                smtp.send_message(message)
     except smtplib.SMTPResponseException as refused:
         raise DeliveryFailed(f"{email.smtp_host} answered {refused.smtp_code} "
                           f"{_text(refused.smtp_error)}",
@@ -135,6 +165,7 @@ def _text(error: bytes | str) -> str:
 def send_test(ctx: ServiceContext, to: str) -> None:
     """`identityctl email test`: a message sent now (not queued), so a mistake shows at once."""
     require_mail(ctx)
+    to = checked_address(to, field="to")
     email = ctx.config.email
     mail = compose("test", to=to, language=i18n.DEFAULT, product=ctx.config.passkey.rp_name,
                    server=f"{email.smtp_host}:{email.smtp_port}")

@@ -19,18 +19,21 @@ from typing import TYPE_CHECKING, Any
 
 import segno
 
-from identityctl.errors import BadRequest
+from identityctl.errors import BadRequest, Forbidden
 from identityctl.flow.engine import SUCCESS, TaskOutcome
 from identityctl.security import codes
+from identityctl.security.email_address import EMAIL, checked_address
 from identityctl.security.tokens import ENROLMENT_LINK_TYP
 from identityctl.services import directory as directory_service
 from identityctl.services import mail
 from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.context import ServiceContext
 from identityctl.services.email_codes import account_named
+from identityctl.services.oauth.clients import client_of
 from identityctl.store import audit, db
 from identityctl.store import keys as key_store
 from identityctl.store import recovery as recovery_store
+from identityctl.store.directory import UserRecord
 from identityctl.store.passkeys import NOBODY
 
 if TYPE_CHECKING:
@@ -42,6 +45,24 @@ RECOVERY_CODE_ACTION = "flow.recovery_code"
 RECOVERY_CODES = 10
 #: An invitation works this long unless the admin says otherwise.
 INVITE_DAYS = 7
+
+
+def offers_recovery(application: dict[str, Any]) -> bool:
+    """Whether ``application`` may run the RECOVERY flow. Recovery acts on an account beyond
+    any one client (it ends in a new credential for everything the person uses here), so it
+    runs only for applications an administrator made: a client that described itself
+    (registered itself, or a client metadata document) is a stranger's, and may not send a
+    person's recovery mail nor start a recovery the person never asked for."""
+    return not client_of(application).described_itself
+
+
+def ensure_recovery_offered(application: dict[str, Any]) -> None:
+    """:func:`offers_recovery`, or 403 ``recovery_not_offered``."""
+    if not offers_recovery(application):
+        raise Forbidden("Account recovery is not offered through an application that "
+                        "registered itself. Recover your account on this service's account "
+                        "page, then sign in to the application again.",
+                        code="recovery_not_offered")
 
 
 def _code_digest(code: str) -> str:
@@ -64,14 +85,18 @@ def confirm_email(id_or_username: str, *, actor: str) -> None:
     """An administrator vouches for the user's current ``email`` attribute (as a code sent
     there and typed back would): e-mail verified, usable for recovery."""
     user = directory_service.require_user(id_or_username)
-    address = str(user.attributes.get("email") or "").strip()
+    address = _address_of(user)
+    with db.transaction():
+        directory_service.address_proven(user.id, address, actor=actor, how="administrator")
+
+
+def _address_of(user: UserRecord) -> str:
+    """The user's ``email`` attribute, which must be one address (:func:`checked_address`)."""
+    address = str(user.attributes.get(EMAIL) or "").strip()
     if not address:
         raise BadRequest(f"{user.username} has no e-mail address (attribute email).",
                          code="no_email_address")
-    with db.transaction():
-        recovery_store.mark_verified(user.id, address)
-        audit.record("email.verified", "success", actor=actor, user_id=user.id,
-                     details={"by": "administrator"})
+    return checked_address(address, field=f"attributes.{EMAIL}")
 
 
 def recovery_codes_left(user_id: str) -> int:
@@ -121,23 +146,21 @@ def invite(ctx: ServiceContext, id_or_username: str, *, send_email: bool,
     mailed to their ``email`` attribute when ``send_email``."""
     user = directory_service.require_user(id_or_username)
     directory_service.ensure_usable(user)
-    address = str(user.attributes.get("email") or "").strip()
+    address = None
     if send_email:
         mail.require_mail(ctx)
-        if not address:
-            raise BadRequest(f"{user.username} has no e-mail address (attribute email).",
-                             code="no_email_address")
+        address = _address_of(user)
     ttl = days * 86400
     token = ctx.tokens.sign({"sub": user.id, "aud": ctx.config.issuer, "purpose": "invite"},
                             typ=ENROLMENT_LINK_TYP, ttl=ttl)
     url = f"{ctx.config.base_url}/account/enrol#{token}"
     expires_at = time.time() + ttl
     with db.transaction():
-        if send_email:
+        if address is not None:
             mail.queue(ctx, "invite", to=address, language=mail.language_of(user),
                        username=user.username, link=url,
                        expires=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(expires_at)))
         audit.record("user.invite", "success", actor=actor, user_id=user.id,
                      details={"emailed": send_email, "days": days})
-    return {"url": url, "expiresAt": expires_at, "emailedTo": address if send_email else None,
+    return {"url": url, "expiresAt": expires_at, "emailedTo": address,
             "qrCode": segno.make(url, error="m").svg_data_uri(scale=3)}

@@ -16,8 +16,10 @@ from identityctl.oauth.errors import OAuthError
 from identityctl.oauth.parameters import check_resources
 from identityctl.oauth.resource_indicators import (
     IDENTITY_SCOPES,
+    RESERVED_SCOPES,
     check_targets,
     scope_within_targets,
+    token_audience,
 )
 from identityctl.services.context import ServiceContext
 from identityctl.services.roles import checked_scopes
@@ -77,6 +79,11 @@ def _server_scopes(scopes: Sequence[str]) -> list[str]:
         raise InvalidField("scopes", "must name the server's own scopes (at least one; "
                            f"not {', '.join(sorted(IDENTITY_SCOPES))}, which any token may "
                            "carry)")
+    reserved = sorted(RESERVED_SCOPES.intersection(checked))
+    if reserved:
+        raise InvalidField("scopes", f"must not include {', '.join(reserved)}: "
+                           f"{', '.join(sorted(RESERVED_SCOPES))} are identityctl's own",
+                           code="scope_reserved")
     return checked
 
 
@@ -106,6 +113,15 @@ def check_requested_resources(ctx: ServiceContext, resources: Sequence[str],
     check_targets(resources, known=_known(ctx, resources), scope=scope)
 
 
+def audience_for(ctx: ServiceContext, requested: Sequence[str], *,
+                 authorized: Sequence[str], scope: Sequence[str]) -> list[str]:
+    """The audience of a token a grant issues (``token_audience``): resources named at the
+    token endpoint that the authorization did not name are checked as a request's are."""
+    if not authorized:
+        check_requested_resources(ctx, requested, scope)
+    return token_audience(requested, authorized=authorized, issuer=ctx.config.issuer)
+
+
 def scope_for_resources(ctx: ServiceContext, resources: Sequence[str],
                         scope: Sequence[str]) -> tuple[str, ...]:
     """``scope`` without what the requested resource servers no longer define (a refresh of
@@ -129,5 +145,7 @@ def registrable_scopes(ctx: ServiceContext) -> tuple[str, ...]:
     """What a client that describes itself may ask for: oauth.registration_scopes and every
     registered resource server's scopes (a token for a resource server carries its scopes
     only; who may grant them is up to roles)."""
-    extra = sorted(store.all_scopes().difference(ctx.config.oauth.registration_scopes))
+    # RESERVED_SCOPES: not even from a server stored before they were refused.
+    extra = sorted(store.all_scopes().difference(ctx.config.oauth.registration_scopes,
+                                                 RESERVED_SCOPES))
     return (*ctx.config.oauth.registration_scopes, *extra)

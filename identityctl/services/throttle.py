@@ -17,7 +17,8 @@ live in the store (every instance shares them); config is ``[security]``:
   passkeys are never slowed: a passkey attempt guesses no secret.
 - **Ceremony starts per address** (``max_starts_per_address`` per ``failure_window``).
 - **Client registrations per address** (``oauth.registrations_per_address`` per
-  ``failure_window``): dynamic client registration cannot fill the catalog from one place.
+  ``failure_window``): dynamic client registrations and client metadata documents seen for
+  the first time share one counter, so neither fills the catalog from one place.
 
 The account is whatever the caller names (a username, a namespaced client id), known or
 not, so a throttled unknown username answers exactly like a throttled real one. Every

@@ -4,9 +4,14 @@ endpoint, userinfo, GitHub's API.
 The addresses come from the configuration of a provider, not from a visitor, so private
 ones are allowed (a company's own OpenID provider); still: https with verified TLS (plain
 http only to this machine's loopback, for development and the tests), no redirects
-followed, a timeout per request, at most 1 MB read. Discovery documents and JWKS are
-cached in the process for a few minutes (a cache: any instance fetches its own), and a JWKS
-is fetched again when a token names a key it does not hold (key rotation).
+followed, at most 1 MB read, and each request over within ``outbound.provider_timeout``
+whatever the provider does (services/outbound.py: every socket operation gets only the
+time left). A request holds one of the process's outbound slots meanwhile (503
+``upstream_busy`` when none is free). Discovery documents and JWKS are cached in the
+process for a few minutes (a cache: any instance fetches its own), and a JWKS is fetched
+again when a token names a key it does not hold (key rotation); a failed fetch of either is
+answered from memory for ``outbound.FAILURE_SECONDS``, so a dead provider is not asked again
+by every sign-in.
 """
 
 from __future__ import annotations
@@ -17,19 +22,18 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-import urllib3
-
 from identityctl.config import LOCAL_HOSTS
 from identityctl.federation import FederationError
+from identityctl.services import outbound
 
-TIMEOUT = 10.0
 MAX_BYTES = 1 << 20
 #: Seconds a discovery document or JWKS is reused.
 CACHE_SECONDS = 300.0
 
-_POOL = urllib3.PoolManager(num_pools=16, maxsize=4, retries=False,
-                            cert_reqs="CERT_REQUIRED")
+_POOL = outbound.pool_manager(num_pools=16, maxsize=4)
 _cache: dict[str, tuple[float, Any]] = {}
+#: url -> (when, description, code) of its last failed fetch.
+_failed: dict[str, tuple[float, str, str]] = {}
 _cache_lock = threading.Lock()
 
 
@@ -45,28 +49,25 @@ def request_json(method: str, url: str, *, fields: dict[str, str] | None = None,
     """The JSON answer of ``url``; a :class:`FederationError` naming what went wrong."""
     _check_url(url)
     try:
-        response = _POOL.request(
-            method, url, redirect=False, preload_content=False,
-            timeout=urllib3.Timeout(connect=TIMEOUT, read=TIMEOUT),
-            headers={"Accept": "application/json", "User-Agent": "identityctl",
-                     **(headers or {})},
-            **({"fields": fields, "encode_multipart": False} if fields is not None else {}))
-    except urllib3.exceptions.HTTPError as failure:
-        raise FederationError(f"The identity provider could not be reached ({url}).",
-                              code="federation_unreachable") from failure
+        with outbound.request_slot():
+            answer = outbound.exchange(
+                _POOL, method, url, url=url, timeout=outbound.settings().provider_timeout,
+                max_bytes=MAX_BYTES, headers={"Accept": "application/json",
+                                              "User-Agent": "identityctl", **(headers or {})},
+                **({"fields": fields, "encode_multipart": False} if fields is not None else {}))
+    except outbound.FetchRefused as refused:
+        if refused.code == "too_large":
+            raise FederationError(f"{url} answered more than 1 MB.",
+                                  code="federation_failed") from None
+        raise FederationError(f"The identity provider could not be used: "
+                              f"{refused.description}", code="federation_unreachable") from None
     try:
-        body = response.read(MAX_BYTES + 1)
-    finally:
-        response.release_conn()
-    if len(body) > MAX_BYTES:
-        raise FederationError(f"{url} answered more than 1 MB.", code="federation_failed")
-    try:
-        document = json.loads(body)
+        document = json.loads(answer.body)
     except ValueError:
         document = None
-    if response.status != 200:
+    if answer.status != 200:
         detail = document.get("error") if isinstance(document, dict) else None
-        raise FederationError(f"{url} answered HTTP {response.status}"
+        raise FederationError(f"{url} answered HTTP {answer.status}"
                               + (f" ({detail})" if detail else "") + ".",
                               code="federation_failed")
     if document is None:
@@ -75,13 +76,22 @@ def request_json(method: str, url: str, *, fields: dict[str, str] | None = None,
 
 
 def cached_json(url: str, *, refresh: bool = False) -> Any:
-    """``url``'s JSON, reused for CACHE_SECONDS unless ``refresh``."""
+    """``url``'s JSON, reused for CACHE_SECONDS unless ``refresh``; its last failure, for
+    outbound.FAILURE_SECONDS."""
     moment = time.monotonic()
     with _cache_lock:
-        hit = _cache.get(url)
+        hit, failed = _cache.get(url), _failed.get(url)
+    if failed and moment - failed[0] < outbound.FAILURE_SECONDS:
+        raise FederationError(failed[1], code=failed[2])
     if hit and not refresh and moment - hit[0] < CACHE_SECONDS:
         return hit[1]
-    document = request_json("GET", url)
+    try:
+        document = request_json("GET", url)
+    except FederationError as failure:
+        with _cache_lock:
+            _failed[url] = (moment, failure.description, failure.code)
+        raise
     with _cache_lock:
         _cache[url] = (moment, document)
+        _failed.pop(url, None)
     return document

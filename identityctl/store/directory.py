@@ -140,6 +140,31 @@ def find_user_by_attribute(name: str, value: object) -> UserRecord | None:
     return None
 
 
+def drop_attribute_copies(name: str, value: str, *, keep: str) -> list[str]:
+    """(In the caller's transaction.) Remove attribute ``name`` from every user but ``keep``
+    whose value is ``value`` (in lower case, as verified addresses are compared); the ids of
+    those users. A user whose attributes change meanwhile keeps them (a conditional update).
+    """
+    wanted = value.strip().lower()
+    # The database narrows the rows to those whose JSON text holds the value as a JSON
+    # string (ASCII case aside: LIKE/ILIKE, every wildcard escaped); Python decides.
+    spelled = User.attributes.db_value(wanted)
+    pattern = "%" + spelled.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    holds = peewee.Expression(User.attributes, peewee.OP.ILIKE, peewee.NodeList((
+        peewee.Value(pattern, converter=False), peewee.SQL("ESCAPE"),
+        peewee.Value("\\", converter=False))))
+    dropped = []
+    for row in User.select(User.id, User.attributes).where((User.id != keep) & holds):
+        attributes = dict(row.attributes or {})
+        if str(attributes.get(name, "")).strip().lower() != wanted:
+            continue
+        del attributes[name]
+        if User.update(attributes=attributes, updated_at=now()).where(
+                (User.id == row.id) & (User.attributes == row.attributes)).execute():
+            dropped.append(row.id)
+    return dropped
+
+
 def list_users(*, limit: int = 100, offset: int = 0) -> list[UserRecord]:
     rows = _users().order_by(User.username).limit(limit).offset(offset)
     return [_user_record(row) for row in rows]

@@ -4,6 +4,7 @@ picked up), retried with backoff, delivered once."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,23 +34,38 @@ def enqueue(*, kind: str, target: str, payload: dict[str, Any], send: bool = Tru
     return OutboxMessage.create(kind=kind, target=target, payload=payload).id
 
 
-def claim_due(*, limit: int, lease_seconds: float) -> list[OutboxRecord]:
-    """Up to ``limit`` due messages, each claimed for this caller for ``lease_seconds``.
+def claim_due(*, room: dict[str, int], busy_targets: Collection[str],
+              lease_seconds: float) -> list[OutboxRecord]:
+    """Due messages, each claimed for this caller for ``lease_seconds``: at most
+    ``room[kind]`` of each kind, at most one per target, and none for ``busy_targets``
+    (this caller is delivering to them already), so one slow target holds one delivery.
 
     A message is claimed by a conditional update, so of several instances polling at once
     exactly one gets it.
     """
+    kinds = [kind for kind, free in room.items() if free > 0]
+    if not kinds:
+        return []
     moment = now()
     unclaimed = OutboxMessage.claimed_until.is_null() | (OutboxMessage.claimed_until < moment)
     pending = (OutboxMessage.delivered_at.is_null() & OutboxMessage.failed_at.is_null()
                & (OutboxMessage.next_attempt_at <= moment))
-    candidates = list(OutboxMessage.select().where(pending & unclaimed)
-                      .order_by(OutboxMessage.next_attempt_at).limit(limit))
-    claimed = []
+    wanted = OutboxMessage.kind.in_(kinds)
+    if busy_targets:
+        wanted &= OutboxMessage.target.not_in(list(busy_targets))
+    # A few more candidates than places: some may share a target or be taken meanwhile.
+    candidates = list(OutboxMessage.select().where(pending & unclaimed & wanted)
+                      .order_by(OutboxMessage.next_attempt_at)
+                      .limit(4 * sum(room[kind] for kind in kinds)))
+    free, targets, claimed = dict(room), set(), []
     for row in candidates:
+        if free[row.kind] <= 0 or row.target in targets:
+            continue
         taken = OutboxMessage.update(claimed_until=moment + lease_seconds).where(
             (OutboxMessage.id == row.id) & pending & unclaimed).execute()
         if taken:
+            free[row.kind] -= 1
+            targets.add(row.target)
             claimed.append(OutboxRecord(id=row.id, kind=row.kind, target=row.target,
                                         payload=dict(row.payload or {}),
                                         created_at=row.created_at, attempts=row.attempts))
@@ -108,10 +124,14 @@ def retry_later(message_id: str, *, at: float, error: str) -> None:
         OutboxMessage.id == message_id).execute()
 
 
-def give_up(message_id: str, *, error: str) -> None:
-    OutboxMessage.update(failed_at=now(), claimed_until=None, last_error=error[:500],
-                         attempts=OutboxMessage.attempts + 1).where(
-        OutboxMessage.id == message_id).execute()
+def give_up(message_id: str, *, error: str, keep: dict[str, Any] | None = None) -> None:
+    """Mark the message given up; ``keep`` as for :func:`delivered`."""
+    changes: dict[str, Any] = {"failed_at": now(), "claimed_until": None,
+                               "last_error": error[:500],
+                               "attempts": OutboxMessage.attempts + 1}
+    if keep is not None:
+        changes["payload"] = keep
+    OutboxMessage.update(**changes).where(OutboxMessage.id == message_id).execute()
 
 
 def depth_by_kind() -> dict[str, int]:

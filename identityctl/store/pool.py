@@ -11,6 +11,11 @@ Why not peewee's ``PooledPostgresqlDatabase``: it pings every connection on chec
 round trip per request), its ``stale_timeout`` counts from a connection's creation, not from
 when it went idle, and a connection checked out by a thread that ended without returning it
 (a test's or a tool's worker thread) stays counted as in use forever.
+
+A connection found dead (a failover, a restart, ``pg_terminate_backend``) is a sign that the
+others may be dead too: every connection that last worked before that is checked with
+``SELECT 1`` before it is handed out again, so the failure costs one request, not one per
+pooled connection.
 """
 
 from __future__ import annotations
@@ -46,11 +51,16 @@ class PooledPostgresqlDatabase(peewee.PostgresqlDatabase):
         self.wait_timeout = wait_timeout
         self._pool_lock = threading.Lock()
         self._returned = threading.Condition(self._pool_lock)
-        #: Connections nobody holds, each with when it came back; the latest last (LIFO, so
-        #: the ones at the bottom stay unused when load drops and reach idle_timeout).
-        self._idle: list[tuple[float, Any]] = []
-        #: id(connection) -> (the thread holding it, the connection).
-        self._checked_out: dict[int, tuple[threading.Thread, Any]] = {}
+        #: How many connections were found dead so far. Each connection carries the count
+        #: as it was when it last worked (connected, checked or handed out); one carrying an
+        #: older count is checked before it is handed out again.
+        self._deaths = 0
+        #: Connections nobody holds, each with when it came back and its death count; the
+        #: latest last (LIFO, so the ones at the bottom stay unused when load drops and reach
+        #: idle_timeout).
+        self._idle: list[tuple[float, int, Any]] = []
+        #: id(connection) -> (the thread holding it, the connection, its death count).
+        self._checked_out: dict[int, tuple[threading.Thread, Any, int]] = {}
         super().__init__(database, **kwargs)
         # peewee runs every thread's connect and close under one lock, though each thread's
         # connection state is its own (thread-local). With a check-out per request, a slow
@@ -79,10 +89,10 @@ class PooledPostgresqlDatabase(peewee.PostgresqlDatabase):
 
     def _connect(self) -> Any:
         while True:
-            conn, idle_for = self._check_out_idle()
+            conn, idle_for, vouched = self._check_out_idle()
             if conn is None:
                 break
-            if idle_for < PING_AFTER_IDLE or self._answers(conn):
+            if (idle_for < PING_AFTER_IDLE and vouched) or self._answers(conn):
                 return conn
             self.discard(conn)
         with self._pool_lock:
@@ -90,7 +100,9 @@ class PooledPostgresqlDatabase(peewee.PostgresqlDatabase):
                 raise _Exhausted
             # The slot is taken before connecting (outside the lock), so the bound holds.
             placeholder = object()
-            self._checked_out[id(placeholder)] = (threading.current_thread(), placeholder)
+            deaths = self._deaths
+            self._checked_out[id(placeholder)] = (threading.current_thread(), placeholder,
+                                                  deaths)
         try:
             conn = super()._connect()
         finally:
@@ -98,17 +110,20 @@ class PooledPostgresqlDatabase(peewee.PostgresqlDatabase):
                 del self._checked_out[id(placeholder)]
                 self._returned.notify()
         with self._pool_lock:
-            self._checked_out[id(conn)] = (threading.current_thread(), conn)
+            self._checked_out[id(conn)] = (threading.current_thread(), conn, deaths)
         return conn
 
     def _close(self, conn: Any) -> None:
         """Return ``conn`` to the pool (peewee calls this from ``close()``)."""
         with self._returned:
-            if self._checked_out.pop(id(conn), None) is None:
+            held = self._checked_out.pop(id(conn), None)
+            if held is None:
                 return  # discarded already
             if _reusable(conn):
-                self._idle.append((time.monotonic(), conn))
+                self._idle.append((time.monotonic(), held[2], conn))
                 conn = None
+            elif conn.closed:  # it died on the way (its thread did not discard it)
+                self._deaths += 1
             self._returned.notify()
         if conn is not None:
             _close_quietly(conn)
@@ -116,9 +131,11 @@ class PooledPostgresqlDatabase(peewee.PostgresqlDatabase):
     # -- ours --------------------------------------------------------------------------------
 
     def discard(self, conn: Any) -> None:
-        """Close ``conn`` for good and free its slot (it died, or failed its ping)."""
+        """Close ``conn`` for good and free its slot (it died, or failed its ping): every
+        other connection from before is checked before its next use."""
         with self._returned:
             self._checked_out.pop(id(conn), None)
+            self._deaths += 1
             self._returned.notify()
         _close_quietly(conn)
 
@@ -127,8 +144,8 @@ class PooledPostgresqlDatabase(peewee.PostgresqlDatabase):
         if not self.is_closed():
             self.close()
         with self._returned:
-            connections = [conn for _, conn in self._idle]
-            connections += [conn for _, conn in self._checked_out.values()]
+            connections = [conn for _, _, conn in self._idle]
+            connections += [conn for _, conn, _ in self._checked_out.values()]
             self._idle.clear()
             self._checked_out.clear()
             self._returned.notify_all()
@@ -140,20 +157,22 @@ class PooledPostgresqlDatabase(peewee.PostgresqlDatabase):
         with self._pool_lock:
             return len(self._idle) + len(self._checked_out)
 
-    def _check_out_idle(self) -> tuple[Any, float]:
-        """The most recently returned idle connection and how long it was idle, or None;
-        connections idle past ``idle_timeout`` are closed on the way."""
+    def _check_out_idle(self) -> tuple[Any, float, bool]:
+        """The most recently returned idle connection, how long it was idle and whether no
+        connection was found dead since it last worked, or None; connections idle past
+        ``idle_timeout`` are closed on the way."""
         now = time.monotonic()
         expired: list[Any] = []
-        found: tuple[Any, float] = (None, 0.0)
+        found: tuple[Any, float, bool] = (None, 0.0, False)
         with self._pool_lock:
             idle = self._idle
             while idle and now - idle[0][0] > self.idle_timeout:
-                expired.append(idle.pop(0)[1])
+                expired.append(idle.pop(0)[2])
             if idle:
-                returned, conn = idle.pop()
-                self._checked_out[id(conn)] = (threading.current_thread(), conn)
-                found = (conn, now - returned)
+                returned, deaths, conn = idle.pop()
+                # The current count: unless vouched for, _connect checks it before use.
+                self._checked_out[id(conn)] = (threading.current_thread(), conn, self._deaths)
+                found = (conn, now - returned, deaths == self._deaths)
         for conn in expired:
             _close_quietly(conn)
         return found
@@ -170,7 +189,7 @@ class PooledPostgresqlDatabase(peewee.PostgresqlDatabase):
     def _reclaim_orphans(self) -> bool:
         """Free the slots of connections whose thread ended without returning them (called
         with the pool lock held). True when any was freed."""
-        orphans = [key for key, (thread, _) in self._checked_out.items()
+        orphans = [key for key, (thread, _, _) in self._checked_out.items()
                    if not thread.is_alive()]
         for key in orphans:
             _close_quietly(self._checked_out.pop(key)[1])

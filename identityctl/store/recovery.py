@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from identityctl.security.email_address import EMAIL
+from identityctl.store import directory
 from identityctl.store.models import RecoveryCode, VerifiedEmail, now
 
 
@@ -10,13 +12,15 @@ def verified_address(user_id: str) -> str | None:
     return row.address if row else None
 
 
-def mark_verified(user_id: str, address: str) -> None:
+def mark_verified(user_id: str, address: str) -> list[str]:
     """(In the caller's transaction.) ``address`` is the user's, proven; an address is
-    verified for one person only (the last to prove it)."""
+    verified for one person only (the last to prove it), and no other account keeps it in
+    its ``email`` attribute, proven once or never. The ids of the accounts it left."""
     address = address.strip().lower()
     VerifiedEmail.delete().where((VerifiedEmail.user == user_id)
                                  | (VerifiedEmail.address == address)).execute()
     VerifiedEmail.create(user=user_id, address=address)
+    return directory.drop_attribute_copies(EMAIL, address, keep=user_id)
 
 
 def user_with_verified_address(address: str) -> str | None:

@@ -17,7 +17,7 @@ from identityctl.config import Config
 from identityctl.errors import NotFound
 from identityctl.oauth.discovery import CALLBACK_PATH, CONSENT_PATH
 from identityctl.oauth.errors import UntrustedRedirect
-from identityctl.services import catalog, federation
+from identityctl.services import catalog, federation, recovery
 from identityctl.services.oauth import authorization
 from identityctl.theme import stylesheet as theme
 from identityctl.theme.branding import page_branding
@@ -43,6 +43,7 @@ class GateApplication:
     id: str
     name: str
     registration_enabled: bool
+    recovery_offered: bool
     theme: dict[str, Any]
 
 
@@ -56,6 +57,7 @@ def gate_application(application_id: str) -> GateApplication:
         id=application["id"], name=application["name"],
         registration_enabled=bool(application["isRegistrationFlowEnabled"]
                                   and application["registrationFlowId"]),
+        recovery_offered=recovery.offers_recovery(application),
         theme=_theme(application["themeId"]))
 
 
@@ -80,16 +82,21 @@ def assets(config: Config, application_id: str | None) -> pages.Assets:
 
 def flow_page(config: Config, *, mode: str, application_id: str, auth_id: str,
               execution_id: str = "", resume: bool = False,
-              language: str = i18n.DEFAULT) -> str:
+              language: str = i18n.DEFAULT, browser: str = "") -> str:
     """The sign-in (or sign-up) page of an authorization request; with ``resume``, the
-    consent of a person the browser's session signed in."""
+    consent of a person the browser's session signed in. The execution the link names goes
+    on only in the browser it belongs to (``browser``: its secret); elsewhere the page starts
+    a fresh sign-in."""
     application = gate_application(application_id)
     try:
         first_step = authorization.pending_first_step(
-            auth_id=auth_id, application_id=application.id, execution_id=execution_id)
+            auth_id=auth_id, application_id=application.id, execution_id=execution_id,
+            browser=browser)
     except UntrustedRedirect as spent:
         spent.back_to = _application_home(application.id)
         raise
+    if first_step is None:
+        execution_id = ""
     request = {"authId": auth_id, "applicationId": application.id,
                **({"ui_locales": language} if language != i18n.DEFAULT else {})}
     signing_up, signing_in = mode == SIGN_UP, mode == SIGN_IN
@@ -116,7 +123,8 @@ def flow_page(config: Config, *, mode: str, application_id: str, auth_id: str,
         signin_url=f"{config.gate_url}/{SIGN_IN}?{urlencode(request)}",
         signup_url=(f"{config.gate_url}/{SIGN_UP}?{urlencode(request)}"
                     if application.registration_enabled else ""),
-        recover_url=f"{config.gate_url}/{RECOVER}?{urlencode(request)}")
+        recover_url=(f"{config.gate_url}/{RECOVER}?{urlencode(request)}"
+                     if application.recovery_offered else ""))
     product = brand.get("productName")
     return pages.page(title=f"{title} | {product or application.name}", main=main,
                       assets=assets(config, application.id),

@@ -20,6 +20,8 @@ def credential_inputs(credential: dict[str, Any]) -> dict[str, str]:
     for name, value in credential["response"].items():
         if name in (*ASSERTION_INPUTS, "attestationObject") and value is not None:
             inputs[name] = value
+    if credential["response"].get("transports"):  # as the hosted page sends them
+        inputs["transports"] = ",".join(credential["response"]["transports"])
     return inputs
 
 

@@ -35,6 +35,18 @@ def _cross_origin(req: falcon.Request, resp: falcon.Response, resource: FlowExec
     resp.set_header("Vary", "Origin")
 
 
+def browser_secret(req: falcon.Request, resp: falcon.Response | None = None) -> str:
+    """The request's browser secret (services/flow_execution.BROWSER_COOKIE); with ``resp``,
+    one is made and set when the browser has none. ``__Host-``, HttpOnly, SameSite=Lax: sent
+    by the hosted pages' own requests, never by another site's."""
+    secret = req.cookies.get(flow_execution.BROWSER_COOKIE, "")
+    if not secret and resp is not None:
+        secret = flow_execution.new_browser_secret()
+        resp.set_cookie(flow_execution.BROWSER_COOKIE, secret, path="/", secure=True,
+                        http_only=True, same_site="Lax")
+    return secret
+
+
 @falcon.before(_cross_origin)
 class FlowExecuteResource:
     json_body = True
@@ -49,16 +61,19 @@ class FlowExecuteResource:
         address = req.context.client_address
         # What the flow sends the person (a code by e-mail) is in their browser's language.
         language = i18n.choose(accept_language=req.get_header("Accept-Language"))
+        # The hosted pages' requests carry the browser secret, and their executions are
+        # bound to it; an application's own page across origins sends no cookie.
+        browser = browser_secret(req)
         if body.get("executionId") is None:
             resp.media = flow_execution.start_execution(
                 self.context, application_id=string_field(body, "applicationId"),
                 flow_type=string_field(body, "flowType"), client_address=address,
-                language=language, verbose=verbose)
+                language=language, verbose=verbose, browser=browser)
             return
         resp.media = flow_execution.continue_execution(
             self.context, execution_id=string_field(body, "executionId"),
             action=string_field(body, "action"), inputs=_inputs(body),
-            client_address=address, language=language, verbose=verbose)
+            client_address=address, language=language, verbose=verbose, browser=browser)
 
 
     def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:

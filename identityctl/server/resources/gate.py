@@ -14,6 +14,7 @@ import falcon
 from identityctl import i18n
 from identityctl.oauth.errors import UntrustedRedirect
 from identityctl.server.openapi import error_response
+from identityctl.server.resources.flow import browser_secret
 from identityctl.services.context import ServiceContext
 from identityctl.ui import gate, pages
 
@@ -39,7 +40,8 @@ class GatePageResource:
             self.context.config, mode=self.mode,
             application_id=_required(req, "applicationId"), auth_id=_required(req, "authId"),
             execution_id=req.get_param("executionId") or "",
-            resume=req.get_param("resume") == "session", language=language_of(req)))
+            resume=req.get_param("resume") == "session", language=language_of(req),
+            browser=browser_secret(req, resp)))
 
 
 def _required(req: falcon.Request, name: str) -> str:

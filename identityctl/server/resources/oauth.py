@@ -23,6 +23,7 @@ from identityctl.server.requests import (
     presented_token,
     string_field,
 )
+from identityctl.server.resources.flow import browser_secret
 from identityctl.server.resources.gate import language_of, write_page
 from identityctl.services import sessions
 from identityctl.services.context import ServiceContext
@@ -106,7 +107,7 @@ class AuthorizeResource(_OAuthResource):
         resp.status = falcon.HTTP_302
         resp.location = authorization.authorize(
             self.context, parameters, client_address=req.context.client_address,
-            session_cookie=req.cookies.get(sessions.COOKIE))
+            session_cookie=req.cookies.get(sessions.COOKIE), browser=browser_secret(req, resp))
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         self._authorize(req, resp, req.params)

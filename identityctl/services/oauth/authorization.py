@@ -51,7 +51,7 @@ from identityctl.store.sessions import SessionRecord
 
 
 def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = "",
-              session_cookie: str | None = None) -> str:
+              session_cookie: str | None = None, browser: str = "") -> str:
     """Where to send the browser for ``GET /oauth2/authorize``.
 
     The client's redirect URI with a code when the browser's session answers the request
@@ -66,7 +66,7 @@ def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = 
     client_id = parameters.get("client_id")
     if client_id is None:
         raise UntrustedRedirect("client_id is required.", code="client_id_missing")
-    application = find_client_application(ctx, client_id)
+    application = find_client_application(ctx, client_id, client_address=client_address)
     if application is None:
         raise UntrustedRedirect(f"No application has client id {client_id!r}.",
                                 code="unknown_client")
@@ -101,7 +101,7 @@ def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = 
                               ui_locales=parameters.get("ui_locales"))
         if "none" in request.prompts:
             raise LoginRequired("prompt=none, and no sign-in session answers this request.")
-        first_step = _start_sign_in(ctx, client, request_id, client_address)
+        first_step = _start_sign_in(ctx, client, request_id, client_address, browser)
     except OAuthError as error:
         audit.record("oauth.authorize", "failure", actor=client.client_id,
                      client_address=client_address, details={"error": error.code})
@@ -157,30 +157,38 @@ def _signed_in_by(session: SessionRecord) -> dict[str, Any]:
 
 
 def _start_sign_in(ctx: ServiceContext, client: Client, request_id: str,
-                   client_address: str) -> dict[str, Any]:
-    """Start the application's AUTHENTICATION flow for the request; its first step."""
+                   client_address: str, browser: str) -> dict[str, Any]:
+    """Start the application's AUTHENTICATION flow for the request; its first step.
+
+    Bound to ``browser`` (the browser secret) when the hosted pages serve it; an
+    application's own sign-in page (``gate_client.url``) calls across origins without the
+    cookie, so its execution is its id's holder's (docs/security.md)."""
+    hosted = not ctx.config.gate_client.url
     try:
         return flow_execution.start_execution(
             ctx, application_id=client.application_id, flow_type="AUTHENTICATION",
-            auth_request_id=request_id, client_address=client_address)
+            auth_request_id=request_id, client_address=client_address,
+            browser=browser if hosted else "")
     except IdentityError as error:
         raise ServerError(f"The application's sign-in flow could not start: "
                           f"{error.description or error.message}",
                           code="sign_in_unavailable") from error
 
 
-def pending_first_step(*, auth_id: str, application_id: str,
-                       execution_id: str) -> dict[str, Any] | None:
+def pending_first_step(*, auth_id: str, application_id: str, execution_id: str,
+                       browser: str) -> dict[str, Any] | None:
     """For the hosted UI: the flow step authorize started, while the request is pending.
 
-    None when the page is not for that execution (the UI then starts a fresh one).
+    None when the page is not for that execution, or the execution is not this browser's
+    (``browser``: its secret): the UI then starts a fresh one.
     """
     pending = oauth_store.find_authorization_request(auth_id)
     if pending is None or pending.application_id != application_id:
         raise UntrustedRedirect("This sign-in link has expired or was already used. Return to "
                                 "the application and sign in again.",
                                 code="authorization_request_invalid")
-    if not execution_id or pending.extra.get("executionId") != execution_id:
+    if not execution_id or pending.extra.get("executionId") != execution_id \
+            or not flow_execution.resumable_in(execution_id, browser):
         return None
     return pending.extra.get("firstStep")
 

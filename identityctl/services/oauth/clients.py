@@ -13,13 +13,14 @@ from identityctl.oauth import client_auth
 from identityctl.oauth.client import Client
 from identityctl.oauth.client_assertion import assertion_key_id, verify_client_assertion
 from identityctl.oauth.client_documents import is_document_url, validate_document
+from identityctl.oauth.consent import shown_host
 from identityctl.oauth.discovery import TOKEN_PATH
 from identityctl.oauth.errors import InvalidClient, OAuthError, UntrustedRedirect
 from identityctl.oauth.parameters import Parameters
 from identityctl.security import passwords
 from identityctl.security.jwks import ASYMMETRIC_ALGORITHMS
 from identityctl.services import catalog as catalog_service
-from identityctl.services import outbound, resource_servers
+from identityctl.services import outbound, resource_servers, throttle
 from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.catalog import oauth_config
 from identityctl.services.context import ServiceContext
@@ -33,11 +34,13 @@ def client_of(application: dict[str, Any]) -> Client:
     return Client.from_config(application["id"], oauth_config(application))
 
 
-def find_client_application(ctx: ServiceContext, client_id: str) -> dict[str, Any] | None:
+def find_client_application(ctx: ServiceContext, client_id: str, *,
+                            client_address: str = "") -> dict[str, Any] | None:
     """The application with this client id, or None. A client id that is an https URL is a
     client metadata document when the deployment takes them (``oauth.client_documents``): it
     is fetched, checked and kept as an application while its HTTP caching allows, then
-    fetched again."""
+    fetched again. A document not seen before is a registration: it counts toward the
+    address's ``oauth.registrations_per_address``, as ``/oauth2/register`` does."""
     application = catalog_store.find_application_by_client_id(client_id)
     oauth = ctx.config.oauth
     if not (oauth.client_documents and is_document_url(client_id)):
@@ -45,6 +48,8 @@ def find_client_application(ctx: ServiceContext, client_id: str) -> dict[str, An
     if application is not None and \
             oauth_config(application).get("documentExpiresAt", 0) > time.time():
         return application
+    if application is None:  # counted before the fetch: one refused after it cost one too
+        throttle.count_registration(ctx, action=DOCUMENT_ACTION, client_address=client_address)
     return _from_document(ctx, client_id, application)
 
 
@@ -82,7 +87,7 @@ def _from_document(ctx: ServiceContext, url: str,
             code="client_document_refused")
     host = urlsplit(url).hostname
     document = {
-        "name": f"{metadata.client_name} ({host}) "
+        "name": f"{metadata.client_name} ({shown_host(host or '')}) "
                 f"[{hashlib.sha256(url.encode()).hexdigest()[:8]}]",
         "description": f"Described by its client metadata document {url}",
         "inboundAuthConfig": [{"type": "oauth2", "config": metadata.oauth_config(url)}]}

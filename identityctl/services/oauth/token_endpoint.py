@@ -137,8 +137,8 @@ def _exchange_code(ctx: ServiceContext, client: Client, parameters: Parameters,
     # it, services/sessions.py), or a new one.
     session_id = code.extra.get("family") or new_id()
     issued = _issue(ctx, client, subject=user.id, scope=scope, sign_in=sign_in, user=user,
-                    audience=token_audience(parameters.resources, authorized=resources,
-                                            issuer=ctx.config.issuer),
+                    audience=resource_servers.audience_for(
+                        ctx, parameters.resources, authorized=resources, scope=scope),
                     nonce=code.nonce, session_id=session_id, with_refresh_token=True,
                     proof=proof)
     refresh = _new_refresh_token(ctx, client, issued, family=session_id, user=user,
@@ -224,10 +224,9 @@ def _client_credentials(ctx: ServiceContext, client: Client, parameters: Paramet
                         client_address: str, proof: Proof | None) -> dict[str, Any]:
     scope = validate_client_credentials(client,
                                         requested_scope=parse_scope(parameters.get("scope")))
-    resource_servers.check_requested_resources(ctx, parameters.resources, scope)
     issued = _issue(ctx, client, subject=client.client_id, scope=scope,
-                    audience=token_audience(parameters.resources, authorized=[],
-                                            issuer=ctx.config.issuer), proof=proof)
+                    audience=resource_servers.audience_for(
+                        ctx, parameters.resources, authorized=[], scope=scope), proof=proof)
     audit.record("oauth.token", "success", actor=client.client_id,
                  client_address=client_address, details={"grant": CLIENT_CREDENTIALS})
     return issued.response
@@ -305,8 +304,8 @@ def _redeem_device_code(ctx: ServiceContext, client: Client, parameters: Paramet
                      amr=tuple(stored.amr))
     session_id = new_id()
     issued = _issue(ctx, client, subject=user.id, scope=scope, sign_in=sign_in, user=user,
-                    audience=token_audience(parameters.resources, authorized=resources,
-                                            issuer=ctx.config.issuer),
+                    audience=resource_servers.audience_for(
+                        ctx, parameters.resources, authorized=resources, scope=scope),
                     session_id=session_id, with_refresh_token=True, proof=proof)
     refresh = _new_refresh_token(ctx, client, issued, family=session_id, user=user,
                                  scope=scope, sign_in=sign_in, resources=resources,

@@ -52,7 +52,7 @@
     !!navigator.credentials;
 
   const PASSKEY_INPUTS = new Set(["credentialId", "clientDataJSON", "authenticatorData",
-    "signature", "userHandle", "attestationObject", "credentialName"]);
+    "signature", "userHandle", "attestationObject", "transports", "credentialName"]);
   const INPUT_TYPES = {
     TEXT_INPUT: "text", PASSWORD_INPUT: "password", OTP_INPUT: "text", EMAIL_INPUT: "email",
   };
@@ -63,6 +63,8 @@
     execution_not_found: "This sign-in has ended. Start again.",
     execution_completed: "This sign-in has already finished. Start again.",
     execution_conflict: "This sign-in is busy in another tab. Start again.",
+    execution_other_browser: "This sign-in was started in another browser. Start again " +
+      "here.",
     no_passkeys: "There is no passkey for this account yet. Use your password instead.",
     username_taken: "That username is taken. Choose another one.",
     weak_password:
@@ -80,6 +82,9 @@
     consent_invalid: "This approval has expired or was already answered. Start again.",
     missing_field: "Fill in the fields marked required.",
     invalid_field: "Check what you entered and try again.",
+    invalid_email: "Enter one e-mail address, like name@example.com.",
+    recovery_not_offered: "This application cannot recover accounts. Recover yours on " +
+      "this service's account page, then sign in to the application again.",
     possible_clone: "This passkey could not be used safely. Use another way to sign in, or " +
       "ask an administrator to check it.",
     invalid_signature: "This passkey could not be checked. Try again, or use another way.",
@@ -114,7 +119,8 @@
     self_registration_disabled: "New accounts cannot be made here. Ask an administrator.",
   };
   // Reasons that need no words: the person is simply back at the choices.
-  const SILENT = new Set(["federation_cancelled"]);
+  // (federated_link_confirm: the step itself asks, naming both accounts.)
+  const SILENT = new Set(["federation_cancelled", "federated_link_confirm"]);
   const CEREMONY_TEXT = {
     NotAllowedError:
       "The passkey request was cancelled or timed out, or this device has no passkey for " +
@@ -456,6 +462,14 @@
       show($("notice"), t("A passkey lets you sign in with your fingerprint, face or screen " +
         "lock instead of a password. It stays on your device."));
     }
+    const linking = (data.additionalData || {}).federatedLink;
+    if (linking) {  // an upstream account waits: the person decides, knowing both names
+      const names = JSON.parse(linking);
+      show($("notice"), t("Connect the {provider} account {upstream} to your account " +
+        "{account}? Only connect them if both are yours: whoever controls the {provider} " +
+        "account can then sign in as {account}.", { provider: names.provider,
+        upstream: names.upstreamAccount, account: names.account }));
+    }
     if (visible.some((input) => input.type === "OTP_INPUT")) {
       const sentTo = (data.additionalData || {}).emailSentTo;
       show($("notice"), sentTo
@@ -527,6 +541,7 @@
     const json = credentialJSON(credential);
     return { credentialId: json.id, clientDataJSON: json.response.clientDataJSON,
       attestationObject: json.response.attestationObject,
+      transports: (json.response.transports || []).join(","),
       credentialName: `Passkey on ${navigator.platform || "this device"}` };
   }
 
