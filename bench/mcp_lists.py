@@ -1,7 +1,7 @@
 """The cost of one page of an MCP list tool as the list grows: svc_list_applications with 10
 applications, then with 1,000, over HTTP against a running identityctl.
 
-The guard (issue [3 of 7]): a page with 1,000 applications costs no more than twice a page
+The guard: a page with 1,000 applications costs no more than twice a page
 with 10. A page is `limit` items (default 30), so the answer does not grow with the list;
 what may grow is the count and the offset's skip in the database. Prints pages/s, p50/p99
 and the answer's size at each size, and the ratio of the per-page times.

@@ -1,6 +1,6 @@
 """Soak: passkey ceremonies AND token requests at full speed from several client processes.
 
-Issue 7's load test. `--processes` client processes (multiprocessing, 4 by default), each
+The load test. `--processes` client processes (multiprocessing, 4 by default), each
 with `--ceremony-threads` threads running passkey ceremonies and `--token-threads` threads
 asking /oauth2/token for client_credentials tokens, all at full speed for `--seconds` (300 by
 default). The ceremonies reuse bench/passkey.py's harness (its Client, software

@@ -7,12 +7,14 @@ wrong, so a bad deployment fails at start and says how to fix itself.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import ipaddress
 import math
 import os
 import tomllib
 import types
 import typing
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from email.utils import parseaddr
 from pathlib import Path
@@ -109,8 +111,12 @@ class OAuthConfig:
     #: The scopes a self-registered client may ask for.
     registration_scopes: tuple[str, ...] = ("openid", "profile", "email")
     #: Registrations one address may make per security.failure_window (client metadata
-    #: documents seen for the first time count too).
+    #: documents that made a new application count too).
     registrations_per_address: int = 20
+    #: Client metadata documents one address may have fetched per security.failure_window,
+    #: refused ones included (a bound on the work strangers' URLs cost; never on
+    #: /oauth2/register).
+    document_fetches_per_address: int = 60
     #: A self-registered or document-described client unused this many days is removed
     #: (at every `serve` start and now and then at a registration).
     registration_idle_days: int = 30
@@ -181,9 +187,13 @@ class OutboundConfig:
     """Fetches a request waits for (services/outbound.py): client metadata documents, a
     client's jwks_uri, an identity provider's discovery, keys, token and userinfo."""
 
-    #: Most such fetches one process makes at once; past it the request answers 503
-    #: upstream_busy at once, so slow servers hold a bounded share of the threads.
+    #: Most fetches of URLs a stranger chose (client metadata documents, a client's
+    #: jwks_uri) one process makes at once, one at a time per client address; past it the
+    #: request answers 503 upstream_busy at once, so slow servers hold a bounded share of
+    #: the threads.
     concurrent_fetches: int = 2
+    #: The same for requests to identity providers, which have slots of their own.
+    concurrent_provider_fetches: int = 2
     #: Seconds one request to an identity provider may take in all (connecting, TLS,
     #: headers and body).
     provider_timeout: float = 10.0
@@ -303,6 +313,13 @@ class Config:
         return (self.gate_client.url or f"{self.base_url}/gate").rstrip("/")
 
     @property
+    def gate_is_hosted(self) -> bool:
+        """The sign-in page is on this service's origin, so its requests carry its cookies."""
+        gate, base = urlsplit(self.gate_url), urlsplit(self.base_url)
+        return (gate.scheme.lower(), gate.netloc.lower()) == (base.scheme.lower(),
+                                                             base.netloc.lower())
+
+    @property
     def mcp_audience(self) -> str:
         return self.mcp.audience or f"{self.base_url}/mcp"
 
@@ -345,40 +362,60 @@ def _coerce(path: str, key: str, value: object, hint: object) -> object:
     return float(value) if hint is float else value
 
 
-def _section(path: str, name: str, cls: type, raw: object) -> object:
+def did_you_mean(key: str, known: Iterable[str]) -> str:
+    """"did you mean X?" for the known key nearest a misspelt one, or "" when none is near."""
+    near = difflib.get_close_matches(key, list(known), n=1)
+    return f"did you mean {near[0]}?" if near else ""
+
+
+def _unknown(path: str, key: str, known: Iterable[str], what: str) -> ConfigError:
+    hint = did_you_mean(key.rsplit(".", 1)[-1], known)
+    return ConfigError(path, key, f"unknown {what}; " + (
+        hint or f"the {what}s are {', '.join(sorted(known))}"))
+
+
+def _section(path: str, name: str, cls: type, raw: object,
+             problems: list[ConfigError]) -> object:
+    """The section's settings; a key that is not one, or a value of the wrong type, is added
+    to ``problems`` and left at its default, so one check reports every problem."""
     if not isinstance(raw, dict):
-        raise ConfigError(path, name, "must be a table")
+        problems.append(ConfigError(path, name, "must be a table"))
+        return cls()
     hints = typing.get_type_hints(cls)
     toml_names = getattr(cls, "TOML_NAMES", {})
     known = ({f.name for f in dataclasses.fields(cls)} - set(toml_names.values())) | set(toml_names)
     values = {}
     for key, value in raw.items():
         if key not in known:
-            raise ConfigError(path, f"{name}.{key}",
-                              f"unknown key (known: {', '.join(sorted(known))})")
+            problems.append(_unknown(path, f"{name}.{key}", known, "key"))
+            continue
         field_name = toml_names.get(key, key)
-        values[field_name] = _coerce(path, f"{name}.{key}", value, hints[field_name])
+        try:
+            values[field_name] = _coerce(path, f"{name}.{key}", value, hints[field_name])
+        except ConfigError as wrong:
+            problems.append(wrong)
     return cls(**values)
 
 
-def _require_positive(path: str, key: str, value: int | float) -> None:
+def _require_positive(path: str, key: str, value: int | float) -> Iterator[ConfigError]:
     if value <= 0:
-        raise ConfigError(path, key, f"must be greater than 0, got {value}")
+        yield ConfigError(path, key, f"must be greater than 0, got {value}")
 
 
 #: oauth.dynamic_registration: who may register a client at /oauth2/register.
 DYNAMIC_REGISTRATION = ("off", "open", "token")
 
 
-def _require_choice(path: str, key: str, value: str, choices: tuple[str, ...]) -> None:
+def _require_choice(path: str, key: str, value: str,
+                    choices: tuple[str, ...]) -> Iterator[ConfigError]:
     if value not in choices:
-        raise ConfigError(path, key, f"must be one of {', '.join(choices)}; got {value!r}")
+        yield ConfigError(path, key, f"must be one of {', '.join(choices)}; got {value!r}")
 
 
-def _require_url(path: str, key: str, value: str) -> None:
+def _require_url(path: str, key: str, value: str) -> Iterator[ConfigError]:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(path, key, f"must be an absolute http(s) URL, got {value!r}")
+        yield ConfigError(path, key, f"must be an absolute http(s) URL, got {value!r}")
 
 
 def check_origin(origin: str, rp_id: str) -> str | None:
@@ -394,106 +431,125 @@ def check_origin(origin: str, rp_id: str) -> str | None:
     return None
 
 
-def _validate(path: str, config: Config) -> None:
+def _validate(path: str, config: Config) -> Iterator[ConfigError]:
+    """Every problem of the settings' values (each key's, and those between keys)."""
     server, passkey, oauth = config.server, config.passkey, config.oauth
     if not 0 < server.port < 65536:
-        raise ConfigError(path, "server.port", f"must be 1-65535, got {server.port}")
+        yield ConfigError(path, "server.port", f"must be 1-65535, got {server.port}")
     # Every number in the file is a count, a size or a duration: none may be zero or less.
     for section in SECTIONS:
         for item in dataclasses.fields(getattr(config, section)):
             value = getattr(getattr(config, section), item.name)
             if isinstance(value, int | float) and not isinstance(value, bool):
-                _require_positive(path, f"{section}.{item.name}", value)
+                yield from _require_positive(path, f"{section}.{item.name}", value)
     security = config.security
     if security.max_password_guesses_per_account <= security.most_failures_from_one_address:
-        raise ConfigError(path, "security.max_password_guesses_per_account", (
+        yield ConfigError(path, "security.max_password_guesses_per_account", (
             f"must be more than one address can fail at one account per account_window "
             f"({security.most_failures_from_one_address} with these settings), or one address "
             f"alone could slow down the account's password sign-in for everybody"))
-    _require_choice(path, "server.log_format", server.log_format, LOG_FORMATS)
+    yield from _require_choice(path, "server.log_format", server.log_format, LOG_FORMATS)
     if server.workers != "auto" and not isinstance(server.workers, int):
-        raise ConfigError(path, "server.workers", f'must be "auto" (one per core) or a '
+        yield ConfigError(path, "server.workers", f'must be "auto" (one per core) or a '
                           f"number, got {server.workers!r}")
-    _require_url(path, "server.base_url", server.base_url)
+    yield from _require_url(path, "server.base_url", server.base_url)
     for index, proxy in enumerate(server.trusted_proxies):
         try:
             ipaddress.ip_network(proxy, strict=False)
         except ValueError:
-            raise ConfigError(path, f"server.trusted_proxies[{index}]",
-                              f"{proxy!r} is not an IP address or CIDR network") from None
+            yield ConfigError(path, f"server.trusted_proxies[{index}]",
+                              f"{proxy!r} is not an IP address or CIDR network")
     url = config.database.url
     if not url.startswith(("sqlite:///", "postgresql://", "postgres://")):
-        raise ConfigError(path, "database.url",
+        yield ConfigError(path, "database.url",
                           f"must start with sqlite:/// or postgresql://, got {url!r}")
-    _require_positive(path, "database.connect_timeout", config.database.connect_timeout)
+    yield from _require_positive(path, "database.connect_timeout",
+                                 config.database.connect_timeout)
     for key in ("statement_timeout", "lock_timeout"):
         if getattr(config.database, key) < 0:
-            raise ConfigError(path, f"database.{key}", "must be 0 (the server's setting) or "
+            yield ConfigError(path, f"database.{key}", "must be 0 (the server's setting) or "
                               f"more, got {getattr(config.database, key)}")
     if not passkey.rp_id or "/" in passkey.rp_id or ":" in passkey.rp_id:
-        raise ConfigError(path, "passkey.rp_id",
+        yield ConfigError(path, "passkey.rp_id",
                           f"must be a bare domain such as example.com, got {passkey.rp_id!r}")
     if not passkey.allowed_origins:
-        raise ConfigError(path, "passkey.allowed_origins", "must list at least one origin")
+        yield ConfigError(path, "passkey.allowed_origins", "must list at least one origin")
     for index, origin in enumerate(passkey.allowed_origins):
         problem = check_origin(origin, passkey.rp_id)
         if problem:
-            raise ConfigError(path, f"passkey.allowed_origins[{index}]", problem)
-    _require_choice(path, "passkey.user_verification", passkey.user_verification, USER_VERIFICATION)
-    _require_choice(path, "passkey.attestation", passkey.attestation, ATTESTATION)
-    _require_choice(path, "passkey.resident_key", passkey.resident_key, RESIDENT_KEY)
-    _require_choice(path, "passkey.authenticator_attachment", passkey.authenticator_attachment,
-                    ("", *AUTHENTICATOR_ATTACHMENT))
+            yield ConfigError(path, f"passkey.allowed_origins[{index}]", problem)
+    yield from _require_choice(path, "passkey.user_verification", passkey.user_verification,
+                               USER_VERIFICATION)
+    yield from _require_choice(path, "passkey.attestation", passkey.attestation, ATTESTATION)
+    yield from _require_choice(path, "passkey.resident_key", passkey.resident_key, RESIDENT_KEY)
+    yield from _require_choice(path, "passkey.authenticator_attachment",
+                               passkey.authenticator_attachment, ("", *AUTHENTICATOR_ATTACHMENT))
     if not passkey.algorithms:
-        raise ConfigError(path, "passkey.algorithms", "must list at least one algorithm")
+        yield ConfigError(path, "passkey.algorithms", "must list at least one algorithm")
     for index, alg in enumerate(passkey.algorithms):
-        _require_choice(path, f"passkey.algorithms[{index}]", alg, SIGNING_ALGS)
-    _require_choice(path, "oauth.signing_alg", oauth.signing_alg, SIGNING_ALGS)
-    _require_choice(path, "oauth.dynamic_registration", oauth.dynamic_registration,
-                    DYNAMIC_REGISTRATION)
-    _validate_email(path, config)
+        yield from _require_choice(path, f"passkey.algorithms[{index}]", alg, SIGNING_ALGS)
+    yield from _require_choice(path, "oauth.signing_alg", oauth.signing_alg, SIGNING_ALGS)
+    yield from _require_choice(path, "oauth.dynamic_registration", oauth.dynamic_registration,
+                               DYNAMIC_REGISTRATION)
+    yield from _validate_email(path, config)
     for index, network in enumerate(config.metrics.allow):
         try:
             ipaddress.ip_network(network, strict=False)
         except ValueError:
-            raise ConfigError(path, f"metrics.allow[{index}]",
-                              f"{network!r} is not an IP address or CIDR network") from None
+            yield ConfigError(path, f"metrics.allow[{index}]",
+                              f"{network!r} is not an IP address or CIDR network")
     for key, value in (("oauth.issuer", oauth.issuer), ("gate_client.url", config.gate_client.url),
                        ("mcp.audience", config.mcp.audience)):
         if value:
-            _require_url(path, key, value)
+            yield from _require_url(path, key, value)
 
 
-def _validate_email(path: str, config: Config) -> None:
+def _validate_email(path: str, config: Config) -> Iterator[ConfigError]:
     email = config.email
-    _require_choice(path, "email.security", email.security, SMTP_SECURITY)
+    yield from _require_choice(path, "email.security", email.security, SMTP_SECURITY)
     if not 0 < email.smtp_port < 65536:
-        raise ConfigError(path, "email.smtp_port", f"must be 1-65535, got {email.smtp_port}")
+        yield ConfigError(path, "email.smtp_port", f"must be 1-65535, got {email.smtp_port}")
     if not email.enabled:
         return
     _name, address = parseaddr(email.sender)
     if "@" not in address:
-        raise ConfigError(path, "email.from", "must be an address such as "
+        yield ConfigError(path, "email.from", "must be an address such as "
                           f"\"Example Identity <identity@example.com>\", got {email.sender!r}")
     if email.password_file and not email.username:
-        raise ConfigError(path, "email.username", "must be set when email.password_file is")
+        yield ConfigError(path, "email.username", "must be set when email.password_file is")
     if email.password_file:
         secret = config.resolve(email.password_file)
         if not secret.is_file():
-            raise ConfigError(path, "email.password_file", f"{str(secret)!r} is not a file")
+            yield ConfigError(path, "email.password_file", f"{str(secret)!r} is not a file")
 
 
 def parse_config(data: dict, path: str = "<config>") -> Config:
-    """Validate an already-parsed TOML document."""
+    """Validate an already-parsed TOML document; :class:`ConfigProblems` names every problem
+    (the first is its ``key`` and ``problem``)."""
     sections = {}
+    problems: list[ConfigError] = []
     hints = typing.get_type_hints(Config)
     for name, raw in data.items():
         if name not in SECTIONS:
-            raise ConfigError(path, name, f"unknown section (known: {', '.join(SECTIONS)})")
-        sections[name] = _section(path, name, hints[name], raw)
+            problems.append(_unknown(path, name, SECTIONS, "section"))
+            continue
+        sections[name] = _section(path, name, hints[name], raw, problems)
     config = Config(**sections, source=path if path != "<config>" else "")
-    _validate(path, config)
+    problems += _validate(path, config)
+    if problems:
+        raise ConfigProblems(problems)
     return config
+
+
+class ConfigProblems(ConfigError):
+    """Every problem of a configuration file, so that one `identityctl config check` lists
+    them all; as a :class:`ConfigError`, the first one."""
+
+    def __init__(self, problems: list[ConfigError]) -> None:
+        first = problems[0]
+        super().__init__(first.path, first.key, first.problem)
+        self.problems = problems
+        self.args = ("\n".join(str(problem) for problem in problems),)
 
 
 def load_config(path: str | os.PathLike[str]) -> Config:

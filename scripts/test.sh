@@ -53,4 +53,6 @@ fi
 
 .venv/bin/ruff check .
 .venv/bin/lint-imports --no-cache >/dev/null || .venv/bin/lint-imports --no-cache  # the layering (pyproject), printed only when broken
-.venv/bin/python -m pytest "$@"
+# One worker per core, a test file to one worker (its module fixtures are shared); the ten
+# slowest tests are named at the end of the run.
+.venv/bin/python -m pytest -n auto --dist loadfile --durations=10 "$@"

@@ -108,6 +108,7 @@ def test_every_hosted_page_has_no_serious_accessibility_violations(
         page.goto(_authorize_url(service, third_party, prompt="login"))
         sign_in_with_password(page, user.username, PASSWORD)
         page.get_by_role("button", name="Allow").wait_for()
+        page.get_by_text(f"Signed in as {user.username}").wait_for()  # which account answers
 
     def account_page() -> None:
         page.goto(service.url("/account"))
@@ -137,6 +138,8 @@ def test_every_hosted_page_has_no_serious_accessibility_violations(
     visit("device", device_page)
     visit("recover", recover_page)
     visit("error", lambda: page.goto(service.url("/gate/signin")))
-    visit("signed-out", lambda: page.goto(service.url("/oauth2/logout")))
+    visit("not-found", lambda: page.goto(service.url("/no/such/page")))
+    visit("sign-out-question", lambda: page.goto(service.url("/oauth2/logout")))
+    visit("signed-out", lambda: page.get_by_role("button", name="Sign out").click())
     tab.close()
     assert violations == [], json.dumps(violations, indent=1)

@@ -18,10 +18,12 @@ import pytest
 import requests
 
 from identityctl.services.account import ACCOUNT_CLIENT_ID
+from identityctl.services.email_codes import CODES_PER_HOUR
 from identityctl.store import audit
 from identityctl.store.directory import UserRecord
 from tests.conftest import Service, deployment_with
 from tests.support.authenticator import SoftAuthenticator
+from tests.support.smtp import SmtpServer, code_in, text_of
 from tests.test_oauth_helpers import OAuthDriver, RegisteredClient, register_client
 from tests.test_passkey_helpers import PasskeyClient, assert_error
 
@@ -54,7 +56,7 @@ class Account:
 
     def ok(self, method: str, path: str, body: Any = None) -> Any:
         answer = self.call(method, path, body)
-        assert answer.status_code in (200, 201, 204), answer.text
+        assert answer.status_code in (200, 201, 202, 204), answer.text
         return answer.json() if answer.content else None
 
 
@@ -174,3 +176,80 @@ def test_changing_credentials_needs_a_recent_sign_in(short_window: Service) -> N
         assert refused.headers["WWW-Authenticate"] == (
             'Bearer error="insufficient_user_authentication", max_age=1')
     assert me.call("GET", "/passkeys").status_code == 200  # reading needs no fresh sign-in
+
+
+def test_an_address_is_confirmed_and_changed_with_a_code_sent_there(mailing: Service,
+                                                                     smtp: SmtpServer) -> None:
+    """The person's own address is confirmed with a code sent there; a new one replaces it
+    only once its code comes back, and the old address is told."""
+    me = Account(mailing)
+    address = me.user.attributes["email"]
+    assert me.ok("GET", "/profile")["emailVerified"] is False
+    assert me.ok("POST", "/email/code", {"address": address})["address"] == address
+    code = code_in(smtp.mailbox.wait_for(address)[0])
+    assert_error(me.call("POST", "/email/confirm", {"code": f"{(int(code) + 1) % 10 ** 6:06d}"}),
+                 400, "email_code_invalid")
+    assert me.ok("POST", "/email/confirm", {"code": code}) == {"address": address,
+                                                               "emailVerified": True}
+    assert me.ok("GET", "/profile")["emailVerified"] is True
+    assert_error(me.call("POST", "/email/confirm", {"code": code}), 400, "email_code_not_sent")
+
+    new = f"new-{uuid.uuid4().hex[:8]}@example.test"
+    me.ok("POST", "/email/code", {"address": new})
+    waiting = me.ok("GET", "/profile")
+    assert waiting["attributes"]["email"] == address  # the old one stays until the code
+    assert waiting["emailPending"]["address"] == new
+    me.ok("POST", "/email/confirm", {"code": code_in(smtp.mailbox.wait_for(new)[0])})
+    changed = me.ok("GET", "/profile")
+    assert changed["attributes"]["email"] == new and changed["emailVerified"] is True
+    assert changed["emailPending"] is None
+    assert new in text_of(smtp.mailbox.wait_for(address, 2)[1])  # the old address is told
+    assert {event["event"] for event in audit.events(user_id=me.user.id)} >= {
+        "email.code_sent", "email.verified", "user.update"}
+
+    assert_error(me.call("POST", "/email/code", {"address": "two@example.test, x@y.test"}),
+                 400, "invalid_email")
+    for count in range(CODES_PER_HOUR):  # so many codes an hour per person, then no more
+        me.ok("POST", "/email/code", {"address": f"more-{count}@example.test"})
+    assert_error(me.call("POST", "/email/code", {"address": "one-more@example.test"}), 429,
+                 "too_many_codes")
+
+
+def test_changing_the_address_needs_a_recent_sign_in_and_a_deployment_that_mails(
+        short_window: Service) -> None:
+    me = Account(short_window)
+    assert_error(me.call("POST", "/email/code", {"address": me.user.attributes["email"]}),
+                 400, "email_not_configured")
+    time.sleep(1.5)
+    assert_error(me.call("POST", "/email/code", {"address": "other@example.test"}), 401,
+                 "sign_in_too_old")
+
+
+def test_a_passkey_is_named_after_its_authenticator_and_renamed_within_the_length_rule(
+        me: Account) -> None:
+    started = me.ok("POST", "/passkeys/start", {})
+    google = SoftAuthenticator(aaguid=uuid.UUID("ea9b8d66-4d01-1d21-3ce4-b6b48cb575d4").bytes)
+    made = google.create(started["publicKeyCredentialCreationOptions"], origin=me.passkeys.origin)
+    added = me.service.http.post(
+        me.service.url("/account/api/passkeys/finish"), timeout=30,
+        json={"sessionToken": started["sessionToken"], "publicKeyCredential": made},
+        headers={"Authorization": f"Bearer {me.token}", "Accept-Language": "de-DE"})
+    assert added.status_code == 201, added.text
+    assert added.json()["CredentialName"] == "Passkey im Google Password Manager"
+
+    key = added.json()["CredentialID"]
+    refused = me.call("PATCH", f"/passkeys/{key}", {"name": "x" * 200})
+    assert_error(refused, 400, "invalid_field")
+    assert "'name'" in refused.json()["description"] and "1 to 64" in refused.json()[
+        "description"]
+    assert_error(me.call("PATCH", f"/passkeys/{key}", {"name": "  "}), 400, "missing_field")
+    assert me.ok("PATCH", f"/passkeys/{key}", {"name": "y" * 64})["name"] == "y" * 64
+
+
+def test_consents_say_what_each_scope_allows(me: Account) -> None:
+    app = register_client("SPA")
+    me.sign_in(app, scope="openid email")
+    [consent] = [grant for grant in me.ok("GET", "/consents")["consents"]
+                 if grant["clientId"] == app.client_id]
+    assert consent["scopeDescriptions"] == ["Know who you are (your account id)",
+                                            "See your e-mail address"]

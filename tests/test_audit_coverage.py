@@ -1,4 +1,4 @@
-"""Issue 7's audit log: every sign-in, failure, credential change, token issue/revoke and
+"""The audit log: every sign-in, failure, credential change, token issue/revoke and
 admin change leaves one event with actor, time, client address (where there was a request)
 and outcome; `identityctl audit` reads it; retention purges it.
 

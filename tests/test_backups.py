@@ -4,6 +4,7 @@ same people in with the same passkeys."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import sqlite3
@@ -82,13 +83,18 @@ def test_a_backup_taken_during_sign_ins_restores_and_signs_the_same_people_in(
         stop(server)
 
     fresh = deployment(tmp_path / "fresh", port)
-    restored = identityctl("restore", "--from", str(tmp_path / "backup.tar.gz"),
+    restored = identityctl("restore", str(tmp_path / "backup.tar.gz"),
                            "--with-config", "--yes", config=fresh)
     assert restored.returncode == 0, restored.stderr
     with sqlite3.connect(tmp_path / "fresh" / "identityctl.db") as database:
         assert database.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     checked = identityctl("db", "check", config=fresh)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+    # The line a person reads counts what the JSON counts.
+    counted = json.loads(identityctl("db", "check", "--json", config=fresh).stdout)
+    assert counted["summary"]["users"] == counted["summary"]["passkeys"] == 6
+    assert counted["summary"]["passkeys"] == counted["rows"]["passkey_credential"]
+    assert "6 users, 6 passkeys" in checked.stdout
 
     server = _serve(fresh, port, tmp_path / "fresh.log")
     try:
@@ -167,10 +173,14 @@ def stopped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
                                    f"http://localhost:{free_port()}", "--json"])
     assert made.exit_code == 0, made.output
     config = directory / "config.toml"
-    backed_up = runner.invoke(cli_app, ["--config", str(config), "backup", "--to",
+    backed_up = runner.invoke(cli_app, ["--config", str(config), "backup",
                                         str(directory.parent / "stopped.tar.gz")])
     assert backed_up.exit_code == 0, backed_up.output
     db.close()
+    # What the write-ahead log still holds goes into the file now, not when a refused
+    # restore first opens it: the file's bytes then say whether the restore changed it.
+    with contextlib.closing(sqlite3.connect(directory / "identityctl.db")) as settled:
+        settled.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     with tarfile.open(directory.parent / "stopped.tar.gz") as archive:
         members = {member.name: archive.extractfile(member).read()  # type: ignore[union-attr]
                    for member in archive}
@@ -271,3 +281,14 @@ def test_a_restored_config_is_loaded_first_and_written_0600_whatever_the_archive
     assert stopped.config.read_bytes() == stopped.members["config.toml"]
     assert stat.S_IMODE(stopped.config.stat().st_mode) == 0o600
     assert stat.S_IMODE(stopped.database.stat().st_mode) == 0o600
+
+
+def test_every_member_of_a_backup_is_private_and_a_path_is_given_once(
+        stopped: Deployment, tmp_path: Path) -> None:
+    with tarfile.open(stopped.config.parent.parent / "stopped.tar.gz") as archive:
+        assert {member.name: stat.S_IMODE(member.mode) for member in archive} == {
+            "identityctl.db": 0o600, "config.toml": 0o600, "manifest.json": 0o600}
+    twice = CliRunner().invoke(cli_app, ["--config", str(stopped.config), "backup",
+                                         str(tmp_path / "a.tar.gz"), "--to",
+                                         str(tmp_path / "b.tar.gz")])
+    assert twice.exit_code == 1 and "conflicting_options" in twice.stderr

@@ -41,7 +41,8 @@ from tests.test_passkey_helpers import PasskeyClient, assert_error
 ACCOUNT_ROUTES = {"/account/api/" + path for path in (
     "profile", "passkeys", "passkeys/start", "passkeys/finish", "passkeys/link",
     "passkeys/{credential_id}", "sessions", "sessions/{family}", "password", "consents",
-    "recovery-codes", "device",
+    "recovery-codes", "device", "email/code", "email/confirm", "browser-sessions",
+    "browser-sessions/{session_id}", "sign-out",
     # The other device's calls carry a link, not a bearer token (the base class reads one
     # for the routes that need it).
     "enrol/start", "enrol/finish")}
@@ -247,5 +248,6 @@ def test_a_revoked_account_token_no_longer_reads_or_changes_the_account(
     revoked = service.http.post(service.url("/oauth2/revoke"), timeout=30, data={
         "token": me.token, "client_id": ACCOUNT_CLIENT_ID})  # the page's sign-out (RFC 7009)
     assert revoked.status_code == 200
-    for method, path in (("GET", "/profile"), ("GET", "/passkeys"), ("POST", "/passkeys/link")):
+    for method, path in (("GET", "/profile"), ("GET", "/passkeys"), ("POST", "/passkeys/link"),
+                         ("GET", "/browser-sessions"), ("POST", "/email/code")):
         assert_error(me.call(method, path, {}), 401, "invalid_token")

@@ -140,7 +140,7 @@ def test_templates_need_a_name_and_somewhere_to_return_to(cli: Cli, tmp_path: Pa
     assert error_code(cli, "app", "create", "--file", mobile, "--theme",
                       "default") == "invalid_field"
     listing = ok_json(cli, "app", "templates")
-    assert set(listing) == {"SPA", "Mobile", "Server", "M2M"}
+    assert set(listing) == {"SPA", "Mobile", "Server", "Device", "M2M"}
     assert "themeId" not in listing["M2M"]
 
 
@@ -283,3 +283,81 @@ def test_app_update_takes_the_options_of_app_create(cli: Cli) -> None:
     assert oauth(updated)["clientId"] == client_id and updated["themeId"] == shop["themeId"]
     assert updated["authFlowId"] == ok_json(cli, "flow", "show", "default-passkey-flow",
                                             "--type", "AUTHENTICATION")["id"]
+
+
+# --- what a first week brings ---------------------------------------------------------------
+
+
+def test_a_misspelt_key_in_a_file_is_refused_naming_its_path_and_the_key_meant(
+        cli: Cli, tmp_path: Path) -> None:
+    document = json.loads(cli("app", "templates", "SPA").stdout)
+    document.update(name="Shop", themeId="default", isRegistrationFlowEnable=True)
+    document["inboundAuthConfig"][0]["config"]["pkceRequird"] = True
+    refused = cli("app", "create", "--file", write_json(tmp_path, "app.json", document))
+    said = " ".join(refused.stderr.split())
+    assert refused.exit_code == 1 and "unknown_key" in said
+    assert "'inboundAuthConfig[0].config.pkceRequird': unknown key (did you mean " \
+           "pkceRequired?); also unknown: isRegistrationFlowEnable (did you mean " \
+           "isRegistrationFlowEnabled?)" in said
+    assert all(app["name"] != "Shop" for app in catalog.list_applications())
+
+    flow = copy.deepcopy(PASSWORD_FLOW)
+    flow["nodes"][0]["onSucess"] = flow["nodes"][0].pop("onSuccess")
+    path = write_json(tmp_path, "flow.json", flow)
+    for command in (("flow", "validate"), ("flow", "create")):
+        assert error_code(cli, *command, "--file", path) == "unknown_key"
+    assert "did you mean onSuccess?" in " ".join(cli("flow", "create", "--file",
+                                                     path).stderr.split())
+    theme = write_json(tmp_path, "theme.json", {"handle": "sea", "displayName": "Sea",
+                                                "colour": "#005f87"})
+    assert "'colour': unknown key (the keys here are" in " ".join(cli("theme", "create", "--file",
+                                                   theme).stderr.split())
+
+
+def test_an_application_is_found_by_its_name_and_an_ambiguous_name_is_refused(
+        cli: Cli) -> None:
+    shop = ok_json(cli, "app", "create", "--template", "SPA", "--name", "Shop",
+                   "--redirect-uri", REDIRECT)
+    assert ok_json(cli, "app", "show", "Shop")["id"] == shop["id"]
+    assert ok_json(cli, "app", "show", "shop")["id"] == shop["id"]  # no other in any case
+    other = ok_json(cli, "app", "create", "--template", "M2M", "--name", "SHOP")
+    assert ok_json(cli, "app", "show", "SHOP")["id"] == other["id"]  # exact wins
+    assert error_code(cli, "app", "show", "shop") == "ambiguous_application"
+    said = " ".join(cli("app", "delete", "shop", "--yes").stderr.split())
+    assert f"client id {oauth(shop)['clientId']}" in said and "Give its client id" in said
+    assert error_code(cli, "app", "show", "Nope") == "application_not_found"
+
+
+def test_the_device_grant_comes_from_a_template_or_a_flag(cli: Cli) -> None:
+    device = "urn:ietf:params:oauth:grant-type:device_code"
+    tv = ok_json(cli, "app", "create", "--template", "Device", "--name", "Living-room TV")
+    assert oauth(tv)["grantTypes"] == [device, "refresh_token"]
+    assert oauth(tv)["publicClient"] is True and oauth(tv)["redirectUris"] == []
+    both = ok_json(cli, "app", "create", "--template", "SPA", "--name", "Shop",
+                   "--redirect-uri", REDIRECT, "--grant", "authorization_code",
+                   "--grant", "device_code")
+    assert oauth(both)["grantTypes"] == ["authorization_code", device]
+    assert error_code(cli, "app", "update", "Shop", "--grant", "implicit") == "invalid_field"
+
+
+def test_what_app_create_prints_names_things_as_people_type_them(cli: Cli,
+                                                                 tmp_path: Path) -> None:
+    made = cli("app", "create", "--template", "SPA", "--name", "Shop", "--redirect-uri",
+               REDIRECT)
+    theme = next(line for line in made.stdout.splitlines() if line.strip().startswith("theme"))
+    assert theme.split() == ["theme", "default"]
+    document = json.loads(cli("app", "templates", "SPA").stdout) | {"name": "Blog"}
+    refused = cli("app", "create", "--file", write_json(tmp_path, "blog.json", document))
+    said = " ".join(refused.stderr.split())
+    assert "placeholder <THEME_ID>" in said and "`identityctl theme list`" in said
+    assert "svc_list_themes" not in said
+
+
+def test_tables_never_break_an_id_at_80_columns(cli: Cli) -> None:
+    for name in ("Shop", "Internal reporting dashboard for the finance team"):
+        ok_json(cli, "app", "create", "--template", "SPA", "--name", name,
+                "--redirect-uri", REDIRECT)
+    shown = cli("app", "list").stdout
+    for application in catalog.list_applications():
+        assert application["id"] in shown  # whole, on one line
+        assert oauth(application)["clientId"] in shown

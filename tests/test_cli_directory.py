@@ -233,3 +233,28 @@ def test_bad_schemas_and_types_in_use_are_refused(cli: Cli, tmp_path: Path) -> N
                       str(schema)) == "malformed_json"
     create_alice(cli)
     assert error_code(cli, "user-type", "delete", "person", "--yes") == "user_type_in_use"
+
+
+def test_an_admin_sees_whose_address_is_verified_and_who_cannot_recover(cli: Cli) -> None:
+    ok_json(cli, "user", "create", "--username", "ada", "--email", "ada@example.com",
+            "--email-verified")
+    ok_json(cli, "user", "create", "--username", "bob", "--email", "bob@example.com")
+    ok_json(cli, "user", "create", "--username", "cy")
+    listed = {user["username"]: user for user in ok_json(cli, "user", "list")}
+    assert [listed[name]["emailVerified"] for name in ("ada", "bob", "cy")] == [
+        True, False, False]
+    shown = " ".join(cli("user", "show", "ada").stdout.split())
+    assert "email ada@example.com (verified)" in shown
+    # This deployment sends no mail: a verified address alone is no way back.
+    assert "can recover no (only an administrator can help)" in shown
+    assert [user["username"] for user in ok_json(cli, "user", "list",
+                                                 "--cannot-recover")] == ["ada", "bob", "cy"]
+    ok_json(cli, "user", "recovery-codes", "ada")
+    assert ok_json(cli, "user", "show", "ada")["recoveryCodesLeft"] == 10
+    assert "can recover yes: 10 recovery code(s)" in " ".join(
+        cli("user", "show", "ada").stdout.split())
+    unable = ok_json(cli, "user", "list", "--cannot-recover")
+    assert [(user["username"], user["canRecover"]) for user in unable] == [
+        ("bob", False), ("cy", False)]
+    table = cli("user", "list", "--cannot-recover").stdout
+    assert "bob@example.com" in table and "verified)" in table and "ada" not in table

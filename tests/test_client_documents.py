@@ -107,9 +107,13 @@ def test_a_document_may_name_the_clients_keys_and_its_code_needs_its_signature(
     settings = catalog.oauth_config(catalog.require_application_by_client_id(client.client_id))
     assert settings["publicClient"] is False
     assert settings["jwksUri"] == publisher.url("/jwks.json")
-    # The document turning the client public again (read anew: no-store) is refused
-    # plainly; the grants were made to a client that proved itself with a key.
+    # The document turning the client public again (read anew once its caching is over:
+    # a minute at least, no-store too) is refused plainly; the grants were made to a client
+    # that proved itself with a key.
     publisher.routes[PATH] = serving(document(publisher), **{"Cache-Control": "no-store"})
+    described = catalog.require_application_by_client_id(client.client_id)
+    catalog.update_application(described, marks={"clientDocument": True,
+                                                 "documentExpiresAt": 0})  # a minute later
     assert "how the client authenticates" in _refusal(service, client.client_id)
     assert catalog.oauth_config(catalog.require_application_by_client_id(
         client.client_id))["publicClient"] is False

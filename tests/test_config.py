@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from identityctl.cli.main import app as cli_app
 from identityctl.config import load_config, parse_config
 from identityctl.errors import ConfigError
 
@@ -87,3 +89,19 @@ def test_syntax_errors_and_missing_files_are_config_errors(tmp_path: Path) -> No
         load_config(broken)
     with pytest.raises(ConfigError, match="identityctl init"):
         load_config(tmp_path / "absent.toml")
+
+
+def test_config_check_names_every_problem_and_the_key_meant(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[server]\nprot = 80\nbase_url = "localhost"\n'
+                    '[passkey]\nuser_verification = "always"\n[emial]\n')
+    checked = CliRunner().invoke(cli_app, ["--config", str(path), "config", "check"])
+    assert checked.exit_code == 2
+    # Compared without whitespace: the console wraps long lines (a long path) anywhere.
+    said = "".join(checked.stderr.split())
+    assert said == "".join("".join(f"config error {path}: {problem}".split()) for problem in (
+        "server.prot: unknown key; did you mean port?",
+        "emial: unknown section; did you mean email?",
+        "server.base_url: must be an absolute http(s) URL, got 'localhost'",
+        "passkey.user_verification: must be one of required, preferred, discouraged; got "
+        "'always'"))

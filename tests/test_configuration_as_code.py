@@ -319,3 +319,22 @@ def test_an_alias_bomb_an_oversized_or_a_too_deep_document_is_refused_before_it_
     bombed = identityctl("apply", "-f", str(tmp_path / "bomb.yaml"), config=config)
     assert bombed.returncode == 1 and "malformed_document" in bombed.stderr
     assert "Traceback" not in bombed.stderr, bombed.stderr
+
+
+def test_a_misspelt_key_anywhere_is_refused_naming_its_path_and_the_key_meant(
+        configured: tuple[Path, dict[str, str]]) -> None:
+    config, _ = configured
+    document = _export(config)
+    shop = next(app for app in document["applications"] if app["name"] == "Shop")
+    shop["isRegistrationFlowEnable"] = True
+    next(theme for theme in document["themes"] if theme["handle"] == "ocean")["colour"] = "#000"
+    document["rolse"] = []
+    refused = _apply(config, document, "--dry-run")
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 1 and "unknown_key" in said, said
+    client_id = shop["inboundAuthConfig"][0]["config"]["clientId"]
+    assert "'rolse': unknown key (did you mean roles?)" in said
+    assert "themes[ocean].colour (the keys here are" in said
+    assert (f"applications[{client_id}].isRegistrationFlowEnable (did you mean "
+            "isRegistrationFlowEnabled?)") in said
+    assert "Dry run" not in refused.stdout  # no change proposed: the document is refused

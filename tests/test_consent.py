@@ -65,6 +65,7 @@ def test_a_self_registered_client_is_asked_about_once_for_the_same_scopes(
     client, person = self_registered(open_registration), Person(open_registration)
     auth_id, answer = person.signs_in_for(client, scope="openid profile")
     assert answer["redirect_uri"] is None
+    assert answer["signedInAs"] == person.user.username  # the page says who answers
     consent = answer["consent"]
     assert consent["clientId"] == client.client_id and consent["registeredItself"] is True
     assert consent["clientHost"] is None

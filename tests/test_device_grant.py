@@ -129,6 +129,7 @@ def test_a_tv_signs_in_when_the_person_approves_on_their_phone(
     name = catalog.require_application(device.client_id)["name"]
     question = handset.page.get_by_text(f"Sign in to {name} on your device?")
     question.wait_for()  # signed in with the passkey on the way
+    assert handset.page.get_by_text(f"Signed in as {person.user.username}").is_visible()
     assert handset.page.get_by_text(started["user_code"], exact=False).count() == 1
     handset.shot("question")
     handset.page.get_by_role("button", name="Allow").click()
@@ -182,6 +183,8 @@ def test_each_poll_answer_of_rfc_8628(service: Service) -> None:
                        "device_code_invalid")  # another device's code
 
     person = Account(service)
+    asked = person.ok("GET", f"/device?userCode={started['user_code']}")
+    assert asked["signedInAs"] == person.user.username  # the page says who answers
     assert person.ok("POST", "/device", {"userCode": started["user_code"],
                                          "decision": "allow"}) == {"approved": True}
     issued = poll(service, device, code)

@@ -37,6 +37,7 @@ from tests.conftest import Service, free_port
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.browser import PasskeyPage, sign_in_with_password
 from tests.support.flows import FlowClient
+from tests.support.logout import sign_out_in_the_browser
 from tests.support.processes import stop, wait_for_health
 from tests.test_cli_process import identityctl
 from tests.test_hosted_ui import REDIRECT_URI, Browser
@@ -170,7 +171,7 @@ def test_a_first_sign_in_makes_a_user_and_the_next_finds_the_same_one(
 
     # Signed out here (both deployments are on localhost, so the upstream's session cookie
     # went too: the person signs in there again).
-    ada.page.goto(service.url("/oauth2/logout"))
+    sign_out_in_the_browser(ada.page, service)
     ada.ui.authorize()
     ada.continue_with_provider()
     ada.sign_in_upstream()
@@ -209,7 +210,7 @@ def test_an_existing_account_is_linked_only_after_its_owner_signs_in_and_says_so
     assert person.ui.back_at_the_client()["sub"] == lena.id  # linked now
     assert provider_store.linked_user(provider.id, person.upstream_user.id) == lena.id
 
-    person.page.goto(service.url("/oauth2/logout"))
+    sign_out_in_the_browser(person.page, service)
     person.ui.authorize()
     person.continue_with_provider()
     person.sign_in_upstream()

@@ -1,4 +1,4 @@
-"""Hardening (issue 7): brute force, headers, secrets at rest, faults of the database.
+"""Hardening: brute force, headers, secrets at rest, faults of the database.
 
 Each test attacks the real server (waitress over HTTP) or the real CLI and checks both the
 answer and what is left in the store.

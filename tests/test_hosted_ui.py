@@ -147,9 +147,16 @@ def test_sign_up_sign_out_and_sign_in_with_passkey_and_password(user_browser: Br
     assert signed_up["sub"] == user.id
     assert len(directory_passkeys(user.id)) == 1
 
-    # Sign out (RP-initiated logout), then sign in with the passkey from the username field's
+    # Sign out (RP-initiated logout: a link without an ID token asks first, and the
+    # signed-out page leads on), then sign in with the passkey from the username field's
     # suggestions (autofill: the virtual authenticator picks it as the person would).
     ui.page.goto(service.url("/oauth2/logout"))
+    ui.page.get_by_role("heading", name="Sign out of identityctl?").wait_for()
+    ui.screenshot("sign-out-question")
+    ui.click("Sign out")
+    ui.page.get_by_role("heading", name="You are signed out").wait_for()
+    assert ui.page.get_by_role("link", name="Sign in again").get_attribute("href") == \
+        service.url("/account")
     ui.screenshot("signed-out")
     ui.authorize()
     with_passkey = ui.back_at_the_client()
@@ -163,8 +170,11 @@ def test_sign_up_sign_out_and_sign_in_with_passkey_and_password(user_browser: Br
         "authenticatorId": ui.tab.authenticator_id, "enabled": False})
     ui.authorize(prompt="login")
     ui.page.get_by_label("Username").fill(username)
-    ui.click("Continue")  # the passkey prompt opens; the person cancels it
-    ui.click("Cancel")
+    ui.click("Continue")  # the browser asks for the passkey; the password is one press away
+    ui.page.get_by_role("status").filter(
+        has_text=f"Your browser is asking for a passkey for {username}").wait_for()
+    ui.screenshot("passkey-asked")
+    ui.click("Use your password")
     ui.page.get_by_label("Password").fill("not my password")
     ui.click("Sign in")
     ui.page.get_by_role("alert").filter(has_text="not right").wait_for()
@@ -220,12 +230,23 @@ def password_user() -> Any:
 
 def test_enter_in_the_password_field_signs_in_with_the_password(user_browser: Browser) -> None:
     ui, user = user_browser, password_user()
+    failures: list[str] = []
+    ui.page.on("pageerror", lambda error: failures.append(str(error)))
     ui.authorize()
+    # The password is one press away before any passkey prompt.
     ui.page.get_by_label("Username").fill(user.username)
-    ui.page.get_by_label("Username").press("Enter")  # Continue
+    ui.click("Use your password")
+    # Enter with the password empty: the field says what is missing, next to it.
+    ui.page.get_by_label("Password").press("Enter")
+    password_field = ui.page.locator(".field").filter(has=ui.page.get_by_label("Password"))
+    password_field.locator(".field-error").filter(has_text="Password is missing").wait_for()
+    assert ui.page.get_by_label("Password").get_attribute("aria-invalid") == "true"
+    assert not ui.page.get_by_role("alert").is_visible()
+    ui.screenshot("password-missing")
     ui.page.get_by_label("Password").fill(PASSWORD)
     ui.page.get_by_label("Password").press("Enter")  # the password's sign-in, no passkey
     assert ui.back_at_the_client()["amr"] == ["pwd"]
+    assert failures == []  # no script error on the way
 
 
 def test_a_wrong_password_keeps_the_username_and_puts_the_cursor_in_the_password(
@@ -276,10 +297,21 @@ def test_a_passkey_prompt_can_be_cancelled_from_the_page(user_browser: Browser) 
     ui.tab.cdp.send("WebAuthn.setAutomaticPresenceSimulation", {
         "authenticatorId": ui.tab.authenticator_id, "enabled": False})
     ui.authorize()
+    ui.page.locator("#gate[data-autofill=ready]").wait_for()  # the suggestions' request runs
     ui.click("Continue")
-    ui.page.get_by_role("button", name="Cancel").click()
-    ui.page.get_by_role("alert").filter(has_text="cancelled").wait_for()
+    asking = ui.page.get_by_role("status").filter(
+        has_text="Your browser is asking for a passkey")
+    asking.wait_for()
+    ui.click("Cancel")
+    ui.page.get_by_role("status").filter(has_text="cancelled").wait_for()
     ui.screenshot("passkey-cancelled")
+    # Back at the start, and the browser takes a new request (the cancelled one and the
+    # suggestions' were let go): Continue asks again.
+    ui.click("Continue")
+    asking.wait_for()
+    ui.click("Use your password")
+    ui.page.get_by_label("Password").wait_for()
+    assert not ui.page.get_by_role("alert").is_visible()
 
 
 def test_the_back_button_after_signing_in_offers_the_way_back_to_the_application(

@@ -3,7 +3,7 @@
 Each example starts from a body that would succeed (a real ceremony of the software
 authenticator, a live flow execution), breaks it in one or a few places (random types in
 any field, truncated or bit-flipped Base64URL, broken CBOR and clientDataJSON, huge numbers,
-nested junk, deep nesting) and checks what issue 7 asks:
+nested junk, deep nesting) and checks that bad input loses nothing:
 
 - never a 5xx, every error is the JSON error shape without a traceback;
 - no partial rows: a refused registration stores no credential, a refused sign-in changes

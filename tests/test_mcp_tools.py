@@ -127,7 +127,7 @@ def test_application_create_get_update_round_trip(tools: Callable[..., Any]) -> 
         assert set(default_theme) == {"id", "handle", "displayName"}
 
         templates = (await call(session, "svc_get_application_templates"))["templates"]
-        assert set(templates) == {"SPA", "Mobile", "Server", "M2M"}
+        assert set(templates) == {"SPA", "Mobile", "Server", "Device", "M2M"}
         for kind in ("SPA", "Mobile", "Server"):
             assert templates[kind]["themeId"] == THEME_PLACEHOLDER
         assert "themeId" not in templates["M2M"]
@@ -455,3 +455,31 @@ def test_an_assistant_signs_a_user_out_everywhere(tools: Callable[..., Any],
 
     assert tools(scenario) == {"user_id": person.id, "username": person.username, "ended": 2}
     assert sessions_service.list_user_sessions(context, person.id) == []
+
+
+def test_a_misspelt_key_in_a_document_is_refused_naming_the_key_meant(
+        tools: Callable[..., Any]) -> None:
+    async def scenario(session: ClientSession) -> None:
+        m2m = (await call(session, "svc_get_application_templates"))["templates"]["M2M"]
+        typo = {**m2m, "name": "Nightly job", "isRegistrationFlowEnable": True}
+        typo["inboundAuthConfig"][0]["config"]["scope"] = ["api"]
+        refused = await call_failing(session, "svc_create_application", typo)
+        assert refused.startswith(tool_error("svc_create_application", "create application",
+                                             "Field '"))
+        assert "unknown key" in refused and "isRegistrationFlowEnable" in refused
+        assert "did you mean isRegistrationFlowEnabled?" in refused
+        assert "inboundAuthConfig[0].config.scope" in refused
+        assert "did you mean scopes?" in refused
+        assert all(app["name"] != "Nightly job" for app in catalog.list_applications())
+
+        flow = copy.deepcopy(password_flow("typo-flow"))
+        flow["nodes"][0]["onSucess"] = flow["nodes"][0].pop("onSuccess")
+        refused = await call_failing(session, "svc_create_flow", flow)
+        assert "Field 'nodes[0].onSucess': unknown key (did you mean onSuccess?)" in refused
+
+        spa = (await call(session, "svc_get_application_templates"))["templates"]["SPA"]
+        placeholder = await call_failing(session, "svc_create_application",
+                                         {**spa, "name": "Shop"})
+        assert "call svc_list_themes" in placeholder and "identityctl" not in placeholder
+
+    tools(scenario)

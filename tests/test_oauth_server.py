@@ -13,11 +13,12 @@ import pytest
 
 from identityctl.oauth.pkce import s256_challenge
 from identityctl.security.tokens import ACCESS_TOKEN_TYP
-from identityctl.services import directory
+from identityctl.services import catalog, directory
 from identityctl.store.models import AuthorizationCode
 from tests.conftest import Service
 from tests.test_oauth_helpers import (
     OAuthDriver,
+    RegisteredClient,
     assert_oauth_error,
     basic_auth,
     query_of,
@@ -353,6 +354,31 @@ def test_a_locked_user_cannot_refresh(rp: OAuthDriver) -> None:
     directory.set_status(authorization.user.id, "locked")
     assert_oauth_error(rp.refresh(client, tokens["refresh_token"]), 400, "invalid_grant",
                        "user_inactive")
+
+
+def _allow_only(client: RegisteredClient, user_type: str) -> None:
+    """An administrator narrows who may use the client's application."""
+    application = catalog.get_application(client.application_id)
+    catalog.update_application({**application, "allowedUserTypes": [user_type]})
+
+
+def test_a_user_whose_type_the_application_no_longer_allows_gets_no_tokens(
+        rp: OAuthDriver) -> None:
+    """One rule (services.directory.may_use) at authorize, the code exchange and refresh:
+    the type by name or by id."""
+    client = register_client("SPA")
+    signed_in = rp.authorization(client)
+    tokens = rp.tokens(signed_in)
+    pending = rp.authorization(client)  # a code not yet exchanged
+    person = directory.require_user_type(signed_in.user.user_type_id)
+    _allow_only(client, person["id"])  # allowed by id: refresh goes on
+    refreshed = rp.refresh(client, tokens["refresh_token"])
+    assert refreshed.status_code == 200, refreshed.text
+    directory.create_user_type(name="contractor", actor="test")
+    _allow_only(client, "contractor")
+    assert_oauth_error(rp.refresh(client, refreshed.json()["refresh_token"]), 400,
+                       "invalid_grant", "user_type_not_allowed")
+    assert_oauth_error(rp.exchange(pending), 400, "invalid_grant", "user_type_not_allowed")
 
 
 def test_a_refresh_token_works_for_its_client_only(rp: OAuthDriver) -> None:

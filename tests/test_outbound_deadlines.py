@@ -1,7 +1,8 @@
 """Servers that answer slowly on purpose cannot hold identityctl's threads: every outbound
 exchange (a client metadata document, an identity provider's endpoint, a webhook, SMTP)
 ends within its deadline whatever the other side does, a few slots bound how many request
-threads wait on other servers at all, and the outbox delivers each message on its own clock.
+threads wait on other servers at all, a name whose DNS never answers holds only its own
+look-up, and the outbox delivers each message on its own clock.
 
 The slow servers are real sockets on 127.0.0.1 (TLS with the test's own CA where the
 fetch needs https): one trickles its answer a byte every half second, one accepts and
@@ -11,12 +12,14 @@ seconds is what makes a hang fail the test.
 
 from __future__ import annotations
 
+import json
 import socket
 import ssl
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from email.message import EmailMessage
 from pathlib import Path
@@ -32,10 +35,11 @@ from identityctl.services.outbound import DeliveryFailed
 from identityctl.store import db, outbox
 from identityctl.store.models import OutboxMessage
 from tests.conftest import Service, start_service
-from tests.support.https import _certificates
+from tests.support.https import Answer, Publisher, https_publisher
 from tests.support.smtp import SmtpServer, smtp_server
 from tests.test_email import queue_test_message
 from tests.test_flow_execution import make_application
+from tests.test_oauth_throttle import session_from
 from tests.test_webhooks import Receiver, subscribe
 
 #: Seconds between the bytes a trickling server sends (the deadlines are 1 s).
@@ -45,6 +49,7 @@ PATIENCE = 8
 PASSWORD = "correct horse battery"
 JSON_HEADERS = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                 b"Content-Length: 4000\r\n\r\n")
+LOOPBACK = "http://127.0.0.1:33418/callback"
 
 
 class Staller:
@@ -99,12 +104,37 @@ class Staller:
 
 
 @pytest.fixture(scope="module")
-def certificates(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ssl.SSLContext]:
-    """The test CA's file, and a server context with its certificate for localhost."""
-    ca, cert, key = _certificates(tmp_path_factory.mktemp("ca"))
+def publisher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Publisher]:
+    """A well-behaved HTTPS server for client documents, with the test's own CA."""
+    with https_publisher(tmp_path_factory.mktemp("publisher")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def certificates(publisher: Publisher) -> tuple[Path, ssl.SSLContext]:
+    """The test CA's file, and a server context with the publisher's certificate for
+    localhost (for the slow servers)."""
+    folder = publisher.ca_file.parent
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(cert, key)
-    return ca, context
+    context.load_cert_chain(folder / "server.pem", folder / "server.key")
+    return publisher.ca_file, context
+
+
+def published(publisher: Publisher, fetched: list[str] | None = None, *,
+              cache_control: str = "max-age=600") -> str:
+    """A new, valid client metadata document at its own URL; ``fetched`` records each
+    fetch."""
+    path = f"/clients/{uuid.uuid4().hex[:12]}.json"
+    url = publisher.url(path)
+
+    def answer() -> Answer:
+        if fetched is not None:
+            fetched.append(path)
+        return 200, {"Content-Type": "application/json", "Cache-Control": cache_control}, \
+            json.dumps({"client_id": url, "client_name": "Team CLI", "redirect_uris": [LOOPBACK],
+                        "token_endpoint_auth_method": "none"}).encode()
+    publisher.routes[path] = answer
+    return url
 
 
 @pytest.fixture(scope="module")
@@ -130,14 +160,15 @@ def deployment(tmp_path_factory: pytest.TempPathFactory,
     stop()
 
 
-def authorize(service: Service, client_id: str) -> requests.Response:
+def authorize(service: Service, client_id: str, *, address: str = "") -> requests.Response:
     """An authorization request naming ``client_id`` (a document to fetch), as a browser
-    sends it; a hang fails the test."""
-    return requests.get(service.url("/oauth2/authorize"), allow_redirects=False,
-                        timeout=PATIENCE, params={
-                            "response_type": "code", "client_id": client_id,
-                            "redirect_uri": "http://127.0.0.1:33418/callback",
-                            "code_challenge": "x" * 43, "code_challenge_method": "S256"})
+    sends it (from ``address``, one of 127.0.0.0/8, when given); a hang fails the test."""
+    with session_from(address) if address else requests.Session() as browser:
+        return browser.get(service.url("/oauth2/authorize").replace("localhost", "127.0.0.1"),
+                           allow_redirects=False, timeout=PATIENCE, params={
+                               "response_type": "code", "client_id": client_id,
+                               "redirect_uri": LOOPBACK, "code_challenge": "x" * 43,
+                               "code_challenge_method": "S256"})
 
 
 @pytest.mark.parametrize(("prefix", "drip"), [
@@ -159,6 +190,7 @@ def test_a_slow_client_document_cannot_hold_a_request_thread(
 
 def test_eight_trickling_fetches_at_once_leave_health_and_password_sign_in_answering(
         deployment: Service, certificates: tuple[Path, ssl.SSLContext]) -> None:
+    """Eight visitors at once (eight addresses) each name a trickling document."""
     username = f"steady-{uuid.uuid4().hex[:6]}"
     directory.create_user(username=username, password=PASSWORD)
     application = make_application(auth="default-basic-flow")
@@ -166,11 +198,13 @@ def test_eight_trickling_fetches_at_once_leave_health_and_password_sign_in_answe
     answers: list[requests.Response] = []
     start = threading.Barrier(9)
 
-    def fetch() -> None:
+    def fetch(address: str) -> None:
         start.wait()
-        answers.append(authorize(deployment, staller.url(f"/c/{uuid.uuid4().hex}.json")))
+        answers.append(authorize(deployment, staller.url(f"/c/{uuid.uuid4().hex}.json"),
+                                 address=address))
 
-    fetching = [threading.Thread(target=fetch) for _ in range(8)]
+    fetching = [threading.Thread(target=fetch, args=(f"127.0.0.{20 + index}",))
+                for index in range(8)]
     try:
         for thread in fetching:
             thread.start()
@@ -206,35 +240,74 @@ def password_sign_in(service: Service, application_id: str, username: str) -> di
         return done.json()
 
 
+def federated_callback(service: Service, provider_port: int) -> requests.Response:
+    """Anyone may start a federated sign-in (here through a GitHub provider at
+    http://127.0.0.1:``provider_port``) and post back any code with the real state; the
+    callback's answer, for which identityctl asks the provider's token endpoint."""
+    provider = federation.add_provider(
+        ServiceContext.for_config(service.config), kind="github", client_id="gh-client",
+        client_secret="gh-secret", handle=f"gh-{uuid.uuid4().hex[:8]}",
+        web_url=f"http://127.0.0.1:{provider_port}",
+        api_url=f"http://127.0.0.1:{provider_port}/api", actor="test")
+    application = catalog.create_application({
+        **catalog.application_templates()["SPA"], "name": f"Federated {uuid.uuid4().hex[:6]}",
+        "themeId": catalog.list_themes()[0]["id"]})[0]
+    with requests.Session() as browser:
+        step = browser.post(service.url("/flow/execute"), timeout=PATIENCE, json={
+            "applicationId": application["id"], "flowType": "AUTHENTICATION"}).json()
+        away = browser.post(service.url("/flow/execute"), timeout=PATIENCE, json={
+            "executionId": step["executionId"], "action": "federated",
+            "inputs": {"idpId": provider.id}}).json()
+        state = parse_qs(urlsplit(away["data"]["redirectURL"]).query)["state"][0]
+        return browser.post(service.url("/flow/execute"), timeout=PATIENCE, json={
+            "executionId": step["executionId"], "action": "callback",
+            "inputs": {"code": "anything", "state": state}})
+
+
 def test_a_trickling_identity_provider_cannot_hold_an_anonymous_sign_in(
         deployment: Service) -> None:
-    """Anyone may start a federated sign-in and post back any code with the real state:
-    the token endpoint that trickles its answer is cut off at the provider's deadline."""
+    """The token endpoint that trickles its answer is cut off at the provider's deadline."""
     staller = Staller(prefix=JSON_HEADERS, drip=b" " * 4000)
     try:
-        provider = federation.add_provider(
-            ServiceContext.for_config(deployment.config), kind="github",
-            client_id="gh-client", client_secret="gh-secret", handle=f"slow-{staller.port}",
-            web_url=f"http://127.0.0.1:{staller.port}",
-            api_url=f"http://127.0.0.1:{staller.port}/api", actor="test")
-        application = catalog.create_application({
-            **catalog.application_templates()["SPA"], "name": f"Slow {uuid.uuid4().hex[:6]}",
-            "themeId": catalog.list_themes()[0]["id"]})[0]
-        with requests.Session() as browser:
-            step = browser.post(deployment.url("/flow/execute"), timeout=PATIENCE, json={
-                "applicationId": application["id"], "flowType": "AUTHENTICATION"}).json()
-            away = browser.post(deployment.url("/flow/execute"), timeout=PATIENCE, json={
-                "executionId": step["executionId"], "action": "federated",
-                "inputs": {"idpId": provider.id}}).json()
-            state = parse_qs(urlsplit(away["data"]["redirectURL"]).query)["state"][0]
-            back = browser.post(deployment.url("/flow/execute"), timeout=PATIENCE, json={
-                "executionId": step["executionId"], "action": "callback",
-                "inputs": {"code": "anything", "state": state}})
+        back = federated_callback(deployment, staller.port)
     finally:
         staller.close()
     assert staller.connections == 1
     assert back.status_code == 200, back.text
     assert back.json()["failureReason"] == "federation_unreachable"  # the page says so
+
+
+def test_names_whose_dns_never_answers_cannot_get_another_clients_document_refused(
+        deployment: Service, publisher: Publisher, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stranger names documents on hosts whose DNS never answers: each look-up holds its
+    thread until the system resolver gives up (it cannot be cancelled), long after the
+    fetch's deadline. Four such names took every thread of a shared resolver pool; the next
+    name, a client's own, then waited behind them, "did not resolve within 1 s", and that
+    refusal was remembered against its URL for 30 s. Each look-up has a thread of its own
+    now: the client's document is fetched."""
+    release, real = threading.Event(), socket.getaddrinfo
+
+    def third_party_dns(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(host).endswith(".stuck.test"):  # a DNS server that never answers
+            release.wait(PATIENCE * 2)
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", third_party_dns)
+    try:
+        with ThreadPoolExecutor(2) as pool:  # two at a time: the slots of strangers' URLs
+            for pair in (("127.0.0.40", "127.0.0.41"), ("127.0.0.42", "127.0.0.43")):
+                answers = list(pool.map(lambda address: authorize(
+                    deployment, f"https://n{uuid.uuid4().hex[:8]}.stuck.test/c.json",
+                    address=address), pair))
+                assert [answer.status_code for answer in answers] == [400, 400]
+                assert all("did not resolve within 1 s" in answer.text for answer in answers)
+        fetched: list[str] = []
+        wanted = authorize(deployment, published(publisher, fetched), address="127.0.0.44")
+    finally:
+        release.set()
+    assert wanted.status_code == 302, wanted.text
+    assert len(fetched) == 1
 
 
 def test_a_trickling_smtp_server_cannot_hold_a_delivery(deployment: Service) -> None:

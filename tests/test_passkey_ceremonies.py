@@ -167,7 +167,7 @@ def test_second_passkey_and_exclude_credentials_on_re_registration(
 
 def test_default_credential_name_carries_the_date(client: PasskeyClient) -> None:
     registered = client.enrolled(client.new_user(), SoftAuthenticator())
-    assert registered["CredentialName"] == f"Passkey {registered['CreatedAt'][:10]}"
+    assert registered["CredentialName"] == f"Passkey from {registered['CreatedAt'][:10]}"
 
 
 def test_success_and_failure_are_audited(client: PasskeyClient) -> None:

@@ -1,4 +1,4 @@
-"""Who may grant what: roles carry scopes, users hold roles (issue [3 of 7]).
+"""Who may grant what: roles carry scopes, users hold roles.
 
 A scope some role carries reaches a token only through a person holding such a role; `init`
 makes `admin` carrying `system`, so nobody can hand an assistant the administration of the

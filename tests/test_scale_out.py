@@ -26,10 +26,10 @@ import requests
 from identityctl.config import load_config
 from identityctl.oauth.pkce import s256_challenge
 from identityctl.services.catalog import oauth_config
-from identityctl.services.sessions import COOKIE as SESSION_COOKIE
 from tests.conftest import PG_URL_ENV, Service, free_port
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.flows import FlowClient
+from tests.support.logout import confirmed_logout
 from tests.support.postgres import empty_database
 from tests.support.processes import stop, wait_for_health
 from tests.test_cli_process import identityctl
@@ -300,8 +300,7 @@ def test_signed_in_through_one_instance_signed_in_through_the_other(on: Cluster)
     assert exchanged.status_code == 200, exchanged.text
     assert a.verified(exchanged.json()["id_token"], audience=second.client_id)["sub"] == user_id
 
-    signed_out = b.service.http.get(b.service.url("/oauth2/logout"), timeout=30,
-                                    headers={"Cookie": f"{SESSION_COOKIE}={session}"})
+    signed_out = confirmed_logout(b.service, session)  # the person presses "Sign out"
     assert signed_out.status_code == 200
     after = a.authorize(first, session=session, prompt="none",
                         code_challenge=s256_challenge(verifier), code_challenge_method="S256")

@@ -15,7 +15,7 @@ import requests
 
 from identityctl.services import directory
 from identityctl.services.flow_execution import BROWSER_COOKIE
-from tests.conftest import Service
+from tests.conftest import Service, deployment_with
 from tests.support.flows import FlowClient
 from tests.test_oauth_helpers import OAuthDriver, query_of, register_client
 
@@ -94,3 +94,33 @@ def test_an_applications_own_page_drives_the_executions_it_starts(service: Servi
     victim = _user()
     done = flow.act("password", username=victim.username, password=PASSWORD)
     assert done["flowStatus"] == "COMPLETE"
+
+
+@pytest.fixture
+def own_sign_in_page(tmp_path: Any) -> Any:
+    """A deployment whose sign-in page is an application's own, on another origin."""
+    yield from deployment_with(tmp_path, {'url = ""\n\n[mcp]':
+                                          'url = "https://login.app.example"\n\n[mcp]'})
+
+
+def test_an_applications_own_sign_in_page_gets_no_execution_in_its_link(
+        own_sign_in_page: Service) -> None:
+    """Such a page calls across origins without cookies, so a link carrying an execution
+    could be handed to anyone: the page starts the execution it drives, and its id is in
+    no link."""
+    rp = OAuthDriver(own_sign_in_page)
+    client = register_client("SPA")
+    response = rp.authorize(client, code_challenge="E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+                            code_challenge_method="S256")
+    assert response.status_code == 302, response.text
+    location = response.headers["Location"]
+    assert location.startswith("https://login.app.example/signin?")
+    link = query_of(location)
+    assert set(link) == {"authId", "applicationId"}
+    flow = FlowClient(own_sign_in_page, link["applicationId"])
+    flow.start()
+    victim = _user()
+    done = flow.act("password", username=victim.username, password=PASSWORD)
+    answered = rp.callback(link["authId"], done["assertion"])
+    assert answered.status_code == 200, answered.text
+    assert query_of(answered.json()["redirect_uri"])["code"]

@@ -1,7 +1,12 @@
 """Where OAuth's features meet, attacked over HTTP as an outsider would.
 
-- Client metadata documents seen for the first time are registrations: they share the
-  address's ``registrations_per_address`` with ``/oauth2/register``.
+- Client metadata documents that make a new application are registrations: they share the
+  address's ``registrations_per_address`` with ``/oauth2/register``. Fetches that fail use
+  up the address's ``document_fetches_per_address`` only, and a fetch refused for want of a
+  slot uses up nothing.
+- Fetches of strangers' URLs cannot keep everybody else waiting: one address holds one slot
+  at a time, a document is reused for a minute at least whatever its caching headers say,
+  and identity providers have slots of their own.
 - A resource server cannot declare identityctl's own scopes, and no token is for one of
   identityctl's own resources (its issuer, ``/mcp``) together with a resource server.
 - The consent page writes an internationalized host in its ``xn--`` form, the Unicode beside.
@@ -14,9 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +48,13 @@ from tests.test_oauth_helpers import (
     register_client,
 )
 from tests.test_oauth_throttle import session_from
+from tests.test_outbound_deadlines import PATIENCE, Staller, federated_callback, published
 
 LOOPBACK = "http://127.0.0.1:33418/callback"
 NOTES = "https://notes.example/mcp"
 ALLOWANCE = 3
+#: Client metadata documents one address may have fetched per failure window.
+FETCHES = 8
 
 
 @pytest.fixture(scope="module")
@@ -55,13 +65,14 @@ def publisher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Publisher]:
 
 @pytest.fixture(scope="module")
 def seams(tmp_path_factory: pytest.TempPathFactory, publisher: Publisher) -> Iterator[Service]:
-    """Open registration, client documents from the test's publisher, a small allowance, and
-    a registered resource server (the team's notes)."""
+    """Open registration, client documents from the test's publisher (5 s to fetch one,
+    longer than any test holds one), small allowances, and a registered resource server
+    (the team's notes)."""
     running, stop = start_service(tmp_path_factory.mktemp("seams"), settings={
         'dynamic_registration = "off"': 'dynamic_registration = "open"',
         "registrations_per_address = 20": f"registrations_per_address = {ALLOWANCE}",
+        "document_fetches_per_address = 60": f"document_fetches_per_address = {FETCHES}",
         "client_documents = false": "client_documents = true",
-        "client_documents_timeout = 5.0": "client_documents_timeout = 1.0",
         "client_documents_allow_private = false": "client_documents_allow_private = true",
         'client_documents_ca_bundle = ""': f'client_documents_ca_bundle = "{publisher.ca_file}"'})
     assert cli(running, "resource-server", "add", NOTES, "--scope", "notes:read").exit_code == 0
@@ -80,20 +91,6 @@ def from_address(service: Service, address: str) -> Service:
 
 
 # --- registration: one allowance for registrations and client documents --------------------
-
-
-def published(publisher: Publisher, fetched: list[str]) -> str:
-    """A new client metadata document at its own URL; ``fetched`` records each fetch."""
-    path = f"/clients/{uuid.uuid4().hex[:12]}.json"
-    url = publisher.url(path)
-
-    def answer() -> Answer:
-        fetched.append(path)
-        return 200, {"Content-Type": "application/json", "Cache-Control": "max-age=600"}, \
-            json.dumps({"client_id": url, "client_name": "Team CLI", "redirect_uris": [LOOPBACK],
-                        "token_endpoint_auth_method": "none"}).encode()
-    publisher.routes[path] = answer
-    return url
 
 
 def authorize(service: Service, client_id: str) -> Any:
@@ -123,6 +120,162 @@ def test_client_documents_cannot_fill_the_catalog_from_one_address(
     # A document already read is no new registration; another address has its own allowance.
     assert authorize(attacker, first).status_code == 302
     assert authorize(from_address(seams, "127.0.0.72"), documents[-1]).status_code == 302
+
+
+def missing(publisher: Publisher) -> str:
+    """A document URL that answers 404 (as any made-up URL a page sends a browser to)."""
+    return publisher.url(f"/nothing-here-{uuid.uuid4().hex[:12]}.json")
+
+
+def test_a_page_cannot_use_up_its_visitors_registrations_with_documents_that_fail(
+        seams: Service, publisher: Publisher) -> None:
+    """Any web page can send its visitors' browsers to /oauth2/authorize with made-up
+    document URLs: twenty that answered 400 each counted as a registration, and so did
+    requests refused 503 upstream_busy, so the visitor's address then got 429 for a client
+    it meant to use and at /oauth2/register. Only a document that makes an application is a
+    registration now; a refused fetch costs a document fetch; a fetch refused for want of a
+    slot costs nothing."""
+    visitor = from_address(seams, "127.0.0.73")
+    refused = [authorize(visitor, missing(publisher)) for _ in range(ALLOWANCE + 1)]
+    assert [answer.status_code for answer in refused] == [400] * (ALLOWANCE + 1)
+    held = Held(publisher)
+    with ThreadPoolExecutor(1) as pool:
+        holding = pool.submit(authorize, from_address(seams, "127.0.0.73"), held.document())
+        try:
+            assert eventually(lambda: held.arrivals == 1)
+            busy = [authorize(visitor, published(publisher, [])) for _ in range(ALLOWANCE + 1)]
+        finally:
+            held.release()
+        assert holding.result().status_code == 302  # the one registration so far
+    assert [answer.status_code for answer in busy] == [503] * (ALLOWANCE + 1)
+    assert {answer.json()["code"] for answer in busy} == {"upstream_busy"}
+    assert authorize(visitor, published(publisher, [])).status_code == 302
+    registered = visitor.post("/oauth2/register", {"client_name": "Notes assistant",
+                                                   "redirect_uris": [LOOPBACK]})
+    assert registered.status_code == 201, registered.text
+
+
+def test_document_fetches_have_an_allowance_that_never_blocks_registration(
+        seams: Service, publisher: Publisher) -> None:
+    visitor, fetched = from_address(seams, "127.0.0.74"), []
+    refused = [authorize(visitor, missing(publisher)).status_code for _ in range(FETCHES)]
+    assert refused == [400] * FETCHES
+    over = authorize(visitor, published(publisher, fetched))
+    assert over.status_code == 429 and fetched == []  # refused before it is fetched
+    registered = visitor.post("/oauth2/register", {"client_name": "Notes assistant",
+                                                   "redirect_uris": [LOOPBACK]})
+    assert registered.status_code == 201, registered.text
+
+
+# --- the slots of fetches: strangers' URLs cannot keep everybody else waiting ---------------
+
+
+class Held:
+    """Valid client documents that say ``Cache-Control: no-store`` and whose fetches wait
+    until the test releases them (as a server answering just within the deadline does);
+    ``arrivals`` counts the fetches that waited."""
+
+    def __init__(self, publisher: Publisher) -> None:
+        self.publisher, self.arrivals = publisher, 0
+        self._released = threading.Event()
+
+    def document(self, *, first_at_once: bool = False) -> str:
+        """A new document's URL; ``first_at_once``: its first fetch is answered at once."""
+        path = f"/held/{uuid.uuid4().hex[:12]}.json"
+        url, served = self.publisher.url(path), []
+
+        def answer() -> Answer:
+            if served or not first_at_once:
+                self.arrivals += 1
+                self._released.wait(PATIENCE)
+            served.append(path)
+            return 200, {"Content-Type": "application/json", "Cache-Control": "no-store"}, \
+                json.dumps({"client_id": url, "client_name": "Held", "redirect_uris": [LOOPBACK],
+                            "token_endpoint_auth_method": "none"}).encode()
+        self.publisher.routes[path] = answer
+        return url
+
+    def release(self) -> None:
+        self._released.set()
+
+
+def eventually(condition: Callable[[], bool]) -> bool:
+    """Whether ``condition`` holds within PATIENCE seconds."""
+    deadline = time.monotonic() + PATIENCE
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[Staller]:
+    """A GitHub stand-in whose token endpoint refuses any code at once."""
+    body = b'{"error": "bad_verification_code"}'
+    refusing = Staller(prefix=b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+                              b"Connection: close\r\nContent-Length: %d\r\n\r\n%s"
+                              % (len(body), body))
+    yield refusing
+    refusing.close()
+
+
+def reaches_the_provider(seams: Service, provider: Staller) -> bool:
+    """Whether a federated sign-in's callback got to ask the provider (it refuses the code:
+    federation_failed), rather than a 503 upstream_busy."""
+    before = provider.connections
+    back = federated_callback(seams, provider.port)
+    return back.status_code == 200 and back.json()["failureReason"] == "federation_failed" \
+        and provider.connections == before + 1
+
+
+def test_one_party_looping_on_a_no_store_document_leaves_everybody_else_the_slots(
+        seams: Service, publisher: Publisher, provider: Staller) -> None:
+    """A valid document that says no-store, answered just within the deadline; after its
+    first authorization request, two threads from one address loop on authorize naming it.
+    It was fetched anew every time, so two connections kept every outbound slot busy: a
+    federated sign-in and a person's new client document got 503 upstream_busy. It is
+    reused for a minute at least now, whatever it says."""
+    held, attacker = Held(publisher), "127.0.0.75"
+    url = held.document(first_at_once=True)
+    assert authorize(from_address(seams, attacker), url).status_code == 302
+    with ThreadPoolExecutor(2) as pool:
+        looping = [pool.submit(authorize, from_address(seams, attacker), url) for _ in "ab"]
+        try:
+            assert eventually(lambda: held.arrivals == 2 or all(
+                each.done() for each in looping))
+            person = authorize(from_address(seams, "127.0.0.76"), published(publisher, []))
+            signed_in = reaches_the_provider(seams, provider)
+        finally:
+            held.release()
+        assert [each.result().status_code for each in looping] == [302, 302]
+    assert person.status_code == 302, person.text
+    assert signed_in
+    assert held.arrivals == 0  # read once
+
+
+def test_one_address_holds_one_strangers_fetch_and_no_identity_providers_slot(
+        seams: Service, publisher: Publisher, provider: Staller) -> None:
+    """With new documents each time (nothing cached helps), one address still holds one
+    slot: its second fetch at once is 503 upstream_busy. And when strangers' URLs hold every
+    slot they have (two addresses here), a federated sign-in still reaches its provider."""
+    held = Held(publisher)
+    with ThreadPoolExecutor(2) as pool:
+        try:
+            first = pool.submit(authorize, from_address(seams, "127.0.0.77"), held.document())
+            assert eventually(lambda: held.arrivals == 1)
+            second = authorize(from_address(seams, "127.0.0.77"), held.document())
+            other = pool.submit(authorize, from_address(seams, "127.0.0.78"), held.document())
+            assert eventually(lambda: held.arrivals == 2)
+            capped = authorize(from_address(seams, "127.0.0.79"), published(publisher, []))
+            signed_in = reaches_the_provider(seams, provider)
+        finally:
+            held.release()
+        assert second.status_code == 503 and second.json()["code"] == "upstream_busy"
+        assert first.result().status_code == 302 and other.result().status_code == 302
+    assert "this address" in second.json()["description"]
+    assert capped.status_code == 503 and capped.json()["code"] == "upstream_busy"
+    assert signed_in
 
 
 # --- reserved scopes, and never identityctl's own resources with a resource server ---------

@@ -117,3 +117,30 @@ def test_the_start_page_says_what_is_running_and_offers_a_sign_in(service: Servi
     assert "identityctl is running" in text and __version__ in text
     assert service.config.issuer + "/.well-known/openid-configuration" in text
     assert f'href="{service.url("/account")}"' in text and "Try signing in" in text
+
+
+def test_uptime_checkers_may_ask_with_head(service: Service) -> None:
+    for path in ("/", "/health", "/gate/static/gate.css", "/account"):
+        answer = service.http.head(service.url(path), timeout=30)
+        assert answer.status_code == 200, path
+        assert answer.content == b""
+
+
+def test_a_browser_that_opens_no_page_reads_a_page_and_an_api_client_the_json(
+        service: Service) -> None:
+    browser = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8",
+               "Accept-Language": "de-DE,de;q=0.9"}
+    missing = service.get("/no/such/page", headers=browser)
+    assert missing.status_code == 404 and missing.headers["Content-Type"].startswith("text/html")
+    assert "Diese Seite gibt es nicht" in missing.text
+    assert f'href="{service.url("/")}"' in missing.text  # a way on
+    assert "frame-ancestors 'none'" in missing.headers["Content-Security-Policy"]
+    assert_error(service.get("/no/such/page", headers={"Accept": "*/*"}), 404, "not_found")
+    assert_error(service.get("/no/such/page", headers={"Accept": "application/json"}), 404,
+                 "not_found")
+
+
+def test_the_start_page_speaks_the_browsers_language(service: Service) -> None:
+    home = service.get("/", headers={"Accept-Language": "de"})
+    assert '<html lang="de">' in home.text
+    assert "identityctl läuft" in home.text and "Anmelden ausprobieren" in home.text

@@ -24,11 +24,20 @@ from identityctl.cli.main import app as cli_app
 from identityctl.config import load_config
 from identityctl.oauth.pkce import s256_challenge
 from identityctl.services import catalog, directory
+from identityctl.services.account import ACCOUNT_CLIENT_ID
 from tests.conftest import QUICK_DELIVERIES, Service, shared_deployment
+from tests.support.logout import (
+    confirmation_in,
+    confirmed_logout,
+    logout_question,
+    press_sign_out,
+)
 from tests.support.processes import stop, wait_for_health
 from tests.support.relying_party import RelyingParty, relying_party
+from tests.test_account import Account
 from tests.test_consent import self_registered
 from tests.test_oauth_helpers import OAuthDriver, RegisteredClient, query_of, register_client
+from tests.test_passkey_helpers import assert_error
 from tests.test_scale_out import _serve
 
 
@@ -145,8 +154,7 @@ def _logout_while_the_service_dies(service: Service, party: RelyingParty, server
     sid = jwt.decode(tokens["id_token"], options={"verify_signature": False})["sid"]
 
     party.hold("b")
-    signed_out = service.http.get(service.url("/oauth2/logout"), timeout=30,
-                                  headers={"Cookie": f"__Host-identityctl-session={session}"})
+    signed_out = confirmed_logout(service, session)
     assert signed_out.status_code == 200
     party.wait_until_holding("b")
     server.send_signal(signal.SIGKILL)  # mid-delivery: the notice is claimed, not delivered
@@ -194,3 +202,97 @@ def test_a_session_still_asks_consent_of_a_client_that_described_itself(
     # Approved once: the session now answers without a page.
     assert "code" in answered_without_a_page(
         rp.authorize(client, session=session, **challenge), client)
+
+
+def test_a_logout_no_id_token_vouches_for_asks_the_person_first(rp: OAuthDriver,
+                                                                 service: Service) -> None:
+    """OpenID Connect RP-Initiated Logout 1.0 §2: another site's link (no id_token_hint)
+    cannot sign the person out; the service asks, and only its own page's answer counts."""
+    client = register_client("SPA")
+    _, session, _ = rp.session_sign_in(client)
+    still_signed_in = lambda: "code" in query_of(rp.authorize(  # noqa: E731
+        client, session=session, prompt="none", code_challenge=s256_challenge("v" * 43),
+        code_challenge_method="S256").headers["Location"])
+
+    question = logout_question(service, session, client_id=client.client_id,
+                               post_logout_redirect_uri=client.redirect_uri, state="bye")
+    assert question.status_code == 200 and "Sign out of identityctl?" in question.text
+    assert still_signed_in()
+    _, another_session, _ = rp.session_sign_in(client)  # another browser's answer
+    for forged in ("", "0" * 64, confirmation_in(logout_question(service, another_session))):
+        refused = press_sign_out(service, session, forged)
+        assert refused.status_code == 200 and "Sign out of identityctl?" in refused.text
+    assert still_signed_in()
+
+    signed_out = press_sign_out(service, session, confirmation_in(question),
+                                client_id=client.client_id,
+                                post_logout_redirect_uri=client.redirect_uri, state="bye")
+    assert signed_out.status_code == 302
+    assert signed_out.headers["Location"] == f"{client.redirect_uri}?state=bye"
+    assert not still_signed_in()
+
+
+def test_the_signed_out_page_leads_back_to_the_application(rp: OAuthDriver,
+                                                           service: Service) -> None:
+    client = register_client("SPA", redirect_uri="https://shop.example/callback")
+    _, session, _ = rp.session_sign_in(client)
+    page = confirmed_logout(service, session, client_id=client.client_id)
+    assert "You are signed out" in page.text
+    assert 'href="https://shop.example/"' in page.text  # the application's home
+    unnamed = service.get("/oauth2/logout")  # no application named: the account page
+    assert f'href="{service.url("/account")}"' in unnamed.text and "Sign in again" in unnamed.text
+
+
+PHONE_BROWSER = ("Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like "
+                 "Gecko) Chrome/126.0 Mobile Safari/537.36")
+
+
+def _signed_in_on(me: Account, client: RegisteredClient, user_agent: str) -> str:
+    """The person signs in for ``client`` in another browser: its session cookie's value."""
+    link = me.rp.gate_link(client, code_challenge=s256_challenge("v" * 43),
+                           code_challenge_method="S256")
+    me.authenticator.credentials[0].sign_count += 1
+    finished = me.passkeys.sign_in(me.authenticator, me.user.id)
+    answered = me.service.post("/oauth2/auth/callback", {
+        "authId": link["authId"], "assertion": finished.json()["assertion"]},
+        headers={"User-Agent": user_agent})
+    assert answered.status_code == 200, answered.text
+    return answered.headers["Set-Cookie"].split(";")[0].partition("=")[2]
+
+
+def test_a_person_sees_every_device_and_signs_out_of_one_of_the_others_or_of_all(
+        service: Service) -> None:
+    """A lost phone: the account page lists it (in plain words, with its applications) and
+    ends it, and its applications hear of it by back-channel logout; then every other device,
+    then everywhere (this page's own sign-in too)."""
+    me = Account(service)
+    with relying_party() as party:
+        shop = register_client("SPA", redirect_uri=party.url("/shop/callback"),
+                               backchannelLogoutUri=party.url("/logout/shop"))
+        phone = _signed_in_on(me, shop, PHONE_BROWSER)
+        devices = me.ok("GET", "/browser-sessions")["browserSessions"]
+        [here] = [device for device in devices if device["current"]]
+        [lost] = [device for device in devices if not device["current"]]
+        assert (lost["browser"], lost["system"], lost["address"]) == ("Chrome", "Android",
+                                                                      "127.0.0.1")
+        assert [app["clientId"] for app in lost["applications"]] == [shop.client_id]
+        assert lost["signedInAt"] and lost["lastSeenAt"]
+        assert [app["clientId"] for app in here["applications"]] == [ACCOUNT_CLIENT_ID]
+
+        assert me.call("DELETE", f"/browser-sessions/{lost['id']}").status_code == 204
+        [notice] = party.wait_for_logouts("shop", 1)
+        assert jwt.decode(notice, options={"verify_signature": False})["sub"] == me.user.id
+        assert answered_without_a_page(me.rp.authorize(
+            shop, session=phone, prompt="none", code_challenge=s256_challenge("v" * 43),
+            code_challenge_method="S256"), shop)["error"] == "login_required"
+        assert_error(me.call("DELETE", f"/browser-sessions/{lost['id']}"), 404,
+                     "device_not_found")
+
+    for browser in ("Firefox on a laptop", PHONE_BROWSER):
+        _signed_in_on(me, register_client("SPA"), browser)
+    assert me.ok("POST", "/sign-out", {"scope": "others"}) == {"ended": 2}
+    [left] = me.ok("GET", "/browser-sessions")["browserSessions"]
+    assert left["current"]  # this page stays signed in
+    assert_error(me.call("POST", "/sign-out", {"scope": "some"}), 400, "invalid_field")
+    assert me.ok("POST", "/sign-out", {"scope": "everywhere"}) == {"ended": 1}
+    assert_error(me.call("GET", "/profile"), 401, "invalid_token")

@@ -236,8 +236,9 @@ def test_the_account_page_manages_passkeys_and_signed_in_applications(
     page.get_by_role("button", name="Add a passkey on this device").click()
     page.get_by_role("status").filter(has_text="Passkey added").wait_for()
     assert len(list_credentials(person.user.id)) == 2
-    page.once("dialog", lambda dialog: dialog.accept("Work laptop"))
     page.get_by_role("button", name="Rename").first.click()
+    page.get_by_role("dialog").get_by_label("New name").fill("Work laptop")
+    page.get_by_role("dialog").get_by_role("button", name="Save").click()
     page.get_by_role("cell", name="Work laptop").wait_for()
 
     page.get_by_role("button", name="Add a passkey on another device").click()
@@ -253,7 +254,8 @@ def test_the_account_page_manages_passkeys_and_signed_in_applications(
         other_device.close()
     assert len(list_credentials(person.user.id)) == 3
 
-    row = page.get_by_role("row").filter(has_text=a.display_name)
+    row = page.get_by_role("region", name="Signed in to").get_by_role("row").filter(
+        has_text=a.display_name)
     row.get_by_role("button", name="Sign out").click()
     page.get_by_role("status").filter(has_text="Signed out of").wait_for()
     refreshed = requests.post(service.url("/oauth2/token"), timeout=30, data={

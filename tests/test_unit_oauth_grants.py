@@ -8,7 +8,6 @@ same refusals on the wire.
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +23,7 @@ from identityctl.oauth.resource_indicators import token_audience
 
 NOW = 1_800_000_000.0
 REDIRECT_URI = "https://shop.example.com/callback"
-VERIFIER = secrets.token_urlsafe(48)
+VERIFIER = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"  # RFC 7636 Appendix B
 
 
 def client(application_id: str = "app-1", **config: Any) -> Client:
@@ -101,7 +100,7 @@ def test_the_redirect_uri_must_be_exactly_the_authorization_requests(
 @pytest.mark.parametrize(("challenge", "verifier", "code"), [
     ("with", None, "pkce_verifier_missing"),
     ("with", "short", "pkce_verifier_malformed"),
-    ("with", secrets.token_urlsafe(48), "pkce_mismatch"),
+    ("with", "another-verifier-of-the-right-length-" + "x" * 10, "pkce_mismatch"),
     ("without", VERIFIER, "pkce_downgrade"),
 ])
 def test_pkce_binds_the_code_to_the_verifier_of_its_challenge(challenge: str,

@@ -34,10 +34,16 @@ FileOption = typer.Option(..., "--file", "-f", metavar="PATH",
 
 
 def _document(path: Path, what: str) -> dict[str, Any]:
+    """The application, flow or theme in the file, refused if it holds a key such a record
+    does not have (services/shapes.py: a misspelt key would otherwise be dropped)."""
+    from identityctl.services import shapes
+
     document = read_json_file(path)
     if not isinstance(document, dict):
         raise BadRequest(f"{path} must hold one JSON object (the {what}).",
                          code="malformed_json")
+    shapes.check(document, {"application": shapes.APPLICATION, "flow": shapes.FLOW,
+                            "theme": shapes.THEME}[what])
     return document
 
 
@@ -62,6 +68,18 @@ def _flow_name(flow_id: str | None) -> str | None:
         return flow_id
 
 
+def _theme_name(theme_id: str | None) -> str | None:
+    """A theme's handle (what people type and recognise), not its id."""
+    if not theme_id:
+        return None
+    from identityctl.services import catalog as catalog_service
+
+    try:
+        return catalog_service.require_theme(theme_id)["handle"]
+    except NotFound:
+        return theme_id
+
+
 def _application_view(application: dict[str, Any]) -> dict[str, Any]:
     oauth = _oauth(application)
     return {"name": application["name"], "id": application["id"],
@@ -70,7 +88,8 @@ def _application_view(application: dict[str, Any]) -> dict[str, Any]:
             "grant types": ", ".join(oauth.get("grantTypes", [])),
             "redirect URIs": "\n".join(oauth.get("redirectUris", [])) or None,
             "scopes": " ".join(oauth.get("scopes", [])), "PKCE": oauth.get("pkceRequired"),
-            "theme": application["themeId"], "sign-in flow": _flow_name(application["authFlowId"]),
+            "theme": _theme_name(application["themeId"]),
+            "sign-in flow": _flow_name(application["authFlowId"]),
             "sign-up flow": _flow_name(application["registrationFlowId"])
             if application["isRegistrationFlowEnabled"] else None,
             "created": when(application["createdAt"]),
@@ -85,18 +104,6 @@ def _show_secret(secret: str) -> None:
                   "`identityctl app rotate-secret`.[/yellow]")
 
 
-def _set_redirect_uris(document: dict[str, Any], redirect_uris: list[str]) -> None:
-    entries = document.setdefault("inboundAuthConfig", [])
-    if not isinstance(entries, list):
-        raise InvalidField("inboundAuthConfig", "must be an array")
-    entry = next((item for item in entries
-                  if isinstance(item, dict) and item.get("type") == "oauth2"), None)
-    if entry is None:
-        entry = {"type": "oauth2"}
-        entries.append(entry)
-    entry.setdefault("config", {})["redirectUris"] = redirect_uris
-
-
 def _template(name: str) -> tuple[str, dict[str, Any]]:
     """The template called ``name`` (any letter case) and its proper name."""
     from identityctl.services.catalog import application_templates
@@ -108,16 +115,43 @@ def _template(name: str) -> tuple[str, dict[str, Any]]:
     raise InvalidField("template", f"must be one of {', '.join(templates)}")
 
 
-def _from_template(name: str | None, template: str, redirect_uris: list[str]) -> dict[str, Any]:
+def _from_template(name: str | None, template: str, redirect_uris: list[str],
+                   grants: list[str]) -> dict[str, Any]:
     chosen, document = _template(template)
     if name is None:
         raise MissingField("name", "--template needs --name for the new application.")
-    if "authorization_code" in _oauth(document)["grantTypes"] and not redirect_uris:
+    if "authorization_code" in (grants or _oauth(document)["grantTypes"]) and not redirect_uris:
         raise MissingField("redirectUris", f"The {chosen} template needs at least one "
                                            "--redirect-uri (where users return after sign-in).")
     # Without --theme the default theme applies; the placeholder is for JSON authors.
     document.pop("themeId", None)
     return document
+
+
+def _grant_types(names: list[str]) -> list[str]:
+    """Grants by their full name or its last part (device_code for
+    urn:ietf:params:oauth:grant-type:device_code)."""
+    from identityctl.services.catalog import GRANT_TYPES
+
+    by_name = {**{grant.rsplit(":", 1)[-1]: grant for grant in GRANT_TYPES},
+               **{grant: grant for grant in GRANT_TYPES}}
+    unknown = [name for name in names if name not in by_name]
+    if unknown:
+        raise InvalidField("grantTypes", f"{unknown[0]!r} is not one of "
+                           f"{', '.join(grant.rsplit(':', 1)[-1] for grant in GRANT_TYPES)}")
+    return [by_name[name] for name in names]
+
+
+def _set_oauth(document: dict[str, Any], key: str, value: Any) -> None:
+    entries = document.setdefault("inboundAuthConfig", [])
+    if not isinstance(entries, list):
+        raise InvalidField("inboundAuthConfig", "must be an array")
+    entry = next((item for item in entries
+                  if isinstance(item, dict) and item.get("type") == "oauth2"), None)
+    if entry is None:
+        entry = {"type": "oauth2"}
+        entries.append(entry)
+    entry.setdefault("config", {})[key] = value
 
 
 NameOption = typer.Option(None, "--name", "-n", help="Application name (unique).")
@@ -134,20 +168,27 @@ SignUpFlowOption = typer.Option(
     None, "--sign-up-flow", metavar="HANDLE|ID",
     help="REGISTRATION flow (default: default-basic-passkey-flow, password then passkey; "
          "also seeded: default-passkey-flow, passkey only).")
+GrantOption = typer.Option(
+    None, "--grant", "-g", metavar="GRANT",
+    help="A grant the client may use; repeat for more; replaces the template's or file's: "
+         "authorization_code, refresh_token, client_credentials, device_code (a TV or "
+         "command-line tool), token-exchange.")
 AllowSignUpOption = typer.Option(
     None, "--allow-sign-up/--no-sign-up",
     help="Offer 'Create an account' on the hosted page (runs the sign-up flow).")
 
 
 def _apply_options(document: dict[str, Any], *, name: str | None,
-                   redirect_uri: list[str] | None, theme: str | None,
+                   redirect_uri: list[str] | None, grant: list[str] | None, theme: str | None,
                    sign_in_flow: str | None, sign_up_flow: str | None,
                    allow_sign_up: bool | None) -> dict[str, Any]:
     """The options of `app create` and `app update`, over the document (they win)."""
     if name is not None:
         document["name"] = name
     if redirect_uri:
-        _set_redirect_uris(document, list(redirect_uri))
+        _set_oauth(document, "redirectUris", list(redirect_uri))
+    if grant:
+        _set_oauth(document, "grantTypes", _grant_types(list(grant)))
     if theme is not None:
         document["themeId"] = theme
     if sign_in_flow is not None:
@@ -164,9 +205,11 @@ def app_create(
     file: Path | None = typer.Option(None, "--file", "-f", metavar="PATH",
                                      help="Application JSON ('-' reads standard input)."),
     template: str | None = typer.Option(None, "--template", "-t",
-                                        help="Start from a template: SPA, Mobile, Server, M2M."),
+                                        help="Start from a template: SPA, Mobile, Server, "
+                                             "Device (TV, command-line tool), M2M."),
     name: str | None = NameOption,
     redirect_uri: list[str] | None = RedirectUriOption,
+    grant: list[str] | None = GrantOption,
     theme: str | None = ThemeOption,
     sign_in_flow: str | None = SignInFlowOption,
     sign_up_flow: str | None = SignUpFlowOption,
@@ -187,6 +230,11 @@ def app_create(
             --sign-in-flow default-passkey-flow --sign-up-flow default-passkey-flow \\
             --allow-sign-up
 
+    A TV or command-line tool (the device authorization grant: the person signs in on
+    their phone with the code it shows):
+
+        identityctl app create --template Device --name "Living-room TV"
+
     From a file (start one with `identityctl app templates Server > app.json`):
 
         identityctl app create --file app.json
@@ -199,8 +247,8 @@ def app_create(
     if file is not None:
         document = _document(file, "application")
     else:
-        document = _from_template(name, template, redirect_uri or [])
-    _apply_options(document, name=name, redirect_uri=redirect_uri, theme=theme,
+        document = _from_template(name, template, redirect_uri or [], list(grant or []))
+    _apply_options(document, name=name, redirect_uri=redirect_uri, grant=grant, theme=theme,
                    sign_in_flow=sign_in_flow, sign_up_flow=sign_up_flow,
                    allow_sign_up=allow_sign_up)
     with console.status("Creating the application..."):
@@ -232,29 +280,32 @@ def app_list(as_json: bool = JsonOption) -> None:
 
 
 @command(app_app, "show")
-def app_show(application: str = typer.Argument(..., metavar="ID|CLIENT_ID"),
+def app_show(application: str = typer.Argument(..., metavar="ID|CLIENT_ID|NAME"),
              as_json: bool = JsonOption) -> None:
-    """Show an application (never its secret). Save it for editing with --json:
+    """Show an application (never its secret), by id, client id or name. Save it for
+    editing with --json:
 
+        identityctl app show Shop
         identityctl app show shop-client-id --json > app.json
     """
     from identityctl.services import catalog as catalog_service
 
     Session.connected()
-    found = catalog_service.require_application(application)
+    found = catalog_service.require_application_named(application)
     show_record(found if as_json else _application_view(found),
                 title=f"Application {found['name']}", as_json=as_json)
 
 
 @command(app_app, "update")
 def app_update(
-    application: str = typer.Argument(..., metavar="ID|CLIENT_ID"),
+    application: str = typer.Argument(..., metavar="ID|CLIENT_ID|NAME"),
     file: Path | None = typer.Option(None, "--file", "-f", metavar="PATH",
                                      help="Replace the settings with this JSON ('-' reads "
                                           "standard input); without it, the options change "
                                           "the current settings."),
     name: str | None = NameOption,
     redirect_uri: list[str] | None = RedirectUriOption,
+    grant: list[str] | None = GrantOption,
     theme: str | None = ThemeOption,
     sign_in_flow: str | None = SignInFlowOption,
     sign_up_flow: str | None = SignUpFlowOption,
@@ -271,9 +322,9 @@ def app_update(
     from identityctl.services import catalog as catalog_service
 
     Session.connected()
-    current = catalog_service.require_application(application)
+    current = catalog_service.require_application_named(application)
     document = _document(file, "application") if file is not None else dict(current)
-    _apply_options(document, name=name, redirect_uri=redirect_uri, theme=theme,
+    _apply_options(document, name=name, redirect_uri=redirect_uri, grant=grant, theme=theme,
                    sign_in_flow=sign_in_flow, sign_up_flow=sign_up_flow,
                    allow_sign_up=allow_sign_up)
     document["id"] = current["id"]
@@ -283,7 +334,7 @@ def app_update(
 
 
 @command(app_app, "delete")
-def app_delete(application: str = typer.Argument(..., metavar="ID|CLIENT_ID"),
+def app_delete(application: str = typer.Argument(..., metavar="ID|CLIENT_ID|NAME"),
                yes: bool = YesOption, as_json: bool = JsonOption) -> None:
     """Delete an application; its codes and refresh tokens stop working at once.
 
@@ -292,14 +343,14 @@ def app_delete(application: str = typer.Argument(..., metavar="ID|CLIENT_ID"),
     from identityctl.services import catalog as catalog_service
 
     Session.connected()
-    found = catalog_service.require_application(application)
+    found = catalog_service.require_application_named(application)
     confirm_and_delete(f"application {found['name']}", found["id"],
                        catalog_service.delete_application, yes=yes, as_json=as_json,
                        shown={"name": found["name"]})
 
 
 @command(app_app, "rotate-secret")
-def app_rotate_secret(application: str = typer.Argument(..., metavar="ID|CLIENT_ID"),
+def app_rotate_secret(application: str = typer.Argument(..., metavar="ID|CLIENT_ID|NAME"),
                       yes: bool = YesOption, as_json: bool = JsonOption) -> None:
     """Issue a new client secret; the old one stops working immediately. Shown ONCE.
 
@@ -308,7 +359,7 @@ def app_rotate_secret(application: str = typer.Argument(..., metavar="ID|CLIENT_
     from identityctl.services import catalog as catalog_service
 
     Session.connected()
-    found = catalog_service.require_application(application)
+    found = catalog_service.require_application_named(application)
     if not yes:
         typer.confirm(f"Replace the client secret of {found['name']}? Clients using the old "
                       "one fail until they get the new one.", abort=True, err=True)
@@ -328,7 +379,7 @@ def app_templates(
                                           help="Print this template as JSON to start a file."),
     as_json: bool = JsonOption,
 ) -> None:
-    """The application templates (SPA, Mobile, Server, M2M), or one of them as JSON:
+    """The application templates (SPA, Mobile, Server, Device, M2M), or one of them as JSON:
 
         identityctl app templates Server > app.json
     """

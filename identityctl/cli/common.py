@@ -17,6 +17,10 @@ from identityctl.errors import ConfigError, IdentityError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: The next step after an error whose fix is another command, in the command line's words
+#: (the MCP tools name their own tools: mcp/tools.py).
+NEXT_STEP = {"theme_placeholder": "`identityctl theme list` shows the themes."}
+
 
 class Session:
     """The --config chosen for this invocation, loaded and connected on first use."""
@@ -59,9 +63,12 @@ def command(group: typer.Typer, *args: Any, **kwargs: Any) -> Callable[[F], F]:
                 else:
                     errors.print(f"[red]error[/red] [bold]{exc.code}[/bold]: "
                                  f"{escape(exc.description or exc.message)}")
+                    if exc.code in NEXT_STEP:
+                        errors.print(escape(NEXT_STEP[exc.code]))
                 raise typer.Exit(1) from None
             except ConfigError as exc:
-                errors.print(f"[red]config error[/red] {exc}")
+                for problem in getattr(exc, "problems", [exc]):  # every one, each on a line
+                    errors.print(f"[red]config error[/red] {escape(str(problem))}")
                 raise typer.Exit(2) from None
 
         group.command(*args, **kwargs)(wrapper)

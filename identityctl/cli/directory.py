@@ -20,6 +20,7 @@ from identityctl.cli.output import JsonOption, console, done, show_record, show_
 from identityctl.errors import BadRequest, InvalidField
 
 if TYPE_CHECKING:
+    from identityctl.services.directory import Recovery
     from identityctl.store.directory import UserRecord
 
 ACTOR = "cli"
@@ -78,14 +79,39 @@ def read_new_password(from_stdin: bool) -> str:
 # --- users ----------------------------------------------------------------------------------
 
 
+def _recovery(user: UserRecord) -> Recovery:
+    from identityctl.services import directory as directory_service
+
+    return directory_service.recovery_of(user, mail=Session.config().email.enabled)
+
+
+def _email_shown(user: UserRecord, recovery: Recovery) -> str | None:
+    """The address and whether it is verified (who can get a recovery code by mail)."""
+    address = user.attributes.get("email")
+    if recovery.email_verified:
+        return f"{address} (verified)"
+    if recovery.verified_address:
+        return f"{address or '-'} (not verified; verified: {recovery.verified_address})"
+    return f"{address} (not verified)" if address else None
+
+
+def _can_recover(recovery: Recovery) -> str:
+    ways = ([f"code to {recovery.verified_address}"]
+            if recovery.verified_address and recovery.mail else [])
+    ways += [f"{recovery.codes_left} recovery code(s)"] if recovery.codes_left else []
+    return f"yes: {', '.join(ways)}" if ways else "no (only an administrator can help)"
+
+
 def _show_user(user: UserRecord, *, title: str, as_json: bool) -> None:
     from identityctl.services import roles
 
     held = [role.name for role in roles.roles_of(user.id)]
-    show_record({**user.to_api(), "roles": held} if as_json else {
+    recovery = _recovery(user)
+    show_record({**user.to_api(), **recovery.to_api(), "roles": held} if as_json else {
         "username": user.username, "id": user.id, "type": user.user_type, "ou": user.ou_id,
         "status": user.status, "roles": " ".join(held) or "-",
         "password": "set" if user.password_hash else "none (passkeys only)",
+        "email": _email_shown(user, recovery), "can recover": _can_recover(recovery),
         "attributes": user.attributes, "created": when(user.created_at),
         "updated": when(user.updated_at)}, title=title, as_json=as_json)
 
@@ -156,23 +182,38 @@ def _confirm_email(user_id: str, vouched: bool) -> None:
 def user_list(
     limit: int = typer.Option(100, help="At most this many users (ordered by username)."),
     offset: int = typer.Option(0, help="Skip this many users first (paging)."),
+    cannot_recover: bool = typer.Option(
+        False, "--cannot-recover",
+        help="Only those who could not get back in without an administrator if they lost "
+             "their passkeys: no verified address the deployment can mail a code to, and "
+             "no unused recovery code."),
     as_json: bool = JsonOption,
 ) -> None:
-    """List users, ordered by username.
+    """List users, ordered by username, with whether their e-mail address is verified.
 
         identityctl user list --limit 20 --offset 40
+        identityctl user list --cannot-recover
     """
     from identityctl.services import directory as directory_service
 
-    Session.connected()
-    users = directory_service.list_users(limit=limit, offset=offset)
+    config = Session.connected()
+    if cannot_recover:
+        users = directory_service.users_who_cannot_recover(
+            mail=config.email.enabled, limit=limit, offset=offset)
+    else:
+        users = [(user, _recovery(user)) for user in
+                 directory_service.list_users(limit=limit, offset=offset)]
     rows = [{"username": u.username, "id": u.id, "type": u.user_type, "status": u.status,
-             "email": u.attributes.get("email"), "password": "yes" if u.password_hash else "no",
-             "created": when(u.created_at)} for u in users]
+             "email": _email_shown(u, recovery),
+             "recover": "yes" if recovery.can_recover else "no",
+             "password": "yes" if u.password_hash else "no",
+             "created": when(u.created_at)} for u, recovery in users]
     show_table(rows, [("username", "Username"), ("id", "Id"), ("type", "Type"),
-                      ("status", "Status"), ("email", "Email"), ("password", "Password"),
-                      ("created", "Created")], title="Users", as_json=as_json,
-               json_data=[u.to_api() for u in users])
+                      ("status", "Status"), ("email", "Email"), ("recover", "Can recover"),
+                      ("password", "Password"), ("created", "Created")],
+               title="Users who cannot recover" if cannot_recover else "Users",
+               as_json=as_json,
+               json_data=[{**u.to_api(), **recovery.to_api()} for u, recovery in users])
 
 
 @command(user_app, "show")

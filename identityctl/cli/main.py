@@ -276,27 +276,39 @@ def db_upgrade(as_json: bool = JsonOption) -> None:
          as_json=as_json, data={"applied": applied})
 
 
+def _one_path(argument: Path | None, option: Path | None, name: str) -> Path:
+    """The file given as the argument or as the option (one of them, once)."""
+    if (argument is None) == (option is None):
+        raise BadRequest(f"Give the file once: as an argument or with {name}.",
+                         code="conflicting_options")
+    return argument or option  # type: ignore[return-value]
+
+
 @command(db_app, "backup")
 def db_backup(destination: Path = typer.Argument(..., help="File to write the backup to."),
               as_json: bool = JsonOption) -> None:
-    """The same as `identityctl backup --to FILE`."""
-    backup(to=destination, as_json=as_json)
+    """The same as `identityctl backup FILE`."""
+    backup(file=destination, to=None, as_json=as_json)
 
 
 @command(app, "backup")
-def backup(to: Path = typer.Option(..., "--to", metavar="FILE",
-                                   help="The backup to write (a .tar.gz, mode 0600)."),
+def backup(file: Path | None = typer.Argument(None, metavar="FILE",
+                                              help="The backup to write (a .tar.gz, mode "
+                                                   "0600)."),
+           to: Path | None = typer.Option(None, "--to", metavar="FILE",
+                                          help="The same as FILE."),
            as_json: bool = JsonOption) -> None:
     """Back up a SQLite deployment while it serves: a consistent copy of the database
     (SQLite's online backup API) with the config file and a manifest, in one file.
 
-        identityctl backup --to /backups/identity-$(date +%F).tar.gz
+        identityctl backup /backups/identity-$(date +%F).tar.gz
 
     For PostgreSQL use pg_dump (docs/deployment.md, "Backups"), then `identityctl db check`
     after a restore.
     """
     from identityctl.services import backups
 
+    to = _one_path(file, to, "--to")
     config = Session.connected()
     with console.status("Copying the database..."):
         made = backups.backup(config, to)
@@ -305,8 +317,10 @@ def backup(to: Path = typer.Option(..., "--to", metavar="FILE",
 
 
 @command(app, "restore")
-def restore(source: Path = typer.Option(..., "--from", metavar="FILE",
-                                        help="A backup made by `identityctl backup`."),
+def restore(file: Path | None = typer.Argument(None, metavar="FILE",
+                                              help="A backup made by `identityctl backup`."),
+            source: Path | None = typer.Option(None, "--from", metavar="FILE",
+                                               help="The same as FILE."),
             with_config: bool = typer.Option(False, "--with-config",
                                               help="Also put back the backup's config.toml "
                                                    "(mode 0600; refused unless it loads and "
@@ -318,11 +332,12 @@ def restore(source: Path = typer.Option(..., "--from", metavar="FILE",
     database copy (SQLite's integrity check) were checked.
 
         systemctl stop identityctl
-        identityctl restore --from /backups/identity-2026-11-25.tar.gz
+        identityctl restore /backups/identity-2026-11-25.tar.gz
         identityctl db check && systemctl start identityctl
     """
     from identityctl.services import backups
 
+    source = _one_path(file, source, "--from")
     config = Session.config()
     if not yes:
         typer.confirm("Replace this deployment's database with the backup's?", abort=True,
@@ -342,16 +357,16 @@ def db_check(as_json: bool = JsonOption) -> None:
 
     Session.connected()
     result = backups.check_database(Session.config())
+    summary = result.summary
     if as_json:
         emit_json({"ok": not result.problems, "problems": result.problems,
-                   "rows": result.counts})
+                   "summary": summary, "rows": result.counts})
     else:
         for problem in result.problems:
             console.print(f"[red]problem[/red] {problem}")
         if not result.problems:
-            console.print(f"[green]ok[/green]: {len(result.counts)} tables, "
-                          f"{result.counts.get('user', 0)} users, "
-                          f"{result.counts.get('passkeycredential', 0)} passkeys")
+            console.print("[green]ok[/green]: " + ", ".join(
+                f"{count} {what}" for what, count in summary.items()))
     if result.problems:
         raise typer.Exit(1)
 

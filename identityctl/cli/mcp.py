@@ -14,7 +14,7 @@ def mcp() -> None:
     """Serve the MCP tool server over stdio, for AI assistants and IDEs on this machine.
 
     Needs no token: it reads the configuration and the database directly and acts as the
-    local admin (audited as mcp:stdio). The same 16 svc_* tools are served over HTTP at
+    local admin (audited as mcp:stdio). The same tools are served over HTTP at
     {base_url}/mcp with a bearer token. Register either in an MCP client:
 
     [bold]stdio[/bold] (Claude Desktop, Claude Code, Cursor, VS Code: mcpServers entry):

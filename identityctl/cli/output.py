@@ -9,10 +9,21 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 console = Console()
 errors = Console(stderr=True)
+
+#: Columns whose values people copy into the next command (ids, handles, client ids, names
+#: to sign in with, URLs): never broken across lines, however narrow the terminal.
+IDENTIFIERS = frozenset({"id", "handle", "client id", "clientId", "username", "userId", "kid",
+                         "credentialId", "identifier", "subject", "application", "url"})
+
+#: The widest a word of another column stays whole when the terminal is narrow.
+_WORD = 20
+#: Wide enough to measure any table's narrowest layout.
+_UNBOUNDED = 10_000
 
 JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table.")
 
@@ -32,12 +43,28 @@ def show_table(rows: Iterable[dict[str, Any]], columns: Sequence[tuple[str, str]
         console.print(f"[dim]No {title.lower()} yet.[/dim]")
         return
     table = Table(title=title, title_justify="left")
-    for _, heading in columns:
-        # An id is copied into the next command: it wraps rather than being cut.
-        table.add_column(heading, overflow="fold")
-    for row in rows:
-        table.add_row(*(_cell(row.get(key)) for key, _ in columns))
-    console.print(table)
+    cells = [[_cell(row.get(key)) for key, _ in columns] for row in rows]
+    for index, (key, heading) in enumerate(columns):
+        texts = [heading, *(row[index] for row in cells)]
+        if key in IDENTIFIERS:  # as wide as its widest value, whatever the terminal's width
+            table.add_column(heading, no_wrap=True,
+                             min_width=max(len(line) for text in texts
+                                           for line in text.splitlines() or [""]))
+        else:  # the other columns give way: they wrap between words, and fold only a word
+            # longer than _WORD
+            longest = max(len(word) for text in texts for word in [*text.split(), ""])
+            table.add_column(heading, overflow="fold", min_width=min(longest, _WORD))
+    for row in cells:
+        table.add_row(*row)
+    # Wider than the terminal rather than cut when even that does not fit: rich would shrink
+    # every column (identifiers too) to the terminal's width.
+    needed = Measurement.get(console, console.options.update_width(_UNBOUNDED), table).minimum
+    terminal = console.width
+    console.width = max(terminal, needed)  # print() never goes past the console's width
+    try:
+        console.print(table, crop=False)
+    finally:
+        console.width = terminal
 
 
 def show_record(record: dict[str, Any], *, title: str, as_json: bool) -> None:

@@ -21,6 +21,15 @@ MESSAGES: dict[str, tuple[str, tuple[str, ...]]] = {
         "{code}",
         "It works for {minutes} minutes. If you did not sign up at {product}, ignore this "
         "message.")),
+    "confirm_email": ("Your {product} code: {code}", (
+        "Enter this code on your account page to confirm this e-mail address:",
+        "{code}",
+        "It works for {minutes} minutes. If you did not ask for it, ignore this message: "
+        "without the code, nothing changes.")),
+    "email_changed": ("The e-mail address of your {product} account was changed", (
+        "Your account's e-mail address is {address} from now on; mail about your account "
+        "no longer comes to this address.",
+        "If this was not you, sign in and check your account page: {account_url}")),
     "recovery_code": ("Your {product} code: {code}", (
         "Someone, hopefully you, asked to get back into your {product} account.",
         "Enter this code on the page where you asked:",

@@ -89,7 +89,8 @@ class ApplicationFields(WireModel):
     name: Annotated[str, Field(description="Unique display name of the application.")]
     description: Annotated[str | None, Field(description="Free text.")] = None
     template: Annotated[TemplateName | None, Field(
-        description="Template the application was made from: SPA, Mobile, Server or M2M.",
+        description="Template the application was made from: SPA, Mobile, Server, Device "
+                    "or M2M.",
     )] = None
     theme_id: Annotated[str | None, Field(
         description="Id of the theme of the hosted sign-in page. SPA, Mobile and Server apps: "
@@ -131,7 +132,8 @@ class ApplicationList(BaseModel):
 
 class ApplicationTemplates(BaseModel):
     templates: Annotated[dict[str, dict[str, Any]], Field(
-        description="Minimal application objects by type: SPA, Mobile, Server, M2M.")]
+        description="Minimal application objects by type: SPA, Mobile, Server, Device, "
+                    "M2M.")]
     rules: Annotated[list[str], Field(description="What to change before creating one.")]
 
 
@@ -300,6 +302,12 @@ class UserRoles(BaseModel):
     user_id: str
     username: str
     roles: list[Role]
+    email_verified: Annotated[bool, Field(
+        description="Whether the user's e-mail address is verified: a recovery code can be "
+                    "mailed there when the deployment sends mail.")]
+    recovery_codes_left: Annotated[int, Field(
+        description="Unused recovery codes: each lets the user back in once without an "
+                    "administrator.")]
 
 
 class GuideSection(BaseModel):

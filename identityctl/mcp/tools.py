@@ -23,8 +23,9 @@ from typing import Annotated, Any, Literal, TypeVar
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from identityctl import __version__
 from identityctl.errors import IdentityError
@@ -95,6 +96,8 @@ REPLACES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempote
                            open_world_hint=False)
 
 _TOOLS: list[tuple[Callable[..., Any], str, ToolAnnotations]] = []
+#: The tools whose arguments are a document (an application, a flow): see _keeping_all_keys.
+_TAKE_DOCUMENTS: set[str] = set()
 
 ApplicationId = Annotated[str, Field(
     description="Application id (UUID), as svc_list_applications shows it.")]
@@ -137,6 +140,7 @@ def takes_fields_of(model: type[WireModel], *leading: inspect.Parameter) -> Call
                                       Field(title=field_title(name),
                                             description=field.description))])
             for name, field in model.model_fields.items()]
+        _TAKE_DOCUMENTS.add(function.__name__)
         signature = inspect.signature(function, eval_str=True)
         function.__signature__ = signature.replace(  # type: ignore[attr-defined]
             parameters=[*leading, *fields])
@@ -225,7 +229,8 @@ def svc_update_application(**application: Any) -> Application:
 
 @tool("get application templates", READ_ONLY)
 def svc_get_application_templates() -> ApplicationTemplates:
-    """Minimal application objects for SPA, Mobile, Server and M2M applications.
+    """Minimal application objects for SPA, Mobile, Server, Device (a TV or command-line
+    tool: the device authorization grant) and M2M applications.
 
     Fill one in and pass it to svc_create_application. SPA, Mobile and Server templates carry
     a placeholder themeId: call svc_list_themes and replace it. M2M needs no theme."""
@@ -233,7 +238,8 @@ def svc_get_application_templates() -> ApplicationTemplates:
     return ApplicationTemplates(templates=catalog_service.application_templates(), rules=[
         f"SPA, Mobile and Server: themeId is the placeholder {placeholder}; call "
         "svc_list_themes and put a real theme id there before svc_create_application.",
-        "M2M (client_credentials) has no login page and needs no theme: leave themeId out.",
+        "M2M (client_credentials) and Device (the person signs in on another device with "
+        "the code the device shows) have no login page of their own: leave themeId out.",
         "Replace the example redirect URIs (<CUSTOM_SCHEME>://callback, "
         "https://app.example.com/callback, http://localhost:3000/callback) with the app's own.",
         "Confidential clients (Server, M2M) get their client secret once, in the "
@@ -350,9 +356,13 @@ UserName = Annotated[str, Field(description="Username or user id.")]
 
 def _user_roles(user: str) -> UserRoles:
     person = directory_service.require_user(user)
+    # Whether mail is sent is the deployment's, not the user's: these facts are theirs.
+    recovery = directory_service.recovery_of(person, mail=False)
     return UserRoles(user_id=person.id, username=person.username,
                      roles=[Role.model_validate(role.to_api())
-                            for role in roles_service.roles_of(person.id)])
+                            for role in roles_service.roles_of(person.id)],
+                     email_verified=recovery.email_verified,
+                     recovery_codes_left=recovery.codes_left)
 
 
 @tool("list roles", READ_ONLY)
@@ -439,6 +449,11 @@ class EndedSessions(BaseModel):
 # --- the server -----------------------------------------------------------------------------
 
 
+#: The next step after an error whose fix is another tool, in the tools' words (the command
+#: line names its commands: cli/common.py).
+NEXT_STEP = {"theme_placeholder": "call svc_list_themes for the theme ids"}
+
+
 def _reporting_failures(function: F, operation: str) -> F:
     """Turn our domain errors into tool errors the client sees (`isError` with the reason),
     a database failure included ("The database does not answer; retry shortly."); the SDK
@@ -450,7 +465,9 @@ def _reporting_failures(function: F, operation: str) -> F:
             with db.failures_as_503():
                 return function(*args, **kwargs)
         except IdentityError as exc:
-            raise ToolError(f"failed to {operation}: {exc.description or exc.message}") from exc
+            step = f" ({NEXT_STEP[exc.code]})" if exc.code in NEXT_STEP else ""
+            raise ToolError(f"failed to {operation}: {exc.description or exc.message}{step}"
+                            ) from exc
         finally:
             db.release_connection()
 
@@ -467,6 +484,22 @@ def _root_logging_kept() -> Iterator[None]:
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)
+
+
+def _keeping_all_keys(tool: Tool) -> Tool:
+    """A tool that takes a document gets every key sent, unknown ones included: the SDK's
+    argument model would drop a misspelt key without a word, where the services' key check
+    (services/shapes.py) names it and the key meant."""
+    declared = tool.fn_metadata.arg_model
+
+    class Arguments(declared):  # type: ignore[misc, valid-type]
+        model_config = ConfigDict(extra="allow")
+
+        def model_dump_one_level(self) -> dict[str, Any]:
+            return {**super().model_dump_one_level(), **(self.model_extra or {})}
+
+    tool.fn_metadata.arg_model = Arguments
+    return tool
 
 
 def build_server(context: ServiceContext) -> MCPServer[Any]:
@@ -556,11 +589,6 @@ def build_server(context: ServiceContext) -> MCPServer[Any]:
                                                    reason="ended by an administrator")
         return EndedSessions(user_id=person.id, username=person.username, ended=ended)
 
-    with _root_logging_kept():
-        server: MCPServer[Any] = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS,
-                                           version=__version__)
-    # The SDK logs every stateless request and expected tool error at INFO.
-    logging.getLogger("mcp").setLevel(logging.WARNING)
     tools = [*_TOOLS, (svc_integrate_react_sdk, "integrate the React SDK", READ_ONLY),
              (end_user_sessions, "end user sessions", REPLACES),
              (list_identity_providers, "list identity providers", READ_ONLY),
@@ -569,8 +597,16 @@ def build_server(context: ServiceContext) -> MCPServer[Any]:
              (list_webhooks, "list webhooks", READ_ONLY),
              (add_webhook, "add webhook", CREATES),
              (remove_webhook, "remove webhook", REPLACES)]
-    for function, operation, hints in tools:
-        server.add_tool(_reporting_failures(function, operation), name=function.__name__,
-                        description=inspect.cleandoc(function.__doc__ or ""), annotations=hints)
+    served = [Tool.from_function(_reporting_failures(function, operation),
+                                 name=function.__name__, annotations=hints,
+                                 description=inspect.cleandoc(function.__doc__ or ""))
+              for function, operation, hints in tools]
+    with _root_logging_kept():
+        server: MCPServer[Any] = MCPServer(
+            SERVER_NAME, instructions=INSTRUCTIONS, version=__version__,
+            tools=[_keeping_all_keys(tool) if tool.name in _TAKE_DOCUMENTS else tool
+                   for tool in served])
+    # The SDK logs every stateless request and expected tool error at INFO.
+    logging.getLogger("mcp").setLevel(logging.WARNING)
     return server
 

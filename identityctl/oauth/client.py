@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,11 +34,16 @@ class Client:
     dpop_required: bool = False
     #: RFC 8693: what it may exchange ({"targets", "subjectAudiences"}), grants/token_exchange.
     token_exchange: dict[str, Any] = field(default_factory=dict)
+    #: The application's ``allowedUserTypes`` (names or ids; empty: every type).
+    allowed_user_types: tuple[str, ...] = ()
 
     @classmethod
-    def from_config(cls, application_id: str, config: dict[str, Any]) -> Client:
-        """The client described by an application's oauth2 configuration (camelCase keys)."""
+    def from_config(cls, application_id: str, config: dict[str, Any], *,
+                    allowed_user_types: Sequence[str] = ()) -> Client:
+        """The client described by an application's oauth2 configuration (camelCase keys)
+        and the user types the application allows."""
         return cls(application_id=application_id, client_id=config.get("clientId", ""),
+                   allowed_user_types=tuple(allowed_user_types),
                    redirect_uris=tuple(config.get("redirectUris") or ()),
                    grant_types=tuple(config.get("grantTypes") or ()),
                    auth_method=config.get("tokenEndpointAuthMethod") or "client_secret_basic",

@@ -25,6 +25,11 @@ SCOPE_DESCRIPTIONS = {
 }
 
 
+def scope_description(scope: str) -> str:
+    """What a person reads for ``scope``: its description, else its name."""
+    return SCOPE_DESCRIPTIONS.get(scope, scope)
+
+
 def shown_host(host: str) -> str:
     """A host as a person should read it: an internationalized one in its ASCII form
     (``xn--...``), which no look-alike letter can imitate, with its Unicode form beside it:
@@ -71,6 +76,6 @@ class ConsentRequest:
         return {"client": self.client_name, "clientId": self.client_id,
                 "clientHost": self.client_host,
                 "registeredItself": self.described_itself and self.client_host is None,
-                "scopes": [{"scope": scope, "description": SCOPE_DESCRIPTIONS.get(scope, scope)}
+                "scopes": [{"scope": scope, "description": scope_description(scope)}
                            for scope in self.scopes],
                 "resources": list(self.resources)}

@@ -35,7 +35,7 @@ def create_app(config: Config, context: ServiceContext | None = None) -> falcon.
     # for every response; this one is built once (same output: UTF-8, not ASCII-escaped).
     app.resp_options.media_handlers[falcon.MEDIA_JSON] = falcon.media.JSONHandler(
         dumps=json.JSONEncoder(ensure_ascii=False).encode)
-    errors.install(app)
+    errors.install(app, config)
     add_routes(app, context or ServiceContext.for_config(config))
     return app
 

@@ -5,8 +5,10 @@ Domain errors (:class:`IdentityError`) carry their own status and code; Falcon's
 500 whose body says nothing about the internals (the traceback goes to the log only).
 
 Falcon routes answer through the handlers below (their headers come with ``SecureResponse``);
-what answers below Falcon (the /mcp dispatcher, waitress's own refusals in
-``server/waitress_errors.py``) writes its answer with :func:`error_answer`.
+a person's browser that opens an address with no page (404, 405: it asks for ``text/html``
+first) gets a page saying so instead of the JSON. What answers below Falcon (the /mcp
+dispatcher, waitress's own refusals in ``server/waitress_errors.py``) writes its answer
+with :func:`error_answer`.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ from typing import Any
 
 import falcon
 
+from identityctl import i18n
+from identityctl.config import Config
 from identityctl.errors import IdentityError
 from identityctl.server.middleware import SECURITY_HEADERS
 from identityctl.store.db import busy_error
+from identityctl.ui import gate, pages
 
 log = logging.getLogger("identityctl.server")
 
@@ -29,6 +34,12 @@ _FALCON_CODES = {
     405: "method_not_allowed", 408: "request_timeout", 411: "length_required",
     413: "payload_too_large", 415: "unsupported_media_type", 422: "unprocessable",
     429: "too_many_requests", 503: "service_unavailable",
+}
+#: What a person reads when their browser opens an address with no page: (title, text).
+_PAGE_TEXT = {
+    404: ("This page does not exist", "Check the address, or go to the start page."),
+    405: ("This page cannot be opened like this",
+          "Go to the start page and try again from there."),
 }
 
 
@@ -84,21 +95,45 @@ def handle_identity_error(req: falcon.Request, resp: falcon.Response, ex: Identi
     _write(resp, ex.status, ex.to_dict(), ex.headers)
 
 
-def handle_http_error(req: falcon.Request, resp: falcon.Response, ex: falcon.HTTPError,
-                      params: dict[str, Any]) -> None:
-    status = ex.status_code
-    code = _FALCON_CODES.get(status, "http_error")
-    description = ex.description or ""
-    if isinstance(ex, falcon.MediaMalformedError):
-        code, description = "malformed_json", "The body is not valid JSON."
-    elif isinstance(ex, falcon.MediaNotFoundError):
-        code, description = "missing_body", "The request needs a JSON body."
-    elif status == 404:
-        description = description or f"No resource at {req.path}."
-    elif status == 405:
-        description = description or f"{req.method} is not allowed on {req.path}."
-    _write(resp, status, {"code": code, "message": ex.title or "Error",
-                          "description": description}, dict(ex.headers or {}))
+class HttpErrors:
+    """Falcon's own refusals (route, method, body) with stable codes; a browser's 404 and
+    405 as a page (``Accept`` prefers HTML), API clients' as JSON."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    def __call__(self, req: falcon.Request, resp: falcon.Response, ex: falcon.HTTPError,
+                 params: dict[str, Any]) -> None:
+        status = ex.status_code
+        if status in _PAGE_TEXT and req.client_prefers(
+                (falcon.MEDIA_JSON, falcon.MEDIA_HTML)) == falcon.MEDIA_HTML:
+            self._page(req, resp, status)
+            return
+        code = _FALCON_CODES.get(status, "http_error")
+        description = ex.description or ""
+        if isinstance(ex, falcon.MediaMalformedError):
+            code, description = "malformed_json", "The body is not valid JSON."
+        elif isinstance(ex, falcon.MediaNotFoundError):
+            code, description = "missing_body", "The request needs a JSON body."
+        elif status == 404:
+            description = description or f"No resource at {req.path}."
+        elif status == 405:
+            description = description or f"{req.method} is not allowed on {req.path}."
+        _write(resp, status, {"code": code, "message": ex.title or "Error",
+                              "description": description}, dict(ex.headers or {}))
+
+    def _page(self, req: falcon.Request, resp: falcon.Response, status: int) -> None:
+        title, text = _PAGE_TEXT[status]
+        language = i18n.choose(ui_locales=None,
+                               accept_language=req.get_header("Accept-Language"))
+        resp.status = status
+        resp.content_type = falcon.MEDIA_HTML
+        resp.set_header("Content-Security-Policy", pages.PAGE_CSP)
+        resp.set_header("Cache-Control", "no-store")
+        resp.text = pages.message_page(
+            title=title, text=text, error=_FALCON_CODES[status],
+            back=("Go to the start page", self.config.base_url + "/"),
+            assets=gate.assets(self.config, None), language=language)
 
 
 def handle_unexpected(req: falcon.Request, resp: falcon.Response, ex: Exception,
@@ -116,8 +151,8 @@ def handle_unexpected(req: falcon.Request, resp: falcon.Response, ex: Exception,
     handle_identity_error(req, resp, InternalError(), params)
 
 
-def install(app: falcon.App) -> None:
+def install(app: falcon.App, config: Config) -> None:
     # Falcon picks the most specific handler by class hierarchy, so order does not matter.
     app.add_error_handler(Exception, handle_unexpected)
-    app.add_error_handler(falcon.HTTPError, handle_http_error)
+    app.add_error_handler(falcon.HTTPError, HttpErrors(config))
     app.add_error_handler(IdentityError, handle_identity_error)

@@ -34,6 +34,7 @@ from identityctl.config import Config, load_config
 from identityctl.errors import BadRequest, ConfigError, Conflict
 from identityctl.services.bootstrap import sqlite_file
 from identityctl.store import migrations
+from identityctl.store.models import PasskeyCredential, User
 
 DATABASE, CONFIG, MANIFEST = "identityctl.db", "config.toml", "manifest.json"
 
@@ -61,12 +62,19 @@ def backup(config: Config, destination: Path) -> dict[str, Any]:
         descriptor = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "wb") as output, \
                 tarfile.open(fileobj=output, mode="w:gz") as archive:
-            archive.add(copy, arcname=DATABASE)
+            archive.add(copy, arcname=DATABASE, filter=_private)
             if config.source:  # its content: a backup holds regular files only
                 _add_bytes(archive, CONFIG, Path(config.source).read_bytes())
             _add_bytes(archive, MANIFEST, json.dumps(manifest, indent=2).encode())
     return {**manifest, "backup": str(destination), "source": str(source),
             "seconds": round(time.perf_counter() - started, 2)}
+
+
+def _private(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """The database is the deployment's secrets (keys, hashes): 0600 in the archive too, as
+    every member is, whatever the umask gave the copy."""
+    info.mode = 0o600
+    return info
 
 
 def _add_bytes(archive: tarfile.TarFile, name: str, data: bytes) -> None:
@@ -217,10 +225,21 @@ def _staged_config(config: Config, target: Path, unpacked: dict[str, Path], *,
         staged.unlink(missing_ok=True)
 
 
+#: What `identityctl db check` sums up, by the table it counts: its text and its JSON read
+#: the one summary (a name typed twice once counted a table that does not exist).
+SUMMARY = {"users": User._meta.table_name, "passkeys": PasskeyCredential._meta.table_name}
+
+
 @dataclass(frozen=True, slots=True)
 class CheckResult:
     problems: list[str]
     counts: dict[str, int]
+
+    @property
+    def summary(self) -> dict[str, int]:
+        """How many tables, users and passkeys there are."""
+        return {"tables": len(self.counts),
+                **{what: self.counts.get(table, 0) for what, table in SUMMARY.items()}}
 
 
 def check_sqlite_file(path: Path) -> list[str]:

@@ -11,13 +11,14 @@ import string
 from typing import Any
 from urllib.parse import urlsplit
 
-from identityctl.errors import BadRequest, InvalidField, NotFound
+from identityctl.errors import BadRequest, Conflict, InvalidField, NotFound
 from identityctl.flow.definition import FLOW_TYPES, validate_flow
 from identityctl.oauth import client_auth
 from identityctl.oauth.client_assertion import check_client_keys
 from identityctl.oauth.grants import device_code, token_exchange
 from identityctl.oauth.registration import exact_uri_problem
 from identityctl.security import passwords
+from identityctl.services import shapes
 from identityctl.services.directory import check_handle, require_ou
 from identityctl.store import audit, catalog
 from identityctl.theme import stylesheet as theme_grammar
@@ -58,6 +59,16 @@ TEMPLATES: dict[str, dict[str, Any]] = {
             "tokenEndpointAuthMethod": "client_secret_basic", "pkceRequired": True,
             "publicClient": False, "scopes": _BROWSER_SCOPES}}],
     },
+    # A TV, console or command-line tool: the person signs in on another device with the
+    # code it shows (RFC 8628); no redirect URI, no page of its own, so no theme.
+    "Device": {
+        "name": "My TV or device app", "template": "Device",
+        "isRegistrationFlowEnabled": False,
+        "inboundAuthConfig": [{"type": "oauth2", "config": {
+            "redirectUris": [], "grantTypes": [device_code.GRANT_TYPE, "refresh_token"],
+            "responseTypes": [], "tokenEndpointAuthMethod": "none", "pkceRequired": True,
+            "publicClient": True, "scopes": _BROWSER_SCOPES}}],
+    },
     "M2M": {
         "name": "My backend service", "template": "M2M",
         "inboundAuthConfig": [{"type": "oauth2", "config": {
@@ -95,6 +106,7 @@ def validate_theme(theme: dict[str, Any]) -> dict[str, Any]:
     """A theme document: {"colorSchemes": {"light": {...}, "dark": {...}}, "typography": {...}},
     every value checked by its CSS grammar (``identityctl.theme.stylesheet.validate_theme``, the one
     check that create, update and the /gate/theme.css writer share)."""
+    shapes.check(theme, shapes.THEME_DOCUMENT, where="theme")
     return theme_grammar.validate_theme(theme)
 
 
@@ -162,6 +174,7 @@ def require_flow_by_handle(handle: str, flow_type: str) -> dict[str, Any]:
 
 def create_flow(document: dict[str, Any], *, actor: str = "admin") -> dict[str, Any]:
     """Validate a flow definition (see docs/flows.md) and store it."""
+    shapes.check(document, shapes.FLOW)
     flow = validate_flow(document)
     created = catalog.create_flow(handle=flow["handle"], name=flow["name"],
                                   flow_type=flow["flowType"], nodes=flow["nodes"])
@@ -172,8 +185,10 @@ def create_flow(document: dict[str, Any], *, actor: str = "admin") -> dict[str, 
 def update_flow(flow_id: str, *, name: str, nodes: list[dict[str, Any]],
                 handle: str | None = None, actor: str = "admin") -> dict[str, Any]:
     current = require_flow(flow_id)
-    flow = validate_flow({"handle": handle or current["handle"], "name": name,
-                          "flowType": current["flowType"], "nodes": nodes})
+    document = {"handle": handle or current["handle"], "name": name,
+                "flowType": current["flowType"], "nodes": nodes}
+    shapes.check(document, shapes.FLOW)
+    flow = validate_flow(document)
     updated = catalog.update_flow(current["id"], handle=flow["handle"], name=flow["name"],
                                   nodes=flow["nodes"])
     audit.record("flow.update", "success", actor=actor, details={"id": current["id"]})
@@ -208,6 +223,26 @@ def require_application(id_or_client_id: str) -> dict[str, Any]:
     if found is None:
         raise NotFound(f"No application '{id_or_client_id}'.", code="application_not_found")
     return found
+
+
+def require_application_named(reference: str) -> dict[str, Any]:
+    """The application an admin names: by id, client id or name (a name in any letter case
+    when no application has it exactly). A reference two applications fit is refused, naming
+    both, rather than guessed: the next command may delete one."""
+    everything = catalog.list_applications()
+    exact = {app["id"]: app for app in everything
+             if reference in (app["id"], app["name"], oauth_config(app).get("clientId"))}
+    found = exact or {app["id"]: app for app in everything
+                      if app["name"].casefold() == reference.casefold()}
+    if not found:
+        raise NotFound(f"No application with the id, client id or name '{reference}'.",
+                       code="application_not_found")
+    if len(found) > 1:
+        named = "; ".join(f"{app['name']} (client id {oauth_config(app).get('clientId')})"
+                          for app in found.values())
+        raise Conflict(f"'{reference}' names more than one application: {named}. Give its "
+                       "client id.", code="ambiguous_application")
+    return next(iter(found.values()))
 
 
 def require_application_by_client_id(client_id: str) -> dict[str, Any]:
@@ -373,6 +408,7 @@ def _normalise_application(document: dict[str, Any]) -> dict[str, Any]:
     """Validate an application document into the store's fields (no client id/secret)."""
     if not isinstance(document, dict):
         raise BadRequest("The application must be a JSON object.")
+    shapes.check(document, shapes.APPLICATION)
     name = document.get("name")
     if not isinstance(name, str) or not name.strip():
         raise InvalidField("name", "is required")
@@ -384,8 +420,9 @@ def _normalise_application(document: dict[str, Any]) -> dict[str, Any]:
     is_m2m = oauth["grantTypes"] == ["client_credentials"]
     theme_id = document.get("themeId")
     if theme_id == THEME_PLACEHOLDER:
-        raise InvalidField("themeId", "still holds the template placeholder; call "
-                           "svc_list_themes (or `identityctl theme list`) and use a real theme id",
+        # Where to find the themes is the adapter's to say (a command, a tool).
+        raise InvalidField("themeId", f"still holds the template placeholder "
+                           f"{THEME_PLACEHOLDER}: put a real theme's id or handle there",
                            code="theme_placeholder")
     if theme_id:
         theme_id = require_theme(theme_id)["id"]

@@ -35,6 +35,7 @@ from identityctl.services import (
     federation,
     resource_servers,
     roles,
+    shapes,
 )
 from identityctl.services.context import ServiceContext
 from identityctl.store import db
@@ -627,10 +628,10 @@ def _checked_document(ctx: ServiceContext,
         raise InvalidField("apiVersion", f"this document needs apiVersion: {API_VERSION} and "
                            f"kind: {KIND} (as `identityctl export` writes)",
                            code="malformed_document")
-    unknown = set(document) - {"apiVersion", "kind", *SECTIONS}
-    if unknown:
-        raise InvalidField(sorted(unknown)[0], f"is not a section; the sections are "
-                           f"{', '.join(SECTIONS)}", code="malformed_document")
+    # Every key no section knows, at any depth, is named at once (with the key meant):
+    # the services would drop it, and the dry run propose the real key's default.
+    unknown = shapes.unknown_keys(document, {"apiVersion": None, "kind": None,
+                                             **dict.fromkeys(SECTIONS)})
     by_name = {section.name: section for section in sections(ctx)}
     wanted: dict[str, dict[str, dict[str, Any]]] = {}
     for name in SECTIONS:
@@ -650,7 +651,9 @@ def _checked_document(ctx: ServiceContext,
                     raise InvalidField(f"{name}[{index}]", f"{key!r} is listed twice",
                                        code="duplicate_entry")
                 keyed[key] = entry
+            unknown += shapes.unknown_keys(entry, shapes.CONFIGURATION[name], f"{name}[{key}]")
         wanted[name] = keyed
+    shapes.refuse(unknown)
     return wanted
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -112,6 +114,49 @@ def coerce_attributes(schema: dict[str, Any], texts: dict[str, str]) -> dict[str
 
 def list_users(*, limit: int = 100, offset: int = 0) -> list[UserRecord]:
     return directory.list_users(limit=limit, offset=offset)
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    """Whether a person who lost their passkeys could get back in without an administrator
+    (docs/recovery.md): with a code e-mailed to their verified address (only when the
+    deployment sends mail), or with one of their unused recovery codes."""
+
+    verified_address: str | None
+    #: The address the account shows (its ``email`` attribute) is the verified one.
+    email_verified: bool
+    codes_left: int
+    mail: bool
+
+    @property
+    def can_recover(self) -> bool:
+        return bool(self.verified_address and self.mail) or self.codes_left > 0
+
+    def to_api(self) -> dict[str, Any]:
+        return {"emailVerified": self.email_verified, "verifiedEmail": self.verified_address,
+                "recoveryCodesLeft": self.codes_left, "canRecover": self.can_recover}
+
+
+def recovery_of(user: UserRecord, *, mail: bool) -> Recovery:
+    """``mail``: whether the deployment sends mail (``email.smtp_host``)."""
+    verified = recovery_store.verified_address(user.id)
+    shown = str(user.attributes.get(EMAIL) or "").strip().lower()
+    return Recovery(verified_address=verified, email_verified=bool(verified) and
+                    verified == shown, codes_left=recovery_store.codes_left(user.id),
+                    mail=mail)
+
+
+def users_who_cannot_recover(*, mail: bool, limit: int = 100,
+                             offset: int = 0) -> list[tuple[UserRecord, Recovery]]:
+    """The users (by username) :func:`recovery_of` finds no way back for, a page of them."""
+    found: list[tuple[UserRecord, Recovery]] = []
+    page, start = 500, 0
+    while len(found) < offset + limit and (users := directory.list_users(limit=page,
+                                                                         offset=start)):
+        found += [(user, recovery) for user in users
+                  if not (recovery := recovery_of(user, mail=mail)).can_recover]
+        start += page
+    return found[offset:offset + limit]
 
 
 def create_user(*, username: str, password: str | None = None,
@@ -324,6 +369,14 @@ def is_usable(user: UserRecord | None) -> bool:
     """The one rule of whether an account may act: sign in, enrol a passkey, get tokens,
     refresh them, have them answer at userinfo and introspection. Only an active one."""
     return user is not None and user.status == Standing.ACTIVE
+
+
+def may_use(user: UserRecord, allowed_user_types: Sequence[str]) -> bool:
+    """The one rule of whether a user's type lets them use an application, wherever an
+    account acts for one (sign-in, authorize, every grant that issues tokens for a user):
+    ``allowedUserTypes`` names types by name or id; empty, every type may."""
+    return (not allowed_user_types or user.user_type in allowed_user_types
+            or user.user_type_id in allowed_user_types)
 
 
 def ensure_usable(user: UserRecord) -> None:

@@ -10,8 +10,15 @@
   ``email.code_attempts`` wrong codes per execution (then the execution ends), and wrong
   codes per account are throttled like passwords, from all addresses together.
 
-Only a keyed digest of a code is stored (the execution's context), never the code; the
-queued message holds it until it is sent (services/mail.py drops the body then).
+On the account page (:func:`send_address_code`, :func:`confirm_address_code`): a code to
+the person's address, or to the one they want instead, which they type back there; the
+address is proven (and becomes their ``email``) only then, the old one stays until it is.
+At most ``email.code_attempts`` wrong codes per code, throttled per account like passwords;
+at most ``CODES_PER_HOUR`` codes per person and ``CODE_MAILS_PER_HOUR`` mails per address.
+
+Only a keyed digest of a code is stored (the execution's context, the account's pending
+code), never the code; the queued message holds it until it is sent (services/mail.py
+drops the body then).
 """
 
 from __future__ import annotations
@@ -19,15 +26,20 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from identityctl.errors import BadRequest, TooManyRequests
 from identityctl.flow.engine import SUCCESS, TaskOutcome
 from identityctl.security import codes
+from identityctl.security.email_address import EMAIL, checked_address
 from identityctl.services import directory as directory_service
 from identityctl.services import mail
 from identityctl.services.attempts import CredentialAttempt
+from identityctl.services.context import ServiceContext
 from identityctl.store import audit, db, directory, outbox
+from identityctl.store import email_codes as code_store
 from identityctl.store import keys as key_store
 from identityctl.store import recovery as recovery_store
 from identityctl.store.directory import UserRecord
+from identityctl.store.email_codes import PendingCode
 from identityctl.store.passkeys import NOBODY
 
 if TYPE_CHECKING:
@@ -40,6 +52,12 @@ OTP_ACTION = "flow.otp"
 SENDS_PER_EXECUTION = 3
 #: Recovery messages one address gets per hour, whoever asks (no mail bombing).
 RECOVERY_MAILS_PER_HOUR = 5
+#: Mails an address gets per hour before the account page sends it no more codes.
+CODE_MAILS_PER_HOUR = RECOVERY_MAILS_PER_HOUR
+#: Codes the account page sends one person per hour, to whichever addresses.
+CODES_PER_HOUR = 5
+HOUR = 3600
+ADDRESS_CODE_ACTION = "account.email_code"
 VERIFY, RECOVERY = "verify", "recovery"
 #: The address probed for a name without one: no message is ever queued to it, so the probe
 #: reads as little as for a real address (never the stand-ins, which have no address).
@@ -152,3 +170,87 @@ def check_code(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     step.context["recovering"] = True
     step.signed_in(user.id, ["otp"])
     return SUCCESS
+
+
+# --- the account page: confirming (or changing) the address --------------------------------
+
+
+def _address_binding(user_id: str, address: str) -> str:
+    # The code proves this address for this person, nothing else.
+    return f"address:{user_id}:{address.lower()}"
+
+
+def send_address_code(ctx: ServiceContext, user: UserRecord, address: object, *,
+                      language: str, client_address: str, actor: str) -> PendingCode:
+    """E-mail a code to ``address`` (the person's own, or the one they want instead); any
+    earlier code of theirs stops working. Nothing changes until the code comes back
+    (:func:`confirm_address_code`)."""
+    mail.require_mail(ctx)
+    address = checked_address(address, field=EMAIL)
+    now = time.time()
+    earlier = code_store.pending(user.id)
+    sends, since = ((earlier.sends + 1, earlier.sends_since)
+                    if earlier is not None and earlier.sends_since > now - HOUR else (1, now))
+    if sends > CODES_PER_HOUR \
+            or outbox.sent_to_since(mail.EMAIL, address, now - HOUR) >= CODE_MAILS_PER_HOUR:
+        audit.record(ADDRESS_CODE_ACTION, "throttled", actor=actor, user_id=user.id,
+                     client_address=client_address, details={"code": "too_many_codes"})
+        raise TooManyRequests("Too many codes were sent; try again in an hour.",
+                              retry_after=int(since + HOUR - now) + 1, code="too_many_codes")
+    code, ttl = codes.new_code(), ctx.config.email.code_ttl
+    pending = PendingCode(user_id=user.id, address=address,
+                          code_hash=codes.digest(key_store.service_secret(CODE_SECRET),
+                                                 binding=_address_binding(user.id, address),
+                                                 code=code),
+                          expires_at=now + ttl, tries=0, sends=sends, sends_since=since)
+    with db.transaction():
+        code_store.replace(pending)
+        mail.queue(ctx, "confirm_email", to=address, language=mail.language_of(user, language),
+                   code=code, minutes=str(ttl // 60))
+        audit.record("email.code_sent", "success", actor=actor, user_id=user.id,
+                     client_address=client_address,
+                     details={"change": address.lower() != _current_address(user)})
+    return pending
+
+
+def _current_address(user: UserRecord) -> str:
+    return str(user.attributes.get(EMAIL) or "").strip().lower()
+
+
+def confirm_address_code(ctx: ServiceContext, user: UserRecord, code: object, *,
+                         client_address: str, actor: str) -> str:
+    """The code the person typed back: the address it went to is proven theirs and is their
+    ``email`` from now on (another one's is replaced, and its owner told). The address."""
+    pending = code_store.pending(user.id)
+    if pending is None or pending.tries >= ctx.config.email.code_attempts:
+        raise BadRequest("There is no code to enter; ask for a new one.",
+                         code="email_code_not_sent")
+    if pending.expires_at <= time.time():
+        raise BadRequest("This code has expired; ask for a new one.", code="email_code_expired")
+    with CredentialAttempt(ctx, action=ADDRESS_CODE_ACTION, client_address=client_address,
+                           password=True) as attempt:
+        attempt.actor = actor
+        attempt.check(user.username)
+        attempt.at_stake(user.id)
+        if not codes.matches(key_store.service_secret(CODE_SECRET),
+                             binding=_address_binding(user.id, pending.address),
+                             code=code.strip() if isinstance(code, str) else "",
+                             expected=pending.code_hash):
+            code_store.count_try(user.id, pending.code_hash)
+            attempt.fail("email_code_invalid")
+            raise BadRequest("This is not the code we sent; check it and try again.",
+                             code="email_code_invalid")
+    attempt.succeeded()
+    with db.transaction():
+        if not code_store.use(user.id, pending.code_hash):  # another request spent it
+            raise BadRequest("There is no code to enter; ask for a new one.",
+                             code="email_code_not_sent")
+        if pending.address.lower() != _current_address(user):
+            mail.notify(ctx, user, "email_changed", address=pending.address)  # to the old one
+            directory_service.update_user(user.id, attributes={**user.attributes,
+                                                                EMAIL: pending.address},
+                                          actor=actor)
+        directory_service.address_proven(user.id, pending.address, actor=actor, how="code",
+                                         client_address=client_address)
+    return pending.address
+

@@ -38,6 +38,11 @@ EXPIRED_GRACE = 3600
 RECOVERY_FLOW = "default-recovery-flow"
 
 
+def ensure_startable(application_id: str, flow_type: str) -> None:
+    """The application has a flow of ``flow_type`` that may start (else its refusal)."""
+    _flow_for(catalog_service.require_application(application_id), flow_type)
+
+
 def _flow_for(application: dict[str, Any], flow_type: str) -> dict[str, Any]:
     if flow_type == "RECOVERY":
         _flow_for(application, "AUTHENTICATION")  # only where people sign in at all

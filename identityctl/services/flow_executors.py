@@ -176,7 +176,8 @@ def _passkey_register_start(step: StepRequest, properties: dict[str, Any]) -> Ta
 
 def _passkey_register_finish(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     registered = _finish_ceremony(step, ceremonies.finish_registration,
-                                  credential_name=step.inputs.get("credentialName"))
+                                  credential_name=step.inputs.get("credentialName"),
+                                  language=step.language)
     step.additional.update({"passkeyCredentialID": registered.credential_id,
                             "passkeyCredentialName": registered.name,
                             "credentialCreatedAt": ceremonies.rfc3339(registered.created_at)})
@@ -237,8 +238,7 @@ def _authorize(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
         return TaskOutcome("failure", "user_not_identified")
     user = directory.get_user(step.user_id)
     directory_service.ensure_usable(user)
-    allowed = step.application.get("allowedUserTypes") or []
-    if allowed and user.user_type not in allowed:
+    if not directory_service.may_use(user, step.application.get("allowedUserTypes") or ()):
         return TaskOutcome("failure", "access_denied")
     return SUCCESS
 

@@ -14,17 +14,25 @@ For a document a stranger names (:func:`fetch_json`):
 
 - ``https`` only; TLS verified against the system's CAs, or ``ca_bundle`` for a private
   deployment (and the tests);
-- the host name is resolved once, within the deadline, and every address it resolves to
-  must be public (:func:`is_public`) unless ``allow_private`` (development); the connection
-  goes to that address, with the name for SNI and certificate checks, so a second
-  resolution cannot point it elsewhere;
+- the host name is resolved once, within the deadline, on a thread of its own (one look-up
+  never waits behind another), and every address it resolves to must be public
+  (:func:`is_public`) unless ``allow_private`` (development); the connection goes to that
+  address, with the name for SNI and certificate checks, so a second resolution cannot
+  point it elsewhere;
 - no redirects; a status other than 200 is refused; at most ``max_bytes`` of body;
+- a document is reused for at least SHORTEST_MAX_AGE whatever its caching headers say, so
+  one URL cannot be made to be fetched on every request;
 - a failed fetch is remembered for FAILURE_SECONDS, so a dead server is not asked again
-  by every request.
+  by every request; a refusal for want of our own resources (503 ``upstream_busy``) says
+  nothing about the URL and is never remembered.
 
-Fetches a request waits for (documents, identity providers) hold one of a few process-wide
-slots (:func:`request_slot`, ``outbound.concurrent_fetches``); when none is free the request
-answers 503 ``upstream_busy`` at once, so slow servers can hold only that many threads.
+Fetches a request waits for hold one of a few process-wide slots, taken without waiting:
+when none is free the request answers 503 ``upstream_busy`` at once, so slow servers can
+hold only that many threads. URLs a stranger chose have their slots
+(:func:`stranger_slot`, ``outbound.concurrent_fetches``), at most one at a time per client
+address; identity providers an administrator configured have theirs
+(:func:`provider_slot`, ``outbound.concurrent_provider_fetches``), so strangers' URLs never
+make a sign-in wait.
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
@@ -52,9 +60,12 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from identityctl.config import Config, OutboundConfig
 from identityctl.errors import ServiceUnavailable
 
-#: How long a document without cache headers stays fresh, and the longest any may.
+#: How long a document without cache headers stays fresh, the longest any may, and the
+#: least any is (no-store, no-cache, max-age=0 included: else a stranger's document that
+#: forbids caching is fetched again by every request naming it).
 DEFAULT_MAX_AGE = 300.0
 LONGEST_MAX_AGE = 86_400.0
+SHORTEST_MAX_AGE = 60.0
 #: Seconds a failed fetch of a URL is answered from memory, and how many URLs are kept.
 FAILURE_SECONDS = 30.0
 MAX_FAILURES_KEPT = 1000
@@ -276,34 +287,71 @@ def _read(response: Any, max_bytes: int, url: str, *, whole: bool) -> bytes:
 
 
 _settings = OutboundConfig()
-_slots = threading.BoundedSemaphore(_settings.concurrent_fetches)
+_stranger_slots = threading.BoundedSemaphore(_settings.concurrent_fetches)
+_provider_slots = threading.BoundedSemaphore(_settings.concurrent_provider_fetches)
+#: Client addresses with a fetch of a stranger's URL under way (one each at most).
+_fetching_for: set[str] = set()
+_fetching_lock = threading.Lock()
 
 
 def configure(config: Config) -> None:
     """(Once per serving process.) How many fetches requests may wait on at once, and the
     identity providers' deadline."""
-    global _settings, _slots
+    global _settings, _stranger_slots, _provider_slots
     _settings = config.outbound
-    _slots = threading.BoundedSemaphore(_settings.concurrent_fetches)
+    _stranger_slots = threading.BoundedSemaphore(_settings.concurrent_fetches)
+    _provider_slots = threading.BoundedSemaphore(_settings.concurrent_provider_fetches)
 
 
 def settings() -> OutboundConfig:
     return _settings
 
 
+BUSY = "Too many requests are waiting for other servers right now; try again in a moment."
+
+
+def _busy(description: str = BUSY) -> ServiceUnavailable:
+    """The refusal for want of our own room (a slot, a look-up): never held against a URL."""
+    return ServiceUnavailable(description, code="upstream_busy", headers={"Retry-After": "1"})
+
+
 @contextmanager
-def request_slot() -> Iterator[None]:
-    """Hold one of the process's outbound slots for a fetch a request waits on; when none
-    is free, 503 ``upstream_busy`` at once (the thread is not left waiting)."""
-    slots = _slots
+def _held(slots: threading.BoundedSemaphore) -> Iterator[None]:
+    # Never waits: a thread left waiting for a slot is the thread a slow server would hold.
     if not slots.acquire(blocking=False):
-        raise ServiceUnavailable(
-            "Too many requests are waiting for other servers right now; try again in a "
-            "moment.", code="upstream_busy", headers={"Retry-After": "1"})
+        raise _busy()
     try:
         yield
     finally:
         slots.release()
+
+
+@contextmanager
+def provider_slot() -> Iterator[None]:
+    """Hold one of the slots of requests to identity providers (addresses an administrator
+    configured: never shared with strangers' URLs); none free: 503 ``upstream_busy``."""
+    with _held(_provider_slots):
+        yield
+
+
+@contextmanager
+def stranger_slot(client_address: str) -> Iterator[None]:
+    """Hold one of the slots of fetches of URLs a stranger chose, for a request from
+    ``client_address`` ("": none known); none free, or another fetch of that address under
+    way: 503 ``upstream_busy`` at once. So one address holds one slot, whatever it sends."""
+    if client_address:
+        with _fetching_lock:
+            if client_address in _fetching_for:
+                raise _busy("A request from this address is already waiting for another "
+                            "server; try again in a moment.")
+            _fetching_for.add(client_address)
+    try:
+        with _held(_stranger_slots):
+            yield
+    finally:
+        if client_address:
+            with _fetching_lock:
+                _fetching_for.discard(client_address)
 
 
 # --- documents a stranger names ----------------------------------------------------------------
@@ -320,7 +368,8 @@ class FetchPolicy:
 @dataclass(frozen=True, slots=True)
 class Fetched:
     document: Any
-    #: Seconds the document may be reused (HTTP caching: Cache-Control max-age / no-store).
+    #: Seconds the document may be reused (its Cache-Control, within SHORTEST_MAX_AGE and
+    #: LONGEST_MAX_AGE).
     max_age: float
 
 
@@ -329,9 +378,11 @@ _failures: OrderedDict[str, tuple[float, str, str, str]] = OrderedDict()
 _failures_lock = threading.Lock()
 
 
-def fetch_json(url: str, policy: FetchPolicy) -> Fetched:
-    """The JSON document at ``url``, fetched under ``policy``; else :class:`FetchRefused`
-    (also, for FAILURE_SECONDS, when the last fetch of ``url`` failed)."""
+def fetch_json(url: str, policy: FetchPolicy, *, client_address: str = "") -> Fetched:
+    """The JSON document at ``url``, fetched under ``policy`` for a request from
+    ``client_address`` (:func:`stranger_slot`); else :class:`FetchRefused` (also, for
+    FAILURE_SECONDS, when the last fetch of ``url`` failed), or 503 ``upstream_busy`` when
+    the process has no room for the fetch now (not remembered: the URL is not at fault)."""
     try:
         parts = urlsplit(url)
         host, port = parts.hostname, parts.port or 443
@@ -345,7 +396,7 @@ def fetch_json(url: str, policy: FetchPolicy) -> Fetched:
     if failed is not None and time.monotonic() - failed[0] < FAILURE_SECONDS:
         raise FetchRefused(*failed[1:])
     try:
-        with request_slot(), deadline(policy.timeout):
+        with stranger_slot(client_address), deadline(policy.timeout):
             answer = _fetch(url, parts.path + (f"?{parts.query}" if parts.query else ""),
                             host, port, policy)
         return Fetched(document=_json(answer.body, url),
@@ -387,17 +438,41 @@ def _json(body: bytes, url: str) -> Any:
         raise FetchRefused("not_json", f"{url} is not a JSON document.") from None
 
 
-#: Name resolution runs here so that it too keeps to the deadline (the system resolver has
-#: its own, longer timeouts); a few threads, so stuck look-ups cannot pile up.
-_RESOLVER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="identityctl-resolve")
+#: Name look-ups under way at most. Each runs on a thread of its own, so that it keeps to
+#: the deadline (the system resolver has its own, longer timeouts and cannot be cancelled)
+#: and never waits behind another: a name whose DNS never answers holds only its own thread
+#: until the resolver gives up. Fetches are bounded by the slots, so this bound is reached
+#: only when many look-ups outlive their deadlines; past it, 503 upstream_busy.
+MAX_LOOKUPS = 32
+_lookups = threading.BoundedSemaphore(MAX_LOOKUPS)
+
+
+def _resolve(host: str, port: int) -> list[Any]:
+    """``socket.getaddrinfo`` of ``host`` within the thread's deadline (else TimeoutError)."""
+    if not _lookups.acquire(blocking=False):
+        raise _busy()
+    found: Future[list[Any]] = Future()
+
+    def look_up() -> None:
+        try:
+            found.set_result(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except BaseException as error:  # handed to the request that waits for it
+            found.set_exception(error)
+        finally:
+            _lookups.release()
+
+    try:
+        threading.Thread(target=look_up, name="identityctl-resolve", daemon=True).start()
+    except RuntimeError:  # no thread to be had now: the look-up's place is given back
+        _lookups.release()
+        raise _busy() from None
+    return found.result(timeout=time_left())
 
 
 def _public_address(host: str, port: int, policy: FetchPolicy) -> str:
-    looking = _RESOLVER.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
     try:
-        found = looking.result(timeout=time_left())
+        found = _resolve(host, port)
     except TimeoutError:  # (the future's, or the deadline passed)
-        looking.cancel()
         raise FetchRefused("too_slow", f"The host {host} did not resolve within "
                            f"{policy.timeout:g} s.") from None
     except (OSError, UnicodeError):  # UnicodeError: a name IDNA cannot encode
@@ -432,13 +507,15 @@ def is_public(address: str) -> bool:
 
 
 def _max_age(cache_control: str) -> float:
+    """Seconds a document with this ``Cache-Control`` is reused: as it allows, within
+    SHORTEST_MAX_AGE and LONGEST_MAX_AGE."""
     directives = cache_control.lower()
     if "no-store" in directives or "no-cache" in directives:
-        return 0.0
-    found = re.search(r"max-age\s*=\s*(\d+)", directives)
-    if found is None:
-        return DEFAULT_MAX_AGE
-    return min(float(found.group(1)), LONGEST_MAX_AGE)
+        allowed = 0.0
+    else:
+        found = re.search(r"max-age\s*=\s*(\d+)", directives)
+        allowed = DEFAULT_MAX_AGE if found is None else float(found.group(1))
+    return min(max(allowed, SHORTEST_MAX_AGE), LONGEST_MAX_AGE)
 
 
 # --- deliveries --------------------------------------------------------------------------------

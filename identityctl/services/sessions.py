@@ -5,13 +5,16 @@ HttpOnly, SameSite=Lax, path /), kept in the store only as its hash, with the us
 how they signed in, and an idle and an absolute expiry (``[session]``). Any instance serves
 it. ``/oauth2/authorize`` lets it stand for a new sign-in where the application's flow says
 so (oauth/sso.py); every client that gets tokens through it is recorded with its token
-family (``sid``). Ending a session, by logout, an administrator, or a change to the
-person's account, ends those families and tells each client that registered a
-``backChannelLogoutUri`` (OpenID Connect Back-Channel Logout 1.0, from the outbox).
+family (``sid``). Ending a session, by logout, an administrator, the person on their
+account page (one device, every other one, or all), or a change to the person's account,
+ends those families and tells each client that registered a ``backChannelLogoutUri``
+(OpenID Connect Back-Channel Logout 1.0, from the outbox). A session keeps the browser's
+User-Agent, which the account page puts in plain words (:func:`describe_browser`).
 """
 
 from __future__ import annotations
 
+import re
 import time
 
 from identityctl.security.secrets import new_token, token_hash
@@ -34,11 +37,34 @@ COOKIE = "__Host-identityctl-session"
 #: PERF: a session's last use is written at most this often (seconds).
 TOUCH_EVERY = 60
 BACKCHANNEL_LOGOUT = "backchannel_logout"
+#: Of a User-Agent, what is kept (they are rarely longer; a header is not a store).
+USER_AGENT_KEPT = 512
+#: A User-Agent's browser, by the first of these tokens it contains (Edge and Opera say
+#: "Chrome" too, Chrome says "Safari": the more particular first).
+BROWSERS = (("Edg", "Edge"), ("OPR", "Opera"), ("SamsungBrowser", "Samsung Internet"),
+            ("Firefox", "Firefox"), ("FxiOS", "Firefox"), ("CriOS", "Chrome"),
+            ("Chromium", "Chromium"), ("HeadlessChrome", "Chrome"), ("Chrome", "Chrome"),
+            ("Safari", "Safari"))
+#: Its operating system, likewise (Android says "Linux", an iPhone "Mac OS X").
+SYSTEMS = (("iPhone", "iPhone"), ("iPad", "iPad"), ("Android", "Android"),
+           ("CrOS", "ChromeOS"), ("Windows", "Windows"), ("Macintosh", "macOS"),
+           ("Linux", "Linux"))
+_TOKEN = re.compile(r"[A-Za-z]+")
+
+
+def describe_browser(user_agent: str) -> dict[str, str]:
+    """The browser and the system of a User-Agent as a person names them ("Firefox",
+    "Windows"); an empty string for what it does not tell."""
+    words = set(_TOKEN.findall(user_agent))
+    return {"browser": next((name for token, name in BROWSERS if token in words), ""),
+            "system": next((name for token, name in SYSTEMS if token in words), "")}
 
 
 def start(ctx: ServiceContext, *, user_id: str, auth_time: float, amr: list[str],
-          client_address: str, replacing: str | None = None) -> tuple[str, SessionRecord]:
-    """A new session for a completed sign-in: the cookie's value and the session.
+          client_address: str, user_agent: str = "",
+          replacing: str | None = None) -> tuple[str, SessionRecord]:
+    """A new session for a completed sign-in (in the browser ``user_agent`` names): the
+    cookie's value and the session.
 
     Always a new id (no fixation). A session the browser held before is ended: the same
     person's clients move over to the new one; another person's are signed out.
@@ -49,6 +75,7 @@ def start(ctx: ServiceContext, *, user_id: str, auth_time: float, amr: list[str]
     with transaction():
         session = store.create(session_id=session_id, user_id=user_id, auth_time=auth_time,
                                amr=amr, client_address=client_address,
+                               user_agent=user_agent[:USER_AGENT_KEPT],
                                expires_at=time.time() + ctx.config.session.absolute_timeout)
         if previous is not None and previous.user_id == user_id:
             store.move_grants(previous.id, session_id)

@@ -17,8 +17,12 @@ live in the store (every instance shares them); config is ``[security]``:
   passkeys are never slowed: a passkey attempt guesses no secret.
 - **Ceremony starts per address** (``max_starts_per_address`` per ``failure_window``).
 - **Client registrations per address** (``oauth.registrations_per_address`` per
-  ``failure_window``): dynamic client registrations and client metadata documents seen for
-  the first time share one counter, so neither fills the catalog from one place.
+  ``failure_window``): dynamic client registrations and client metadata documents that made
+  a new application share one counter, so neither fills the catalog from one place.
+- **Client metadata document fetches per address** (``oauth.document_fetches_per_address``
+  per ``failure_window``): every fetch, refused ones too, so a page that sends its
+  visitors' browsers to made-up document URLs costs a bounded amount of work, and uses up
+  nothing but this (never the visitor's registrations).
 
 The account is whatever the caller names (a username, a namespaced client id), known or
 not, so a throttled unknown username answers exactly like a throttled real one. Every
@@ -133,18 +137,56 @@ def registrations_key(client_address: str) -> str:
     return "registrations:" + client_address
 
 
+def document_fetches_key(client_address: str) -> str:
+    return "document-fetches:" + client_address
+
+
+def _ensure_left(ctx: ServiceContext, key: str, limit: int, *, action: str,
+                 client_address: str) -> None:
+    """Refuse with 429 when ``key`` (an address's allowance) was counted ``limit`` times
+    within ``failure_window``; nothing is counted."""
+    if not client_address:
+        return
+    now, window = time.time(), ctx.config.security.failure_window
+    counter = store.counters([key]).get(key)
+    if counter is not None and counter.window_start > now - window \
+            and counter.count >= limit:
+        _refuse(action, client_address, counter.window_start + window - now)
+
+
+def _count(ctx: ServiceContext, key: str, client_address: str) -> None:
+    if client_address:
+        store.count(key, now=time.time(), window=ctx.config.security.failure_window)
+
+
+def ensure_registrations_left(ctx: ServiceContext, *, action: str,
+                              client_address: str) -> None:
+    """Refuse with 429 when the address registered ``oauth.registrations_per_address``
+    clients within ``failure_window`` (so that no work is done for one more)."""
+    _ensure_left(ctx, registrations_key(client_address),
+                 ctx.config.oauth.registrations_per_address, action=action,
+                 client_address=client_address)
+
+
 def count_registration(ctx: ServiceContext, *, action: str, client_address: str) -> None:
     """Refuse with 429 once the address registered ``oauth.registrations_per_address``
     clients within ``failure_window``; else count this registration."""
-    if not client_address:
-        return
-    key, now = registrations_key(client_address), time.time()
-    window = ctx.config.security.failure_window
-    counter = store.counters([key]).get(key)
-    if counter is not None and counter.window_start > now - window \
-            and counter.count >= ctx.config.oauth.registrations_per_address:
-        _refuse(action, client_address, counter.window_start + window - now)
-    store.count(key, now=now, window=window)
+    ensure_registrations_left(ctx, action=action, client_address=client_address)
+    _count(ctx, registrations_key(client_address), client_address)
+
+
+def ensure_document_fetches_left(ctx: ServiceContext, *, action: str,
+                                 client_address: str) -> None:
+    """Refuse with 429 when the address had ``oauth.document_fetches_per_address`` client
+    metadata documents fetched within ``failure_window``."""
+    _ensure_left(ctx, document_fetches_key(client_address),
+                 ctx.config.oauth.document_fetches_per_address, action=action,
+                 client_address=client_address)
+
+
+def count_document_fetch(ctx: ServiceContext, *, client_address: str) -> None:
+    """Count a fetch of a client metadata document for the address (made, or refused)."""
+    _count(ctx, document_fetches_key(client_address), client_address)
 
 
 def _refuse(action: str, client_address: str, seconds: float) -> None:

@@ -6,7 +6,8 @@ ones are allowed (a company's own OpenID provider); still: https with verified T
 http only to this machine's loopback, for development and the tests), no redirects
 followed, at most 1 MB read, and each request over within ``outbound.provider_timeout``
 whatever the provider does (services/outbound.py: every socket operation gets only the
-time left). A request holds one of the process's outbound slots meanwhile (503
+time left). A request holds one of the slots of identity providers meanwhile
+(``outbound.provider_slot``: their own, never taken by fetches of strangers' URLs; 503
 ``upstream_busy`` when none is free). Discovery documents and JWKS are cached in the
 process for a few minutes (a cache: any instance fetches its own), and a JWKS is fetched
 again when a token names a key it does not hold (key rotation); a failed fetch of either is
@@ -49,7 +50,7 @@ def request_json(method: str, url: str, *, fields: dict[str, str] | None = None,
     """The JSON answer of ``url``; a :class:`FederationError` naming what went wrong."""
     _check_url(url)
     try:
-        with outbound.request_slot():
+        with outbound.provider_slot():
             answer = outbound.exchange(
                 _POOL, method, url, url=url, timeout=outbound.settings().provider_timeout,
                 max_bytes=MAX_BYTES, headers={"Accept": "application/json",

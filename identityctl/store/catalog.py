@@ -185,24 +185,27 @@ def find_application(id_or_client_id: str) -> dict[str, Any] | None:
 @dataclass(slots=True)
 class ClientRecord:
     """What a token request needs of its client's application (a hot path: one read of
-    four columns, not the whole application)."""
+    five columns, not the whole application)."""
 
     application_id: str
     #: The application's oauth2 configuration, ``clientId`` included (as in the API).
     config: dict[str, Any]
     secret_hash: str | None
+    allowed_user_types: list[str]
 
 
 _CLIENT = CompiledQuery(lambda client_id: Application.select(
     Application.id, Application.client_id, Application.client_secret_hash,
-    Application.oauth).where(Application.client_id == client_id))
+    Application.oauth, Application.allowed_user_types).where(
+        Application.client_id == client_id))
 
 
 def find_oauth_client(client_id: str) -> ClientRecord | None:
     row = _CLIENT.first(Application, client_id=client_id)
     return ClientRecord(application_id=row.id,
                         config={"clientId": row.client_id, **(row.oauth or {})},
-                        secret_hash=row.client_secret_hash) if row else None
+                        secret_hash=row.client_secret_hash,
+                        allowed_user_types=row.allowed_user_types or []) if row else None
 
 
 def client_secret_hash(client_id: str) -> str | None:

@@ -26,6 +26,7 @@ from identityctl.store.models import (
     BrowserSession,
     ClientRegistration,
     DeviceAuthorization,
+    EmailCode,
     FederatedIdentity,
     Grant,
     IdentityProvider,
@@ -171,6 +172,14 @@ def _create_device_authorizations() -> None:
     db.database.create_tables([DeviceAuthorization], safe=True)
 
 
+def _session_browsers_and_email_codes() -> None:
+    table = BrowserSession._meta.table_name
+    if "user_agent" not in _columns(table):  # a database made by migration 1 of now has it
+        db.database.execute_sql(f'ALTER TABLE "{table}" ADD COLUMN "user_agent" '
+                                "TEXT NOT NULL DEFAULT ''")
+    db.database.create_tables([EmailCode], safe=True)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (1, "create the initial schema", _create_tables),
     (2, "index the open ceremony sessions of a user", _index_open_ceremony_sessions),
@@ -196,6 +205,8 @@ MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (15, "one-time identifiers seen (client assertions, DPoP proofs) and pushed "
          "authorization requests (RFC 9126)", _create_spent_identifiers_and_pushed_requests),
     (16, "device authorizations (RFC 8628)", _create_device_authorizations),
+    (17, "browser sessions remember the browser they began in (user agent); codes the "
+         "account page e-mails to confirm an address", _session_browsers_and_email_codes),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

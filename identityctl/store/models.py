@@ -376,6 +376,8 @@ class BrowserSession(BaseModel):
     expires_at = peewee.DoubleField()  # absolute: idle expiry counts from last_seen_at
     ended_at = peewee.DoubleField(null=True)
     client_address = peewee.CharField(default="")
+    #: The browser's User-Agent when it signed in (the account page names the device by it).
+    user_agent = peewee.TextField(default="")
 
 
 class SessionGrant(BaseModel):
@@ -429,6 +431,22 @@ class VerifiedEmail(BaseModel):
     #: Lower-cased: recovery finds the person by it.
     address = peewee.CharField(unique=True)
     verified_at = peewee.DoubleField(default=now)
+
+
+class EmailCode(BaseModel):
+    """A code the account page e-mailed to confirm an address (the person's, or the one
+    they want instead), kept as a keyed hash until it comes back, runs out or is guessed at
+    too often; with the person's sends of the hour (a bound on mail from one account)."""
+
+    user = peewee.ForeignKeyField(User, primary_key=True, on_delete="CASCADE")
+    address = peewee.CharField()
+    #: HMAC-SHA256 of the code (and the person and address) under a deployment secret.
+    code_hash = peewee.CharField()
+    expires_at = peewee.DoubleField()
+    tries = peewee.IntegerField(default=0)
+    sends = peewee.IntegerField(default=1)
+    #: When the hour the sends count in began.
+    sends_since = peewee.DoubleField(default=now)
 
 
 class RecoveryCode(BaseModel):
@@ -541,6 +559,6 @@ ALL_MODELS: list[type[BaseModel]] = [
     PasskeyCredential, CeremonySession, FlowExecution, SigningKey, AuthorizationRequest,
     AuthorizationCode, RefreshToken, RevokedToken, AuditEvent, Throttle, ServiceSecret,
     Role, UserRole, Grant, ResourceServer, ClientRegistration, BrowserSession, SessionGrant,
-    OutboxMessage, VerifiedEmail, RecoveryCode, IdentityProvider, FederatedIdentity,
+    OutboxMessage, VerifiedEmail, EmailCode, RecoveryCode, IdentityProvider, FederatedIdentity,
     WebhookSubscription, SpentIdentifier, PushedRequest, DeviceAuthorization,
 ]

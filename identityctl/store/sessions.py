@@ -21,12 +21,18 @@ class SessionRecord:
     last_seen_at: float
     expires_at: float
     client_address: str
+    user_agent: str
+
+    @property
+    def public_id(self) -> str:
+        """What names the session outside the store: a prefix of its hash, never all of it."""
+        return self.id[:12]
 
     def to_api(self) -> dict[str, Any]:
-        return {"id": self.id[:12], "userId": self.user_id, "authTime": self.auth_time,
+        return {"id": self.public_id, "userId": self.user_id, "authTime": self.auth_time,
                 "amr": self.amr, "createdAt": self.created_at,
                 "lastSeenAt": self.last_seen_at, "expiresAt": self.expires_at,
-                "clientAddress": self.client_address}
+                "clientAddress": self.client_address, "userAgent": self.user_agent}
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,15 +48,15 @@ def _record(row: BrowserSession) -> SessionRecord:
     return SessionRecord(id=row.id, user_id=row.user_id, auth_time=row.auth_time,
                          amr=list(row.amr or []), created_at=row.created_at,
                          last_seen_at=row.last_seen_at, expires_at=row.expires_at,
-                         client_address=row.client_address)
+                         client_address=row.client_address, user_agent=row.user_agent)
 
 
 def create(*, session_id: str, user_id: str, auth_time: float, amr: list[str],
-           expires_at: float, client_address: str) -> SessionRecord:
+           expires_at: float, client_address: str, user_agent: str = "") -> SessionRecord:
     with db.transaction():
         return _record(BrowserSession.create(
             id=session_id, user=user_id, auth_time=auth_time, amr=amr, expires_at=expires_at,
-            client_address=client_address))
+            client_address=client_address, user_agent=user_agent))
 
 
 def _live(idle_since: float) -> peewee.Expression:
@@ -99,6 +105,27 @@ def move_grants(from_session: str, to_session: str) -> None:
     """A new sign-in of the same person in the same browser keeps the clients signed in."""
     SessionGrant.update(session=to_session).where(
         SessionGrant.session == from_session).execute()
+
+
+def session_of_grant(family: str) -> str | None:
+    """The session a client's token family (its ``sid``) was signed in through, if any."""
+    row = SessionGrant.get_or_none(SessionGrant.family == family)
+    return row.session_id if row else None
+
+
+def applications_of(session_ids: list[str]) -> dict[str, list[tuple[str, str]]]:
+    """Session id -> the (client id, name) of each application signed in through it, in the
+    order they signed in, each once."""
+    signed_in: dict[str, list[tuple[str, str]]] = {session_id: [] for session_id in session_ids}
+    if session_ids:
+        for row in (SessionGrant.select(SessionGrant.session, Application.client_id,
+                                        Application.name)
+                    .join(Application).where(SessionGrant.session.in_(session_ids))
+                    .order_by(SessionGrant.created_at)):
+            application = (row.application.client_id, row.application.name)
+            if application not in signed_in[row.session_id]:
+                signed_in[row.session_id].append(application)
+    return signed_in
 
 
 def grants_of(session_ids: list[str]) -> list[SessionGrantRecord]:

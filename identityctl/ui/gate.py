@@ -162,8 +162,40 @@ def _application_home(application_id: str) -> str | None:
         else None
 
 
-def signed_out_page(config: Config, language: str = i18n.DEFAULT) -> str:
+def signed_out_page(config: Config, *, account_url: str, application_id: str | None = None,
+                    language: str = i18n.DEFAULT) -> str:
+    """The end of a logout, with a way on: the application the logout came from (its home),
+    else the account page."""
     return pages.message_page(title="You are signed out",
                               text="You can close this window, or return to the application "
-                                   "to sign in again.", assets=assets(config, None),
-                              language=language)
+                                   "to sign in again.",
+                              back=_way_on(application_id, account_url),
+                              assets=assets(config, None), language=language)
+
+
+def _way_on(application_id: str | None, account_url: str) -> tuple[str, str]:
+    """(text, URL) of the way on from a logout: the application's home, else the account
+    page (which signs in again)."""
+    home = _application_home(application_id) if application_id else None
+    return ("Return to the application", home) if home else ("Sign in again", account_url)
+
+
+def logout_question_page(config: Config, *, action: str, confirmation: str,
+                         parameters: dict[str, str], account_url: str,
+                         application_id: str | None = None,
+                         language: str = i18n.DEFAULT) -> str:
+    """"Sign out of <deployment>?": a logout no ID token vouches for waits for the person's
+    own press (the form posts ``confirmation`` and the request's ``parameters`` back)."""
+    def text(english: str, **values: str) -> str:
+        return i18n.translate(language, english, **values)
+
+    title = text("Sign out of {service}?", service=config.passkey.rp_name)
+    main = pages.render(
+        "logout.html", heading=title, action=action, confirmation=confirmation,
+        explanation=text("An application or a link asks to sign you out. You will need to "
+                         "sign in again to use the applications you signed in to here."),
+        sign_out=text("Sign out"), stay=text("Stay signed in"),
+        stay_url=_way_on(application_id, account_url)[1],
+        **{name: parameters.get(name, "") for name in
+           ("client_id", "post_logout_redirect_uri", "state", "ui_locales")})
+    return pages.page(title=title, main=main, assets=assets(config, None), language=language)

@@ -22,6 +22,7 @@ from identityctl.server.resources.passkey import creation_answer
 from identityctl.services import account
 from identityctl.services.context import ServiceContext
 from identityctl.services.oauth import device
+from identityctl.services.passkeys.ceremonies import MAX_CREDENTIAL_NAME
 from identityctl.ui import account_page
 
 API = "/account/api"
@@ -49,10 +50,29 @@ class PageResource:
         write_page(resp, account_page.page(self.context.config, mode=self.mode,
                                            language=language_of(req)))
 
+    on_head = on_get  # a page: HEAD answers as GET does, without the body
+
 
 class ProfileResource(_AccountResource):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = account.profile(self.holder(req, resp))
+        resp.media = account.profile(self.context, self.holder(req, resp))
+
+
+class EmailCodeResource(_AccountResource):
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        holder = self.holder(req, resp)
+        resp.status = falcon.HTTP_202
+        resp.media = account.send_email_code(
+            self.context, holder, json_object(req).get("address"), language=language_of(req),
+            client_address=req.context.client_address)
+
+
+class EmailConfirmResource(_AccountResource):
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        holder = self.holder(req, resp)
+        resp.media = account.confirm_email_code(self.context, holder,
+                                                string_field(json_object(req), "code"),
+                                                client_address=req.context.client_address)
 
 
 class PasskeysResource(_AccountResource):
@@ -63,8 +83,7 @@ class PasskeysResource(_AccountResource):
 class PasskeyResource(_AccountResource):
     def on_patch(self, req: falcon.Request, resp: falcon.Response, credential_id: str) -> None:
         holder = self.holder(req, resp)
-        resp.media = account.rename_passkey(holder, credential_id,
-                                            string_field(json_object(req), "name"))
+        resp.media = account.rename_passkey(holder, credential_id, json_object(req).get("name"))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, credential_id: str) -> None:
         account.delete_passkey(self.context, self.holder(req, resp), credential_id)
@@ -85,7 +104,7 @@ class PasskeyFinishResource(_AccountResource):
             self.context, user_id=holder.user.id,
             credential=codec.json_credential(object_field(body, CREDENTIAL)),
             session_token=string_field(body, "sessionToken"), name=body.get("credentialName"),
-            client_address=req.context.client_address)
+            client_address=req.context.client_address, language=language_of(req))
 
 
 class EnrolmentLinkResource(_AccountResource):
@@ -110,7 +129,7 @@ class EnrolFinishResource(_AccountResource):
             self.context, string_field(body, "link"),
             credential=codec.json_credential(object_field(body, CREDENTIAL)),
             session_token=string_field(body, "sessionToken"), name=body.get("credentialName"),
-            client_address=req.context.client_address)
+            client_address=req.context.client_address, language=language_of(req))
 
 
 class SessionsResource(_AccountResource):
@@ -122,6 +141,25 @@ class SessionResource(_AccountResource):
     def on_delete(self, req: falcon.Request, resp: falcon.Response, family: str) -> None:
         account.sign_out_client(self.context, self.holder(req, resp), family)
         resp.status = falcon.HTTP_204
+
+
+class BrowserSessionsResource(_AccountResource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = {"browserSessions": account.signed_in_devices(self.context,
+                                                                   self.holder(req, resp))}
+
+
+class BrowserSessionResource(_AccountResource):
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, session_id: str) -> None:
+        account.sign_out_device(self.context, self.holder(req, resp), session_id)
+        resp.status = falcon.HTTP_204
+
+
+class SignOutResource(_AccountResource):
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        holder = self.holder(req, resp)
+        resp.media = {"ended": account.sign_out_devices(
+            self.context, holder, string_field(json_object(req), "scope"))}
 
 
 class PasswordResource(_AccountResource):
@@ -176,6 +214,8 @@ def add_account_routes(app: falcon.App, context: ServiceContext) -> None:
     app.add_route(DEVICE_PATH, PageResource(context, mode="device"))
     app.add_route(f"{API}/device", DeviceResource(context))
     app.add_route(f"{API}/profile", ProfileResource(context))
+    app.add_route(f"{API}/email/code", EmailCodeResource(context))
+    app.add_route(f"{API}/email/confirm", EmailConfirmResource(context))
     app.add_route(f"{API}/passkeys", PasskeysResource(context))
     app.add_route(f"{API}/passkeys/start", PasskeyStartResource(context))
     app.add_route(f"{API}/passkeys/finish", PasskeyFinishResource(context))
@@ -185,6 +225,9 @@ def add_account_routes(app: falcon.App, context: ServiceContext) -> None:
     app.add_route(ENROL_FINISH, EnrolFinishResource(context))
     app.add_route(f"{API}/sessions", SessionsResource(context))
     app.add_route(API + "/sessions/{family}", SessionResource(context))
+    app.add_route(f"{API}/browser-sessions", BrowserSessionsResource(context))
+    app.add_route(API + "/browser-sessions/{session_id}", BrowserSessionResource(context))
+    app.add_route(f"{API}/sign-out", SignOutResource(context))
     app.add_route(f"{API}/password", PasswordResource(context))
     app.add_route(f"{API}/consents", ConsentsResource(context))
     app.add_route(f"{API}/recovery-codes", RecoveryCodesResource(context))
@@ -219,6 +262,23 @@ OPENAPI_PATHS = {
     f"{API}/profile": {"get": _op("The signed-in person's profile and roles",
                                   "accountProfile", {"200": json_response("The profile.",
                                                                           {"type": "object"})})},
+    f"{API}/email/code": {"post": _op(
+        "E-mail a code to confirm the person's address, or the one they want instead (the "
+        "address changes only when the code comes back)", "accountEmailCode",
+        {"202": json_response("{address, expiresAt}: the code is on its way.",
+                              {"type": "object"}),
+         "400": error_response("invalid_email, email_not_configured."),
+         "429": error_response("too_many_codes: 5 codes an hour per person, 5 mails an hour "
+                               "per address.")},
+        requestBody=json_body({"type": "object", "required": ["address"],
+                               "properties": {"address": {"type": "string"}}}))},
+    f"{API}/email/confirm": {"post": _op(
+        "Enter the code: its address is the person's, confirmed", "accountEmailConfirm",
+        {"200": json_response("{address, emailVerified: true}", {"type": "object"}),
+         "400": error_response("email_code_invalid, email_code_expired, email_code_not_sent."),
+         "429": error_response("too_many_attempts: too many wrong codes.")},
+        requestBody=json_body({"type": "object", "required": ["code"],
+                               "properties": {"code": {"type": "string"}}}))},
     f"{API}/passkeys": {"get": _op("The person's passkeys", "accountPasskeys", {
         "200": json_response("{passkeys: [...]}", {"type": "object"})})},
     f"{API}/passkeys/start": {"post": _op(
@@ -236,9 +296,13 @@ OPENAPI_PATHS = {
         "parameters": _PATH_ID,
         "patch": _op("Rename a passkey", "accountPasskeyRename",
                      {"200": json_response("The passkey.", {"type": "object"}),
+                      "400": error_response("missing_field (blank), invalid_field (more than "
+                                            "64 characters)."),
                       "404": error_response("credential_not_found.")},
                      requestBody=json_body({"type": "object", "required": ["name"],
-                                            "properties": {"name": {"type": "string"}}})),
+                                            "properties": {"name": {
+                                                "type": "string", "minLength": 1,
+                                                "maxLength": MAX_CREDENTIAL_NAME}}})),
         "delete": _op("Delete a passkey (needs a recent sign-in; never the last way to sign "
                       "in)", "accountPasskeyDelete",
                       {"204": {"description": "Deleted."},
@@ -272,6 +336,25 @@ OPENAPI_PATHS = {
         "delete": _op("Sign out of one client (its refresh fails from now on)",
                       "accountSessionEnd", {"204": {"description": "Ended."},
                                             "404": error_response("session_not_found.")})},
+    f"{API}/browser-sessions": {"get": _op(
+        "The devices (browser sessions) the person is signed in on: browser, system, "
+        "address, since, last seen, applications, and which is this page's",
+        "accountBrowserSessions",
+        {"200": json_response("{browserSessions: [...]}", {"type": "object"})})},
+    API + "/browser-sessions/{session_id}": {
+        "parameters": [{"name": "session_id", "in": "path", "required": True,
+                        "schema": {"type": "string"}}],
+        "delete": _op("Sign out of one device: its session and the applications signed in "
+                      "through it end (back-channel logout)", "accountBrowserSessionEnd",
+                      {"204": {"description": "Ended."},
+                       "404": error_response("device_not_found.")})},
+    f"{API}/sign-out": {"post": _op(
+        "Sign out of every other device (scope others) or of every device (everywhere), with "
+        "back-channel logout", "accountSignOut",
+        {"200": json_response("{ended: number of sessions}", {"type": "object"}),
+         "400": error_response("invalid_field (scope).")},
+        requestBody=json_body({"type": "object", "required": ["scope"], "properties": {
+            "scope": {"enum": list(account.SIGN_OUT_SCOPES)}}}))},
     f"{API}/password": {"put": _op(
         "Set or change the password (needs a recent sign-in)", "accountPassword",
         {"204": {"description": "Set."}, "400": error_response("weak_password.")},

@@ -43,6 +43,8 @@ class GatePageResource:
             resume=req.get_param("resume") == "session", language=language_of(req),
             browser=browser_secret(req, resp)))
 
+    on_head = on_get
+
 
 def _required(req: falcon.Request, name: str) -> str:
     value = req.get_param(name)
@@ -68,6 +70,8 @@ class ProviderReturnResource:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         write_page(resp, gate.provider_return_page(self.context.config, language_of(req)))
 
+    on_head = on_get
+
 
 class ThemeResource:
     """GET /gate/theme.css[?applicationId=] -> the theme's CSS variables."""
@@ -76,6 +80,8 @@ class ThemeResource:
         resp.content_type = "text/css; charset=utf-8"
         resp.set_header("Cache-Control", "no-cache")
         resp.text = gate.theme_stylesheet(req.get_param("applicationId"))
+
+    on_head = on_get
 
 
 class StaticResource:
@@ -89,6 +95,8 @@ class StaticResource:
         resp.data = found.content
         resp.set_header("Cache-Control", "public, max-age=300")
 
+    on_head = on_get
+
 
 class FaviconResource:
     """GET /favicon.ico: the icon browsers ask for on every page (an SVG)."""
@@ -99,6 +107,8 @@ class FaviconResource:
         resp.content_type = found.content_type
         resp.data = found.content
         resp.set_header("Cache-Control", "public, max-age=86400")
+
+    on_head = on_get
 
 
 def add_gate_routes(app: falcon.App, context: ServiceContext) -> None:

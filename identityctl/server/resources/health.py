@@ -7,7 +7,7 @@ import falcon
 from identityctl import __version__
 from identityctl.config import Config
 from identityctl.errors import IdentityError
-from identityctl.server.resources.gate import write_page
+from identityctl.server.resources.gate import language_of, write_page
 from identityctl.store import db
 from identityctl.ui import home
 
@@ -17,6 +17,8 @@ class HealthResource:
         # Its own short-timeout check: never waits behind the API's connections or a lock.
         db.check_health()
         resp.media = {"status": "ok", "database": "ok", "version": __version__}
+
+    on_head = on_get  # uptime checkers ask with HEAD (Falcon sends no body)
 
 
 class HomeResource:
@@ -31,7 +33,9 @@ class HomeResource:
             healthy = True
         except IdentityError:
             healthy = False
-        write_page(resp, home.page(self.config, healthy=healthy))
+        write_page(resp, home.page(self.config, healthy=healthy, language=language_of(req)))
+
+    on_head = on_get
 
 
 OPENAPI_PATHS = {

@@ -40,6 +40,7 @@ from identityctl.services.oauth import (
 )
 from identityctl.services.oauth import discovery as provider
 from identityctl.ui import gate
+from identityctl.ui.account_page import ACCOUNT_PATH
 
 FORM = "application/x-www-form-urlencoded"
 
@@ -142,7 +143,8 @@ class CallbackResource(_OAuthResource):
         else:
             handed = authorization.complete_authorization(
                 self.context, auth_id=auth_id, assertion=string_field(body, "assertion"),
-                client_address=req.context.client_address, session_cookie=cookie)
+                client_address=req.context.client_address, user_agent=req.user_agent or "",
+                session_cookie=cookie)
         if handed.new_session:
             _set_session_cookie(resp, handed.new_session,
                                 self.context.config.session.absolute_timeout)
@@ -235,18 +237,31 @@ class MetadataResource(_OAuthResource):
 
 
 class LogoutResource(_OAuthResource):
-    """RP-initiated logout: back to the client's registered URI, or a signed-out page."""
+    """RP-initiated logout: back to the client's registered URI, or a signed-out page; a
+    request no ID token vouches for asks the person first (a form posting back here)."""
 
     def _logout(self, req: falcon.Request, resp: falcon.Response,
                 parameters: dict[str, Any]) -> None:
-        location = logout.logout(self.context, parameters,
-                                 session_cookie=req.cookies.get(sessions.COOKIE))
+        config, language = self.context.config, language_of(req)
+        answer = logout.logout(self.context, parameters,
+                               session_cookie=req.cookies.get(sessions.COOKIE),
+                               confirmation=parameters.get(logout.CONFIRMATION_FIELD))
+        account_url = config.base_url + ACCOUNT_PATH
+        if answer.confirmation:
+            write_page(resp, gate.logout_question_page(
+                config, action=config.base_url + discovery.LOGOUT_PATH,
+                confirmation=answer.confirmation, parameters=answer.parameters,
+                account_url=account_url, application_id=answer.application_id,
+                language=language))
+            return
         _set_session_cookie(resp, "", 0)  # the browser forgets it
-        if location is None:
-            write_page(resp, gate.signed_out_page(self.context.config, language_of(req)))
+        if answer.location is None:
+            write_page(resp, gate.signed_out_page(config, account_url=account_url,
+                                                  application_id=answer.application_id,
+                                                  language=language))
         else:
             resp.status = falcon.HTTP_302
-            resp.location = location
+            resp.location = answer.location
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         self._logout(req, resp, req.params)
@@ -622,16 +637,19 @@ OPENAPI_PATHS = {
             "type": "object", "required": ["keys"],
             "properties": {"keys": {"type": "array", "items": {"type": "object"}}}})}}},
     discovery.LOGOUT_PATH: {"get": {
-        "summary": "RP-initiated logout: ends the grant named by the ID token's sid",
+        "summary": "RP-initiated logout: ends the browser's session and the grant named by "
+                   "the ID token's sid; without a valid id_token_hint the person confirms "
+                   "first (a form posting back here with its confirmation)",
         "operationId": "oauthLogout",
         "parameters": [{"name": name, "in": "query", "required": False,
                         "schema": {"type": "string"}}
                        for name in ("id_token_hint", "client_id", "post_logout_redirect_uri",
-                                    "state")],
+                                    "state", "ui_locales")],
         "responses": {
             "302": {"description": "To post_logout_redirect_uri (a registered redirect URI "
                                    "of the client) with state."},
-            "200": _page("The signed-out page."),
+            "200": _page("The signed-out page (with a way back to the application or the "
+                         "account page), or the \"Sign out of …?\" question."),
             "400": _page("An HTML error page: invalid_id_token_hint, client_id_mismatch, "
                          "logout_client_unknown, redirect_uri_mismatch.")}}},
     **{path: {"get": {

@@ -38,7 +38,7 @@ from identityctl.security.secrets import new_token, token_hash
 from identityctl.services import catalog, flow_execution, resource_servers, roles, sessions
 from identityctl.services.catalog import oauth_config
 from identityctl.services.context import ServiceContext
-from identityctl.services.directory import is_usable
+from identityctl.services.directory import is_usable, may_use
 from identityctl.services.oauth import pushed_requests
 from identityctl.services.oauth.clients import client_of, find_client_application
 from identityctl.store import audit, directory, grants
@@ -106,6 +106,8 @@ def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = 
         audit.record("oauth.authorize", "failure", actor=client.client_id,
                      client_address=client_address, details={"error": error.code})
         return error_response_url(redirect_uri, error, state=state, issuer=ctx.config.issuer)
+    if first_step is None:  # an application's own page starts the flow it drives
+        return _gate_link(ctx, request_id, client, ui_locales=parameters.get("ui_locales"))
     execution_id = str(first_step["executionId"])
     oauth_store.update_authorization_request_extra(request_id, {
         **_request_extra(request), "executionId": execution_id, "firstStep": first_step})
@@ -157,18 +159,19 @@ def _signed_in_by(session: SessionRecord) -> dict[str, Any]:
 
 
 def _start_sign_in(ctx: ServiceContext, client: Client, request_id: str,
-                   client_address: str, browser: str) -> dict[str, Any]:
-    """Start the application's AUTHENTICATION flow for the request; its first step.
-
-    Bound to ``browser`` (the browser secret) when the hosted pages serve it; an
-    application's own sign-in page (``gate_client.url``) calls across origins without the
-    cookie, so its execution is its id's holder's (docs/security.md)."""
-    hosted = not ctx.config.gate_client.url
+                   client_address: str, browser: str) -> dict[str, Any] | None:
+    """Start the application's AUTHENTICATION flow for the request, bound to ``browser``
+    (the browser secret); its first step. None when the sign-in page is on another origin
+    (``gate_client.url``): its requests carry no cookie, so it starts the execution itself
+    and holds its id, which no link ever carries (docs/security.md, "Flow executions"); the
+    flow is only checked here."""
     try:
+        if not ctx.config.gate_is_hosted:
+            flow_execution.ensure_startable(client.application_id, "AUTHENTICATION")
+            return None
         return flow_execution.start_execution(
             ctx, application_id=client.application_id, flow_type="AUTHENTICATION",
-            auth_request_id=request_id, client_address=client_address,
-            browser=browser if hosted else "")
+            auth_request_id=request_id, client_address=client_address, browser=browser)
     except IdentityError as error:
         raise ServerError(f"The application's sign-in flow could not start: "
                           f"{error.description or error.message}",
@@ -202,6 +205,8 @@ class HandOff:
     refused: str | None = None
     consent: ConsentRequest | None = None
     consent_token: str | None = None
+    #: The username of who signed in, shown with the consent question.
+    signed_in_as: str | None = None
     #: The cookie value of the session this sign-in started (set by the adapter).
     new_session: str | None = None
 
@@ -210,12 +215,13 @@ class HandOff:
         if self.refused:
             answer["refused"] = self.refused
         if self.consent is not None:
-            answer.update(consent=self.consent.to_api(), consentToken=self.consent_token)
+            answer.update(consent=self.consent.to_api(), consentToken=self.consent_token,
+                          signedInAs=self.signed_in_as)
         return answer
 
 
 def complete_authorization(ctx: ServiceContext, *, auth_id: str, assertion: str,
-                           client_address: str = "",
+                           client_address: str = "", user_agent: str = "",
                            session_cookie: str | None = None) -> HandOff:
     """The hand-off from the hosted UI: a sign-in assertion for a pending request.
 
@@ -237,7 +243,8 @@ def complete_authorization(ctx: ServiceContext, *, auth_id: str, assertion: str,
     if is_usable(directory.find_user_by_id(signed_in["sub"])):
         cookie, session = sessions.start(
             ctx, user_id=signed_in["sub"], auth_time=signed_in["authTime"],
-            amr=signed_in["amr"], client_address=client_address, replacing=session_cookie)
+            amr=signed_in["amr"], client_address=client_address, user_agent=user_agent,
+            replacing=session_cookie)
         signed_in["session"] = session.id
     answer = _continue(ctx, auth_id, signed_in, in_page=True, client_address=client_address)
     return dataclasses.replace(answer, new_session=cookie)
@@ -299,7 +306,13 @@ def _ask_consent(auth_id: str, pending: StoredAuthorizationRequest, signed_in: d
     return HandOff(consent=ConsentRequest(
         client_name=application["name"], client_id=client.client_id,
         described_itself=client.described_itself, scopes=parse_scope(pending.scope),
-        resources=tuple(pending.extra.get("resources") or ())), consent_token=consent_token)
+        resources=tuple(pending.extra.get("resources") or ())), consent_token=consent_token,
+        signed_in_as=_username_of(signed_in["sub"]))
+
+
+def _username_of(user_id: str) -> str | None:
+    user = directory.find_user_by_id(user_id)
+    return user.username if user else None
 
 
 def decide_consent(ctx: ServiceContext, *, auth_id: str, consent_token: str, approve: bool,
@@ -388,8 +401,7 @@ def user_refusal(user: UserRecord | None, application: dict[str, Any],
         return "The user no longer exists."
     if not is_usable(user):
         return "The account is disabled or locked."
-    allowed = application.get("allowedUserTypes") or []
-    if allowed and user.user_type not in allowed and user.user_type_id not in allowed:
+    if not may_use(user, application.get("allowedUserTypes") or ()):
         return f"Users of type {user.user_type!r} may not use this application."
     not_held = roles.scopes_not_held(user.id, scope)
     if not_held:

@@ -3,9 +3,12 @@ registered, or the one at its ``jwksUri``.
 
 A ``jwksUri`` is fetched with the hardening of client metadata documents (https only, a
 public address unless ``oauth.client_documents_allow_private``, the same CA bundle and
-timeout, a size bound) and reused as its HTTP caching allows, at most CACHE_SECONDS. A key
-the cached set lacks (the client rotated) makes it fetch again, at most once every
-REFETCH_SECONDS, so a stream of made-up key ids cannot turn into a stream of fetches.
+timeout, a size bound, one fetch at a time per client address) and reused as its HTTP
+caching allows, at least ``outbound.SHORTEST_MAX_AGE`` and at most CACHE_SECONDS. A key the
+cached set lacks (the client rotated) makes it fetch again, at most once every
+REFETCH_SECONDS, so a stream of made-up key ids cannot turn into a stream of fetches. A
+fetch the process had no room for (503 upstream_busy) is not remembered as the URL's
+failure.
 """
 
 from __future__ import annotations
@@ -44,9 +47,10 @@ def _remember(url: str, entry: tuple[float, float, dict[str, Any] | None]) -> No
             _fetched.popitem(last=False)
 
 
-def client_jwks(ctx: ServiceContext, config: dict[str, Any], *, kid: str | None
-                ) -> dict[str, Any]:
-    """The JWK Set to check a client's assertion with (``kid``: the key it names)."""
+def client_jwks(ctx: ServiceContext, config: dict[str, Any], *, kid: str | None,
+                client_address: str = "") -> dict[str, Any]:
+    """The JWK Set to check a client's assertion with (``kid``: the key it names), for a
+    request from ``client_address``."""
     if config.get("jwks"):
         return config["jwks"]
     url = config.get("jwksUri")
@@ -68,7 +72,7 @@ def client_jwks(ctx: ServiceContext, config: dict[str, Any], *, kid: str | None
         fetched = outbound.fetch_json(url, outbound.FetchPolicy(
             timeout=oauth.client_documents_timeout, max_bytes=MAX_BYTES,
             allow_private=oauth.client_documents_allow_private,
-            ca_bundle=oauth.client_documents_ca_bundle))
+            ca_bundle=oauth.client_documents_ca_bundle), client_address=client_address)
         jwks = check_client_jwks(fetched.document, "jwks")
     except (outbound.FetchRefused, InvalidField) as failure:
         # PERF, and a bound: a failing URL is not fetched on every request

@@ -31,16 +31,22 @@ from identityctl.store import catalog as catalog_store
 
 def client_of(application: dict[str, Any]) -> Client:
     """The OAuth client of an application."""
-    return Client.from_config(application["id"], oauth_config(application))
+    return Client.from_config(application["id"], oauth_config(application),
+                              allowed_user_types=application.get("allowedUserTypes") or ())
 
 
 def find_client_application(ctx: ServiceContext, client_id: str, *,
                             client_address: str = "") -> dict[str, Any] | None:
     """The application with this client id, or None. A client id that is an https URL is a
     client metadata document when the deployment takes them (``oauth.client_documents``): it
-    is fetched, checked and kept as an application while its HTTP caching allows, then
-    fetched again. A document not seen before is a registration: it counts toward the
-    address's ``oauth.registrations_per_address``, as ``/oauth2/register`` does."""
+    is fetched for the request from ``client_address``, checked and kept as an application
+    while its HTTP caching allows (a minute at least), then fetched again.
+
+    Every fetch, a refused one too, counts toward the address's
+    ``oauth.document_fetches_per_address``; a document that makes a new application is a
+    registration and counts toward its ``oauth.registrations_per_address``, as
+    ``/oauth2/register`` does. A fetch the process had no room for (503 upstream_busy)
+    counts toward neither."""
     application = catalog_store.find_application_by_client_id(client_id)
     oauth = ctx.config.oauth
     if not (oauth.client_documents and is_document_url(client_id)):
@@ -48,23 +54,28 @@ def find_client_application(ctx: ServiceContext, client_id: str, *,
     if application is not None and \
             oauth_config(application).get("documentExpiresAt", 0) > time.time():
         return application
-    if application is None:  # counted before the fetch: one refused after it cost one too
-        throttle.count_registration(ctx, action=DOCUMENT_ACTION, client_address=client_address)
-    return _from_document(ctx, client_id, application)
+    throttle.ensure_document_fetches_left(ctx, action=DOCUMENT_ACTION,
+                                          client_address=client_address)
+    if application is None:  # no allowance left: refused before it costs a fetch
+        throttle.ensure_registrations_left(ctx, action=DOCUMENT_ACTION,
+                                           client_address=client_address)
+    return _from_document(ctx, client_id, application, client_address)
 
 
-def _from_document(ctx: ServiceContext, url: str,
-                   known: dict[str, Any] | None) -> dict[str, Any]:
+def _from_document(ctx: ServiceContext, url: str, known: dict[str, Any] | None,
+                   client_address: str) -> dict[str, Any]:
     oauth = ctx.config.oauth
     try:
         fetched = outbound.fetch_json(url, outbound.FetchPolicy(
             timeout=oauth.client_documents_timeout, max_bytes=oauth.client_documents_max_bytes,
             allow_private=oauth.client_documents_allow_private,
-            ca_bundle=oauth.client_documents_ca_bundle))
+            ca_bundle=oauth.client_documents_ca_bundle), client_address=client_address)
+        throttle.count_document_fetch(ctx, client_address=client_address)
         metadata = validate_document(fetched.document, url=url,
                                      allowed_scopes=resource_servers.registrable_scopes(ctx),
                                      default_scopes=tuple(oauth.registration_scopes))
     except outbound.FetchRefused as refused:
+        throttle.count_document_fetch(ctx, client_address=client_address)
         audit.record(DOCUMENT_ACTION, "failure", actor=url,
                      details={"code": refused.code, "detail": refused.detail})
         raise UntrustedRedirect(f"The client's metadata document cannot be used: "
@@ -95,6 +106,7 @@ def _from_document(ctx: ServiceContext, url: str,
              **({"logoUri": metadata.logo_uri} if metadata.logo_uri else {})}
     actor = "client-document:" + (host or "")
     if known is None:
+        throttle.count_registration(ctx, action=DOCUMENT_ACTION, client_address=client_address)
         application, _ = catalog_service.create_application(document, actor=actor,
                                                             marks=marks)
     else:
@@ -105,12 +117,13 @@ def _from_document(ctx: ServiceContext, url: str,
     return application
 
 def _check_assertion(ctx: ServiceContext, assertion: str, config: dict[str, Any],
-                     endpoint: str) -> None:
+                     endpoint: str, client_address: str) -> None:
     """private_key_jwt: signed by one of the client's keys, for us, used once."""
     base, registered = ctx.config.base_url, config.get("tokenEndpointAuthSigningAlg")
     checked = verify_client_assertion(
         assertion, client_id=config["clientId"],
-        jwks=client_jwks(ctx, config, kid=assertion_key_id(assertion)),
+        jwks=client_jwks(ctx, config, kid=assertion_key_id(assertion),
+                         client_address=client_address),
         audiences={ctx.config.issuer, base + TOKEN_PATH, base + endpoint}, now=time.time(),
         algorithms=(registered,) if registered else ASYMMETRIC_ALGORITHMS)
     if not replay.first_use("client_assertion", checked.client_id, checked.jti,
@@ -184,11 +197,13 @@ def authenticate_client(ctx: ServiceContext, parameters: Parameters, authorizati
                 passwords.verify_password(None, presented.client_secret)  # a miss's cost
             attempt.fail("client_authentication_failed")
             raise presented.refuse(failed, code="client_authentication_failed")
-        client = Client.from_config(found.application_id, found.config)
+        client = Client.from_config(found.application_id, found.config,
+                                    allowed_user_types=found.allowed_user_types)
         client_auth.check_method(presented, registered_method=client.auth_method)
         if presented.assertion is not None:
             try:
-                _check_assertion(ctx, presented.assertion, found.config, endpoint)
+                _check_assertion(ctx, presented.assertion, found.config, endpoint,
+                                 client_address)
             except InvalidClient as refusal:
                 attempt.fail(refusal.code)
                 raise

@@ -87,7 +87,8 @@ def describe(ctx: ServiceContext, holder: AccountHolder, user_code: object, *,
     found = _typed(ctx, holder, user_code, client_address)
     application = catalog.get_application(found.application_id)
     client = client_of(application)
-    return {"userCode": readable_user_code(found.user_code), **ConsentRequest(
+    return {"userCode": readable_user_code(found.user_code),
+            "signedInAs": holder.user.username, **ConsentRequest(
         client_name=application["name"], client_id=client.client_id,
         described_itself=client.described_itself, scopes=parse_scope(found.scope),
         resources=tuple(found.extra.get("resources") or ())).to_api()}

@@ -66,7 +66,7 @@ from identityctl.security.secrets import new_token, token_hash
 from identityctl.security.tokens import ACCESS_TOKEN_TYP, ID_TOKEN_TYP
 from identityctl.services import resource_servers, roles
 from identityctl.services.context import ServiceContext
-from identityctl.services.directory import is_usable
+from identityctl.services.directory import is_usable, may_use
 from identityctl.services.oauth import dpop
 from identityctl.services.oauth.clients import authenticate_client
 from identityctl.services.oauth.revocation import end_grant
@@ -129,7 +129,7 @@ def _exchange_code(ctx: ServiceContext, client: Client, parameters: Parameters,
     if bound_to is not None and (proof is None or proof.jkt != bound_to):
         raise InvalidGrant("The authorization was bound to a DPoP key (dpop_jkt): redeem the "
                            "code with a proof by that key.", code="dpop_jkt_mismatch")
-    user = _active_user(code.user_id)
+    user = _active_user(code.user_id, client)
     scope = parse_scope(code.scope)
     resources = code.extra.get("resources", [])
     sign_in = SignIn(subject=user.id, auth_time=int(code.auth_time), amr=tuple(code.amr))
@@ -187,7 +187,7 @@ def _refresh(ctx: ServiceContext, client: Client, parameters: Parameters,
                                "that key.", code="dpop_key_mismatch")
     if bound_to is None and proof is not None and client.public:
         bound_to = proof.jkt  # from the first proof on, the grant's successors are bound
-    user = _active_user(stored.user_id)
+    user = _active_user(stored.user_id, client)
     _require_roles(user, scope)
     resources = stored.extra.get("resources", [])
     # A resource server may have lost scopes since the grant (or gone: invalid_target).
@@ -252,7 +252,7 @@ def _exchange_token(ctx: ServiceContext, client: Client, parameters: Parameters,
     resource_servers.check_requested_resources(ctx, exchange.audience, exchange.scope)
     user = directory.find_user_by_id(exchange.subject)
     if user is not None or "auth_time" in subject:  # a person's token: still theirs to give
-        user = _active_user(exchange.subject)
+        user = _active_user(exchange.subject, client)
         _require_roles(user, exchange.scope)
     sign_in = SignIn(subject=exchange.subject, auth_time=int(subject["auth_time"]),
                      amr=tuple(subject.get("amr") or ())) if "auth_time" in subject else None
@@ -296,7 +296,7 @@ def _redeem_device_code(ctx: ServiceContext, client: Client, parameters: Paramet
         device_store.polled(code_hash, at=now, interval=stored.interval)
         raise
     assert stored is not None and stored.user_id is not None  # approved: by someone
-    user = _active_user(stored.user_id)
+    user = _active_user(stored.user_id, client)
     scope = parse_scope(stored.scope)
     _require_roles(user, scope)
     resources = stored.extra.get("resources", [])
@@ -422,9 +422,13 @@ def _require_roles(user: UserRecord, scope: tuple[str, ...]) -> None:
                            f"{' '.join(not_held)!r}; sign in again.", code="scope_not_held")
 
 
-def _active_user(user_id: str | None) -> UserRecord:
+def _active_user(user_id: str | None, client: Client) -> UserRecord:
+    """The grant's user, while they may still act for ``client``'s application."""
     user = directory.find_user_by_id(user_id) if user_id else None
     if not is_usable(user):
         raise InvalidGrant("The user of this grant no longer exists or is disabled or locked.",
                            code="user_inactive")
+    if not may_use(user, client.allowed_user_types):
+        raise InvalidGrant(f"Users of type {user.user_type!r} may not use this application; "
+                           "sign in again with another account.", code="user_type_not_allowed")
     return user

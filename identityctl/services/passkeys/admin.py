@@ -16,9 +16,10 @@ def list_credentials(id_or_username: str) -> list[store.PasskeyRecord]:
 def rename_credential(id_or_username: str, credential_id: str, name: str, *,
                       actor: str = "admin") -> store.PasskeyRecord:
     user = require_user(id_or_username)
-    if not isinstance(name, str) or not name.strip():
+    new_name = valid_credential_name(name, field="name")
+    if new_name is None:
         raise MissingField("name", "The new name must not be blank.")
-    record = store.rename_credential(user.id, credential_id, valid_credential_name(name, 0.0))
+    record = store.rename_credential(user.id, credential_id, new_name)
     audit.record("passkey.rename", "success", actor=actor, user_id=user.id,
                  details={"credentialId": credential_id})
     return record

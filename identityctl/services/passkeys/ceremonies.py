@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from identityctl import i18n
 from identityctl.errors import Conflict, InvalidField, MissingField, NotFound
 from identityctl.passkey import codec
+from identityctl.passkey.authenticators import authenticator_name
 from identityctl.passkey.codec import CredentialReader
 from identityctl.passkey.decoys import decoy_credentials
 from identityctl.passkey.options import (
@@ -123,14 +125,27 @@ def _known_credentials(user_id: str) -> list[KnownCredential]:
             for credential_id, transports in store.credential_descriptors(user_id)]
 
 
-def valid_credential_name(name: Any, now: float) -> str:
-    """``name`` without surrounding blanks, or a dated default when there is none."""
+def valid_credential_name(name: Any, *, field: str = "credentialName") -> str | None:
+    """``name`` without surrounding blanks (1 to ``MAX_CREDENTIAL_NAME`` characters), or
+    None when there is none (the passkey is named after its authenticator)."""
     if name is None or (isinstance(name, str) and not name.strip()):
-        return f"Passkey {rfc3339(now)[:10]}"
-    if not isinstance(name, str) or len(name.strip()) > MAX_CREDENTIAL_NAME:
-        raise InvalidField("credentialName", f"must be a string of at most "
-                           f"{MAX_CREDENTIAL_NAME} characters")
+        return None
+    if not isinstance(name, str):
+        raise InvalidField(field, f"must be a text of 1 to {MAX_CREDENTIAL_NAME} characters")
+    if len(name.strip()) > MAX_CREDENTIAL_NAME:
+        raise InvalidField(field, f"must be 1 to {MAX_CREDENTIAL_NAME} characters long; this "
+                           f"one has {len(name.strip())}")
     return name.strip()
+
+
+def authenticator_credential_name(aaguid: str, *, language: str, now: float) -> str:
+    """The name of a passkey nobody named, in the person's ``language``: after the
+    authenticator that made it ("Passkey in Google Password Manager"), else the day."""
+    authenticator = authenticator_name(aaguid)
+    if authenticator is not None:
+        return i18n.translate(language, "Passkey in {authenticator}",
+                              authenticator=authenticator)
+    return i18n.translate(language, "Passkey from {date}", date=rfc3339(now)[:10])
 
 
 def _display_name(user: UserRecord) -> str:
@@ -183,13 +198,14 @@ def start_registration(ctx: ServiceContext, *, user_id: str, rp_id: str,
 
 
 def finish_registration(ctx: ServiceContext, *, credential: CredentialReader, session_token: str,
-                        credential_name: str | None,
-                        client_address: str = "") -> RegisteredCredential:
-    """Verify the authenticator's attestation and store the credential (WebAuthn §7.1)."""
+                        credential_name: str | None, client_address: str = "",
+                        language: str = i18n.DEFAULT) -> RegisteredCredential:
+    """Verify the authenticator's attestation and store the credential (WebAuthn §7.1),
+    named ``credential_name`` or else after its authenticator, in ``language``."""
     now = time.time()
     with CredentialAttempt(ctx, action=REGISTER_EVENT,
                            client_address=client_address) as attempt:
-        name = valid_credential_name(credential_name, now)
+        name = valid_credential_name(credential_name)
         response = credential(store.REGISTRATION)
         session = open_session(session_token, ceremony=store.REGISTRATION, now=now)
         attempt.user_id = session.user_id
@@ -216,7 +232,9 @@ def finish_registration(ctx: ServiceContext, *, credential: CredentialReader, se
                 transports=list(verified.transports), aaguid=verified.aaguid,
                 attestation_format=verified.attestation_format,
                 backup_eligible=verified.backup_eligible, backup_state=verified.backup_state,
-                user_verified=verified.user_verified, name=name, now=now)
+                user_verified=verified.user_verified,
+                name=name or authenticator_credential_name(verified.aaguid, language=language,
+                                                           now=now), now=now)
             audit.record(REGISTER_EVENT, "success", actor=user.id, user_id=user.id,
                          client_address=client_address,
                          details={"credentialId": credential_id, "aaguid": verified.aaguid,

@@ -1,6 +1,7 @@
 // The account page: a public client of identityctl itself (authorization code + PKCE), then
-// the person's profile, passkeys, signed-in applications, password and consents through
-// /account/api. The access token lives in memory only; a reload signs in again, which the
+// the person's profile and e-mail address, passkeys, devices and applications they are
+// signed in on, password and consents through /account/api. What an action did (or why it
+// failed) is said right by its control, in a live region, and cleared by the next action. The access token lives in memory only; a reload signs in again, which the
 // browser's session answers without a page. /account/enrol is the other device's page: it
 // adds a passkey with the one-time link in its fragment. /device is where a person approves
 // a device's sign-in (RFC 8628): the code it shows, then a sign-in, then Allow or Deny.
@@ -26,13 +27,24 @@
       "first.",
     weak_password: "Choose a longer or less common password (at least 8 characters, not " +
       "your username).",
-    link_used: "This link was used already. Make a new one on your account page.",
+    link_used: "This link was used already. Ask for a new one: on your account page if " +
+      "you made it, or from the person who invited you.",
     user_code_invalid: "That code is not valid, or it has expired. Check the code your " +
       "device shows, then try again.",
     too_many_attempts: "Too many wrong codes. Wait a few minutes, then try again.",
     NotAllowedError: "The passkey request was cancelled or timed out.",
     InvalidStateError: "This device already has a passkey for your account.",
+    invalid_email: "Enter one e-mail address, like name@example.com.",
+    email_not_configured: "This service sends no e-mail. Ask an administrator to confirm " +
+      "your address.",
+    too_many_codes: "Too many codes were sent. Wait an hour, then try again.",
+    email_code_invalid: "That is not the code we sent. Check it and try again.",
+    email_code_expired: "This code has expired. Send a new one.",
+    email_code_not_sent: "There is no code to enter any more. Send a new one.",
+    device_not_found: "You are no longer signed in on that device.",
   };
+  // A passkey's name: said before the try, and again when a name breaks it.
+  const NAME_RULE = "A name has 1 to 64 characters.";
 
   // --- small helpers ------------------------------------------------------------------------
 
@@ -60,9 +72,14 @@
     $("status").textContent = text || "";
   }
 
+  // A value a table keeps on one line where there is room (a date, an address).
+  function whole(text) {
+    return element("span", { class: "nowrap" }, text || "—");
+  }
+
   function when(seconds) {
-    return seconds ? new Date(seconds * 1000).toLocaleString(document.documentElement.lang,
-      { dateStyle: "medium", timeStyle: "short" }) : "—";
+    return whole(seconds ? new Date(seconds * 1000).toLocaleString(document.documentElement.lang,
+      { dateStyle: "medium", timeStyle: "short" }) : "—");
   }
 
   function base64url(bytes) {
@@ -139,15 +156,37 @@
     idToken = tokens.id_token || "";
   }
 
-  // Changes that need a recent sign-in: offer it when the service asks for one.
-  async function guarded(action) {
+  // Feedback lives by its control: a live region per part of the page (``slot``), found by
+  // id again after the page is drawn anew. Every action first clears what earlier ones said.
+  function feedback(slot) {
+    return element("p", { id: `feedback-${slot}`, class: "feedback", role: "status",
+      "aria-live": "polite" });
+  }
+
+  function say(slot, text, failed = false) {
+    const where = $(`feedback-${slot}`) || $("status");
+    where.textContent = text || "";
+    where.classList.toggle("error", failed);
+    return where;
+  }
+
+  function clearFeedback() {
     showError("");
+    setStatus("");
+    for (const where of document.querySelectorAll(".feedback")) say(where.id.slice(9), "");
+  }
+
+  // Runs an action of part ``slot``; a failure is said there (changes that need a recent
+  // sign-in offer it when the service asks for one).
+  async function guarded(action, slot) {
+    clearFeedback();
     try {
       await action();
     } catch (failure) {
-      showError(messageFor(failure));
+      const where = slot ? say(slot, messageFor(failure), true) : showError(messageFor(failure));
       if (failure.code === "sign_in_too_old") {
-        $("error").append(" ", button(t("Sign in again"), () => signIn({ prompt: "login" })));
+        (where || $("error")).append(" ",
+          button(t("Sign in again"), () => signIn({ prompt: "login" })));
       }
     }
   }
@@ -169,16 +208,56 @@
           cell))))));
   }
 
+  // The passkey is named after the authenticator that made it (by the service).
   async function addPasskeyHere() {
     const started = await call("POST", "/passkeys/start", {});
-    setStatus(t("Follow your device's prompt to create a passkey…"));
+    say("passkeys", t("Follow your device's prompt to create a passkey…"));
     const credential = await navigator.credentials.create(
       { publicKey: creationOptions(started.publicKeyCredentialCreationOptions) });
     await call("POST", "/passkeys/finish", { sessionToken: started.sessionToken,
-      publicKeyCredential: credentialJSON(credential),
-      credentialName: `Passkey on ${navigator.platform || "this device"}` });
-    await render();  // the list shows the change when the status says it
-    setStatus(t("Passkey added."));
+      publicKeyCredential: credentialJSON(credential) });
+    await render();  // the list shows the change when the feedback says it
+    say("passkeys", t("Passkey added."));
+  }
+
+  // Renaming, in a dialog of the page's own look: the rule is said before the try, and a
+  // name the service refuses is said in the dialog.
+  function renamePasskey(key) {
+    const field = element("input", { id: "passkey-name", required: "", autocomplete: "off",
+      "aria-describedby": "passkey-name-rule passkey-name-feedback" });
+    field.value = key.name;
+    const problem = element("p", { id: "passkey-name-feedback", class: "feedback",
+      role: "status", "aria-live": "polite" });
+    const dialog = element("dialog", { class: "account-dialog",
+      "aria-labelledby": "passkey-name-title" });
+    const form = element("form", { method: "dialog" },
+      element("h2", { id: "passkey-name-title" }, t("Rename passkey")),
+      element("label", { for: "passkey-name" }, t("New name")),
+      element("p", { id: "passkey-name-rule", class: "hint" }, t(NAME_RULE)), field, problem,
+      element("p", { class: "actions" }, element("button", { type: "submit" }, t("Save")),
+        button(t("Cancel"), () => dialog.close(), true)));
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      problem.textContent = "";
+      problem.classList.remove("error");
+      try {
+        await call("PATCH", `/passkeys/${encodeURIComponent(key.credentialId)}`,
+          { name: field.value });
+      } catch (failure) {
+        problem.textContent = ["invalid_field", "missing_field"].includes(failure.code)
+          ? t(NAME_RULE) : messageFor(failure);
+        problem.classList.add("error");
+        return;
+      }
+      dialog.close();
+      await render();
+      say("passkeys", t("Passkey renamed."));
+    });
+    dialog.addEventListener("close", () => dialog.remove());
+    dialog.append(form);
+    root.append(dialog);
+    dialog.showModal();
+    field.select();
   }
 
   async function linkForAnotherDevice(where) {
@@ -191,81 +270,196 @@
       element("p", {}, element("a", { href: link.url, class: "link" }, link.url)));
   }
 
+  // The built-in application is this page, named in the person's language.
+  function applicationName(clientId, name) {
+    return clientId === page.clientId ? t("Your account") : name;
+  }
+
   async function render() {
-    const [profile, passkeys, sessions, consents] = await Promise.all([
-      call("GET", "/profile"), call("GET", "/passkeys"), call("GET", "/sessions"),
-      call("GET", "/consents")]);
+    const [profile, passkeys, devices, sessions, consents] = await Promise.all([
+      call("GET", "/profile"), call("GET", "/passkeys"), call("GET", "/browser-sessions"),
+      call("GET", "/sessions"), call("GET", "/consents")]);
     const another = element("div", { id: "another-device" });
     const passwordField = element("input", { id: "new-password", type: "password",
       autocomplete: "new-password", required: "" });
     const passwordForm = element("form", { id: "password-form" },
       element("label", { for: "new-password" }, t("New password (at least 8 characters)")),
       passwordField, element("button", { type: "submit" },
-        profile.hasPassword ? t("Change password") : t("Set a password")));
+        profile.hasPassword ? t("Change password") : t("Set a password")),
+      feedback("password"));
     passwordForm.addEventListener("submit", (event) => {
       event.preventDefault();
       guarded(async () => {
         await call("PUT", "/password", { password: passwordField.value });
         passwordField.value = "";
-        setStatus(t("Password saved."));
-      });
+        say("password", t("Password saved."));
+      }, "password");
     });
     content.replaceChildren(
       section(t("Profile"), element("dl", {},
         element("dt", {}, t("Username")), element("dd", { id: "username" }, profile.username),
-        element("dt", {}, t("Email")), element("dd", {}, emailText(profile)),
         element("dt", {}, t("Roles")), element("dd", {}, (profile.roles || []).join(", ") || "—"))),
+      section(t("E-mail address"), emailPart(profile)),
       section(t("Passkeys"),
         table([t("Name"), t("Added"), t("Last used"), ""], passkeys.passkeys.map((key) => [
           key.name, when(key.createdAt), when(key.lastUsedAt),
           element("span", { class: "actions" },
-            button(t("Rename"), () => guarded(async () => {
-              const name = window.prompt(t("New name for this passkey"), key.name);
-              if (name) await call("PATCH", `/passkeys/${encodeURIComponent(key.credentialId)}`,
-                { name });
-              await render();
-            }), true),
+            button(t("Rename"), () => guarded(async () => renamePasskey(key), "passkeys"), true),
             button(t("Delete"), () => guarded(async () => {
               if (!window.confirm(t("Delete the passkey \"{name}\"?", { name: key.name }))) {
                 return;
               }
               await call("DELETE", `/passkeys/${encodeURIComponent(key.credentialId)}`);
               await render();
-              setStatus(t("Passkey deleted."));
-            }), true))])),
+              say("passkeys", t("Passkey deleted."));
+            }, "passkeys"), true))])),
         element("p", { class: "actions" },
-          button(t("Add a passkey on this device"), () => guarded(addPasskeyHere)),
+          button(t("Add a passkey on this device"), () => guarded(addPasskeyHere, "passkeys")),
           button(t("Add a passkey on another device"),
-            () => guarded(() => linkForAnotherDevice(another)), true)),
-        another),
+            () => guarded(() => linkForAnotherDevice(another), "passkeys"), true)),
+        feedback("passkeys"), another),
+      section(t("Where you are signed in"), devicesPart(devices.browserSessions)),
       section(t("Signed in to"), table([t("Application"), t("Since"), t("Last used"), t("From"), ""],
-        sessions.sessions.map((entry) => [entry.application, when(entry.signedInAt),
-          when(entry.lastUsedAt), entry.address || "—",
+        sessions.sessions.map((entry) => [applicationName(entry.clientId, entry.application),
+          when(entry.signedInAt), when(entry.lastUsedAt), whole(entry.address),
           button(t("Sign out"), () => guarded(async () => {
             await call("DELETE", `/sessions/${encodeURIComponent(entry.id)}`);
             await render();
-            setStatus(t("Signed out of {application}.", { application: entry.application }));
-          }), true)]))),
+            say("sessions", t("Signed out of {application}.", { application: entry.application }));
+          }, "sessions"), true)])), feedback("sessions")),
       section(t("Password"), passwordForm),
       section(t("Recovery codes"), recoveryCodes(profile)),
       section(t("Applications you allowed"), table([t("Application"), t("May"), ""],
-        consents.consents.map((grant) => [grant.application, grant.scopes.join(", "),
+        consents.consents.map((grant) => [grant.application,
+          element("ul", { class: "plain" }, ...grant.scopeDescriptions.map(
+            (description) => element("li", {}, t(description)))),
           button(t("Revoke"), () => guarded(async () => {
             await call("DELETE", `/consents?${new URLSearchParams({ clientId: grant.clientId })}`);
             await render();
-            setStatus(t("{application} no longer has access.",
+            say("consents", t("{application} no longer has access.",
               { application: grant.application }));
-          }), true)]))),
-      element("p", {}, button(t("Sign out everywhere"), () => {
-        const query = new URLSearchParams({ id_token_hint: idToken });
-        window.location.assign(`${page.logoutUrl}?${query}`);
-      }, true)));
+          }, "consents"), true)])), feedback("consents")));
   }
 
-  function emailText(profile) {
+  // --- the e-mail address: confirm it, or change it, with a code sent there ----------------
+
+  function emailPart(profile) {
     const address = (profile.attributes || {}).email;
-    if (!address) return "—";
-    return `${address} (${profile.emailVerified ? t("confirmed") : t("not confirmed")})`;
+    const part = element("div", { id: "email" });
+    const state = address ? element("p", {}, element("span", { id: "email-address" }, address),
+      " ", element("span", { class: profile.emailVerified ? "tag" : "tag warn" },
+        profile.emailVerified ? t("confirmed") : t("not confirmed")))
+      : element("p", {}, t("No e-mail address yet."));
+    const forms = element("div", {});
+    const show = (form) => {
+      forms.replaceChildren(form);
+      form.querySelector("input").focus();
+    };
+    const actions = element("p", { class: "actions" },
+      address && !profile.emailVerified ? button(t("Confirm"), () => guarded(async () => {
+        show(codeForm(await sendCode(address)));
+      }, "email")) : null,
+      button(address ? t("Change address") : t("Add an address"),
+        () => show(addressForm()), true));
+    if (!profile.canSendEmail) {
+      part.append(state, element("p", { class: "hint" }, t("This service sends no e-mail, " +
+        "so an address cannot be confirmed here. Ask an administrator.")));
+      return part;
+    }
+    if (profile.emailPending) forms.append(codeForm(profile.emailPending));
+    part.append(state, actions, forms, feedback("email"));
+    return part;
+  }
+
+  async function sendCode(address) {
+    const sent = await call("POST", "/email/code", { address });
+    say("email", t("We sent a code to {address}.", { address: sent.address }));
+    return sent;
+  }
+
+  function addressForm() {
+    const field = element("input", { id: "new-email", type: "email", autocomplete: "email",
+      required: "", "aria-describedby": "new-email-hint" });
+    const form = element("form", { id: "email-form" },
+      element("label", { for: "new-email" }, t("New e-mail address")),
+      element("p", { id: "new-email-hint", class: "hint" }, t("We send a code there. Your " +
+        "address changes when you enter it; until then the old one stays.")),
+      field, element("button", { type: "submit" }, t("Send a code")));
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      guarded(async () => {
+        const sent = await sendCode(field.value.trim());
+        form.replaceWith(codeForm(sent));
+        $("email-code").focus();
+      }, "email");
+    });
+    return form;
+  }
+
+  function codeForm(pending) {
+    const field = element("input", { id: "email-code", inputmode: "numeric",
+      autocomplete: "one-time-code", required: "", "aria-describedby": "email-code-hint" });
+    const form = element("form", { id: "email-code-form" },
+      element("label", { for: "email-code" }, t("Code from the e-mail")),
+      element("p", { id: "email-code-hint", class: "hint" }, t("Sent to {address}; it " +
+        "works until {time}.", { address: pending.address,
+        time: new Date(pending.expiresAt * 1000).toLocaleTimeString(
+          document.documentElement.lang, { timeStyle: "short" }) })),
+      field, element("p", { class: "actions" },
+        element("button", { type: "submit" }, t("Confirm address")),
+        button(t("Send a new code"), () => guarded(async () => {
+          form.replaceWith(codeForm(await sendCode(pending.address)));
+          $("email-code").focus();
+        }, "email"), true)));
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      guarded(async () => {
+        const confirmed = await call("POST", "/email/confirm", { code: field.value.trim() });
+        await render();
+        say("email", t("{address} is confirmed.", { address: confirmed.address }));
+      }, "email");
+    });
+    return form;
+  }
+
+  // --- devices: every browser session of the person ------------------------------------------
+
+  function deviceName(device) {
+    if (device.browser && device.system) {
+      return t("{browser} on {system}", { browser: device.browser, system: device.system });
+    }
+    return device.browser || device.system || t("Unknown browser");
+  }
+
+  function devicesPart(devices) {
+    const rows = devices.map((device) => [
+      element("span", {}, deviceName(device), device.current
+        ? element("span", { class: "tag" }, t("this device")) : null),
+      whole(device.address), when(device.signedInAt), when(device.lastSeenAt),
+      device.applications.map((app) => applicationName(app.clientId, app.name)).join(", ")
+        || "—",
+      device.current ? null : button(t("Sign out"), () => guarded(async () => {
+        await call("DELETE", `/browser-sessions/${encodeURIComponent(device.id)}`);
+        await render();
+        say("devices", t("Signed out on {device}.", { device: deviceName(device) }));
+      }, "devices"), true)]);
+    const others = devices.filter((device) => !device.current).length;
+    return element("div", {},
+      table([t("Device"), t("From"), t("Since"), t("Last seen"), t("Applications"), ""], rows),
+      element("p", { class: "actions" },
+        others ? button(t("Sign out of all other devices"), () => guarded(async () => {
+          const ended = await call("POST", "/sign-out", { scope: "others" });
+          await render();
+          say("devices", ended.ended ? t("Signed out on every other device.")
+            : t("You were signed in on no other device."));
+        }, "devices"), true) : null,
+        button(t("Sign out everywhere"), () => guarded(async () => {
+          await call("POST", "/sign-out", { scope: "everywhere" });
+          // This browser's session has ended too: the logout clears its cookie and says so.
+          const query = new URLSearchParams({ id_token_hint: idToken });
+          window.location.assign(`${page.logoutUrl}?${query}`);
+        }, "devices"), true)),
+      feedback("devices"));
   }
 
   // Codes for "Lost your passkey?": made here, shown once, each works once.
@@ -279,13 +473,15 @@
           "once. They are not shown again.")),
         element("ul", { class: "codes" }, ...made.recoveryCodes.map(
           (code) => element("li", {}, element("code", {}, code)))));
-      setStatus(t("New recovery codes made; the old ones no longer work."));
-    }), true);
+      say("recovery", profile.recoveryCodesLeft
+        ? t("New recovery codes made; the old ones no longer work.")
+        : t("Recovery codes made."));
+    }, "recovery"), true);
     return element("div", {},
       element("p", {}, profile.recoveryCodesLeft
         ? t("You have {count} unused recovery codes.", { count: profile.recoveryCodesLeft })
         : t("With a recovery code you can get back in if you lose your passkeys.")),
-      element("p", { class: "actions" }, make), shown);
+      element("p", { class: "actions" }, make), feedback("recovery"), shown);
   }
 
   // --- the other device: a passkey from a one-time link --------------------------------------
@@ -304,10 +500,11 @@
         const credential = await navigator.credentials.create(
           { publicKey: creationOptions(started.publicKeyCredentialCreationOptions) });
         await call("POST", "/enrol/finish", { link, sessionToken: started.sessionToken,
-          publicKeyCredential: credentialJSON(credential),
-          credentialName: `Passkey on ${navigator.platform || "another device"}` }, false);
+          publicKeyCredential: credentialJSON(credential) }, false);
         content.replaceChildren(element("p", { id: "done" },
-          t("Your passkey is ready. You can sign in with it on this device.")));
+          t("Your passkey is ready. You can sign in with it on this device.")),
+        element("p", {}, element("a", { href: page.apiUrl.replace(/\/api$/, "") },
+          t("Go to your account"))));
       })));
   }
 
@@ -352,6 +549,8 @@
         : decided.reason || t("You said no. The device was not signed in.")));
     });
     content.replaceChildren(...[
+      element("p", { class: "status" }, t("Signed in as {username}",
+        { username: request.signedInAs })),
       element("p", {}, t("Sign in to {client} on your device?", { client: request.client })),
       element("p", {}, t("Only allow this if your device shows the code {code}.",
         { code: request.userCode })),
@@ -382,7 +581,8 @@
       $("heading").focus();
     } catch (failure) {
       showError(page.mode === "enrol" && failure.code === "invalid_token"
-        ? t("This link has expired. Make a new one on your account page.")
+        ? t("This link has expired or is incomplete. Ask for a new one: on your account " +
+          "page if you made it, or from the person who invited you.")
         : messageFor(failure));
     }
     return undefined;

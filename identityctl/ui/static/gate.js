@@ -80,7 +80,7 @@
       "Passkeys cannot be used from this address: it is not one this service allows.",
     assertion_reused: "This sign-in was already used. Start again.",
     consent_invalid: "This approval has expired or was already answered. Start again.",
-    missing_field: "Fill in the fields marked required.",
+    missing_field: "A field this step needs is empty. Fill it in and try again.",
     invalid_field: "Check what you entered and try again.",
     invalid_email: "Enter one e-mail address, like name@example.com.",
     recovery_not_offered: "This application cannot recover accounts. Recover yours on " +
@@ -212,33 +212,73 @@
     return "off";
   }
 
-  function field(input, index) {
+  // On sign-up, what may stay empty says so: an input no action requires and every action
+  // takes. One only some actions take (the e-mail code: "Send a new code" does not) is
+  // needed by those, so it gets no mark. (A sign-in's fields serve several ways in: no marks.)
+  function optional(step, input) {
+    const name = input.identifier || input.ref;
+    return signingUp && !input.required && ownActions(step).every(
+      (action) => !Array.isArray(action.inputs) || action.inputs.includes(name));
+  }
+
+  function field(input, index, markOptional) {
     const wrapper = document.createElement("div");
     wrapper.className = "field";
     const id = `input-${index}`;
     const label = document.createElement("label");
     label.htmlFor = id;
-    label.textContent = t(input.label || humanize(input.identifier || input.ref)) +
-      // On sign-up, what may stay empty says so (a sign-in's fields serve several actions,
-      // each needing its own: no mark there).
-      (signingUp && !input.required ? t(" (optional)") : "");
+    const name = t(input.label || humanize(input.identifier || input.ref));
+    label.textContent = name + (markOptional ? t(" (optional)") : "");
     const control = document.createElement("input");
     control.id = id;
     control.name = input.identifier || input.ref;
     control.type = INPUT_TYPES[input.type] || "text";
     control.required = !!input.required;
     control.autocomplete = autocompleteFor(input);
+    control.dataset.label = name;
     if (input.type === "OTP_INPUT") control.inputMode = "numeric";
-    wrapper.append(label, control);
+    // What is wrong with this field is said next to it (and read out when it appears).
+    const problem = document.createElement("p");
+    problem.className = "field-error";
+    problem.id = `${id}-error`;
+    problem.setAttribute("aria-live", "polite");
+    problem.hidden = true;
+    control.addEventListener("input", () => fieldProblem(control, ""));
+    wrapper.append(label, control, problem);
+    const described = [problem.id];
     if (newCredentials && input.type === "PASSWORD_INPUT") {  // the rules before a try
       const hint = document.createElement("p");
       hint.className = "hint";
       hint.id = `${id}-hint`;
       hint.textContent = t("At least 8 characters, not your username or a common password.");
-      control.setAttribute("aria-describedby", hint.id);
+      described.push(hint.id);
       wrapper.append(hint);
     }
+    control.setAttribute("aria-describedby", described.join(" "));
     return wrapper;
+  }
+
+  function fieldProblem(control, text) {
+    show($(`${control.id}-error`), text);
+    if (text) control.setAttribute("aria-invalid", "true");
+    else control.removeAttribute("aria-invalid");
+  }
+
+  // The fields an action takes that are still empty: the ones marked required, or, after
+  // the service named a missing field (``any``), every empty one it takes.
+  function emptyFields(button, any) {
+    const names = (button.dataset.inputs || "").split(" ").filter(Boolean);
+    return names.map((name) => form.elements.namedItem(name)).filter((control) =>
+      control instanceof HTMLInputElement && !control.value.trim() && (any || control.required));
+  }
+
+  // Says which field is missing, next to it, and puts the cursor there. False: none found.
+  function askForMissing(button, any) {
+    const [missing] = emptyFields(button, any);
+    if (!missing) return false;
+    fieldProblem(missing, t("{field} is missing.", { field: missing.dataset.label }));
+    missing.focus();
+    return true;
   }
 
   // --- one flow step -----------------------------------------------------------------------
@@ -270,7 +310,8 @@
   // browser goes straight to the password (remembered here only, never sent).
 
   const PASSWORD_FIRST = "identityctl.passwordFirst";
-  let passwordPhase = false;  // Continue found no passkey: the password field is shown
+  let passwordPhase = false;  // the password field is shown (chosen, or no passkey used)
+  let codeSentTo = "";  // where sign-up sent its e-mail code
   let signedInWith = null;  // {username, method} of the way in that is finishing
 
   const isFederated = (action) => Array.isArray(action.inputs) &&
@@ -309,44 +350,58 @@
     } catch (unavailable) { /* private mode: Continue tries the passkey each time */ }
   }
 
-  function actionButton(text, value, secondary) {
+  // A submit button for ``value``, running the action that takes ``inputs`` (what Enter in
+  // a field looks for).
+  function actionButton(text, value, secondary, inputs) {
     const element = document.createElement("button");
     element.type = "submit";
     element.value = value;
     element.textContent = text;
     if (secondary) element.className = "secondary";
     element.dataset.ceremony = "";
+    element.dataset.inputs = inputs.join(" ");
     return element;
   }
 
   function renderContinue(step, paths) {
     const inputs = (step.data.inputs || []).filter((input) => input.type !== "HIDDEN" &&
       (passwordPhase || (input.identifier || input.ref) !== "password"));
-    inputs.forEach((input, index) => form.append(field(input, index)));
+    inputs.forEach((input, index) => form.append(field(input, index, false)));
     if (passwordPhase) {
-      const signIn = actionButton(t("Sign in"), paths.password.ref, false);
-      signIn.dataset.inputs = paths.password.inputs.join(" ");
-      const passkey = actionButton(t("Use a passkey instead"), paths.passkey.ref, true);
+      for (const name of paths.password.inputs) {  // the password sign-in needs each of them
+        const control = form.elements.namedItem(name);
+        if (control instanceof HTMLInputElement) control.required = true;
+      }
+      const passkey = actionButton(t("Use a passkey instead"), paths.passkey.ref, true, []);
       passkey.dataset.continue = "passkey";
-      form.append(signIn, passkey);
+      form.append(actionButton(t("Sign in"), paths.password.ref, false, paths.password.inputs),
+        passkey);
     } else {
-      const next = actionButton(t("Continue"), paths.passkey.ref, false);
+      const next = actionButton(t("Continue"), paths.passkey.ref, false, ["username"]);
       next.dataset.continue = "auto";
-      next.dataset.inputs = "username";
-      form.append(next);
+      // Whatever Continue finds, the password is one press away.
+      const password = actionButton(t("Use your password"), paths.password.ref, true, []);
+      password.dataset.continue = "password";
+      form.append(next, password);
     }
+  }
+
+  function usePassword() {
+    passwordPhase = true;
+    render(current);  // keeps the username; the cursor goes to the password
   }
 
   async function continueSignIn(choice) {
     const username = (visibleInputs().username || "").trim();
-    if (choice === "auto" && username && passwordFirstNames().includes(username)) {
-      passwordPhase = true;
-      render(current);
+    if (choice === "password" ||
+        (choice === "auto" && username && passwordFirstNames().includes(username))) {
+      usePassword();
       return;
     }
     const paths = continuePaths(current);
     busy(true);
     showError("");
+    show($("notice"), "");
     let challenged = null;
     try {
       setStatus(t("Checking…"));
@@ -358,7 +413,8 @@
       }
       current = challenged;
       const verify = challenged.data.actions.find((action) => !isFallback(action));
-      const inputs = await runCeremony("get", passkeyCeremony(challenged).options);
+      const inputs = await runCeremony("get", passkeyCeremony(challenged).options,
+        { username, offerPassword: true });
       setStatus(t("Checking…"));
       signedInWith = { username, method: "passkey" };
       await advance(await post(page.flowUrl, { executionId, action: verify.ref, inputs }));
@@ -369,7 +425,8 @@
         if (/^execution_/.test(failure.code)) offerRestart();
         return;
       }
-      // No passkey used (none here, or cancelled): back to the first step, with the password.
+      // No passkey used: back to the first step. The person's own choice on the page
+      // ("Use your password", "Cancel") needs no explanation; the browser's "no" does.
       const back = challenged && challenged.data.actions.find(isFallback);
       if (!back) {
         showError(messageFor(failure));
@@ -381,16 +438,20 @@
         showError(messageFor(first));
         return;
       }
-      passwordPhase = true;
+      const chosen = failure && failure.chosen;
+      passwordPhase = chosen !== "cancel";
       await advance(first);
-      if (!username) {
+      if (chosen === "cancel") {
+        setStatus(t("The passkey request was cancelled."));
+      } else if (!chosen && !username) {
         showError(messageFor(failure));
-      } else {
+      } else if (!chosen) {
         show($("notice"), t("No passkey was used. Enter your password, or try your passkey " +
           "again."));
       }
     } finally {
       busy(false);
+      afterCeremony();
       const empty = [...form.querySelectorAll("input")].find((control) => !control.value);
       if (empty) empty.focus();
     }
@@ -438,7 +499,7 @@
     if (paths) renderContinue(step, paths);
     const visible = paths ? [] : (data.inputs || []).filter(
       (input) => input.type !== "HIDDEN" && !PASSKEY_INPUTS.has(input.identifier || input.ref));
-    visible.forEach((input, index) => form.append(field(input, index)));
+    visible.forEach((input, index) => form.append(field(input, index, optional(step, input))));
     const ceremony = passkeyCeremony(step);
     const actions = paths ? [] : ownActions(step);
     let primaryShown = false;
@@ -471,11 +532,14 @@
         upstream: names.upstreamAccount, account: names.account }));
     }
     if (visible.some((input) => input.type === "OTP_INPUT")) {
-      const sentTo = (data.additionalData || {}).emailSentTo;
-      show($("notice"), sentTo
-        ? t("We sent a code to {address}. It works for a few minutes.", { address: sentTo })
-        : t("If the account has a confirmed e-mail address, we sent a code to it. It works " +
-          "for a few minutes."));
+      // Sign-up sends the code to the address just typed (a wrong code keeps saying so);
+      // recovery does not tell whether the account has one.
+      codeSentTo = (data.additionalData || {}).emailSentTo || (signingUp ? codeSentTo : "");
+      show($("notice"), codeSentTo
+        ? t("We sent a code to {address}. It works for a few minutes.", { address: codeSentTo })
+        : signingUp ? t("We sent a code to your e-mail address. It works for a few minutes.")
+          : t("If the account has a confirmed e-mail address, we sent a code to it. It " +
+            "works for a few minutes."));
     }
     for (const control of form.querySelectorAll("input")) {
       if (control.type !== "password" && typed[control.name]) control.value = typed[control.name];
@@ -498,7 +562,7 @@
     if (event.key !== "Enter" || !(event.target instanceof HTMLInputElement)) return;
     const name = event.target.name;
     const takes = [...form.querySelectorAll("button[type=submit]")].filter(
-      (button) => button.dataset.inputs.split(" ").includes(name));
+      (button) => (button.dataset.inputs || "").split(" ").includes(name));
     const chosen = event.target.type === "password"
       ? takes.find((button) => !button.dataset.ceremony) : takes[0];
     if (chosen) {
@@ -513,19 +577,35 @@
     return inputs;
   }
 
-  async function runCeremony(kind, optionsText) {
-    stopAutofill();  // one WebAuthn request at a time
+  // The browser's passkey request. While it runs, the page says what is happening and
+  // offers the ways out: "Cancel" and, on a sign-in, "Use your password"; each aborts the
+  // request (the failure then carries ``chosen``: "cancel" or "password").
+  async function runCeremony(kind, optionsText, { username = "", offerPassword = false } = {}) {
+    await stopAutofill();  // the browser runs one WebAuthn request at a time
     const options = JSON.parse(optionsText);
     const publicKey = options.publicKey || options;
     setStatus(kind === "create" ? t("Follow your device's prompt to create a passkey…")
-      : t("Follow your device's prompt to use your passkey…"));
+      : username ? t("Your browser is asking for a passkey for {username}…", { username })
+        : t("Your browser is asking for a passkey…"));
     const aborting = new AbortController();
-    const cancel = document.createElement("button");
-    cancel.type = "button";
-    cancel.className = "secondary";
-    cancel.textContent = t("Cancel");
-    cancel.addEventListener("click", () => aborting.abort());
-    form.append(cancel);
+    let chosen = "";
+    const waiting = [...form.querySelectorAll("button")].filter((button) => !button.hidden);
+    for (const button of waiting) button.hidden = true;  // only the ways out meanwhile
+    const ways = document.createElement("div");
+    ways.className = "ways-out";
+    for (const [text, choice] of [...(offerPassword ? [[t("Use your password"), "password"]]
+      : []), [t("Cancel"), "cancel"]]) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "secondary";
+      button.textContent = text;
+      button.addEventListener("click", () => {
+        chosen = choice;
+        aborting.abort();
+      });
+      ways.append(button);
+    }
+    form.append(ways);
     let credential;
     try {
       credential = kind === "create"
@@ -533,16 +613,21 @@
           signal: aborting.signal })
         : await navigator.credentials.get({ publicKey: requestOptions(publicKey),
           signal: aborting.signal });
+    } catch (failure) {
+      if (chosen) throw Object.assign(new Error("aborted"), { name: "AbortError", chosen });
+      throw failure;
     } finally {
-      cancel.remove();
+      ways.remove();
+      for (const button of waiting) button.hidden = false;
     }
     if (!credential) throw Object.assign(new Error("no credential"), { name: "NotAllowedError" });
     if (kind !== "create") return assertionInputs(credential);
     const json = credentialJSON(credential);
     return { credentialId: json.id, clientDataJSON: json.response.clientDataJSON,
       attestationObject: json.response.attestationObject,
-      transports: (json.response.transports || []).join(","),
-      credentialName: `Passkey on ${navigator.platform || "this device"}` };
+      // No name: the service names the passkey after its authenticator, in the page's
+      // language.
+      transports: (json.response.transports || []).join(",") };
   }
 
   // A passkey assertion as a flow step's inputs (a button's ceremony and autofill alike).
@@ -555,11 +640,13 @@
   }
 
   async function submit(button) {
+    showError("");
+    for (const control of form.querySelectorAll("input")) fieldProblem(control, "");
+    if (askForMissing(button, false)) return undefined;
     if (button.dataset.continue) return continueSignIn(button.dataset.continue);
     const action = button.value;
     const ceremony = button.dataset.ceremony;
     busy(true);
-    showError("");
     let next = null;
     try {
       let inputs = button.dataset.idp ? { [FEDERATED_INPUT]: button.dataset.idp }
@@ -576,12 +663,19 @@
       await advance(next);
     } catch (failure) {
       setStatus("");
-      showError(messageFor(failure));
+      busy(false);
+      // The service names the first missing field: say which, next to it.
+      if (!(failure instanceof ServiceError && failure.code === "missing_field"
+            && askForMissing(button, true))) {
+        showError(messageFor(failure));
+      }
       if (failure instanceof ServiceError && /^execution_/.test(failure.code)) offerRestart();
     } finally {
       busy(false);
+      afterCeremony();
     }
     if (next) createRightAway(next);
+    return undefined;
   }
 
   // Passkey-only sign-up in one step: when the account was just made and the flow's next
@@ -639,7 +733,7 @@
   let consentToken = "";
 
   function handOff(answer) {
-    if (answer.consent) return askConsent(answer.consent, answer.consentToken);
+    if (answer.consent) return askConsent(answer.consent, answer.consentToken, answer.signedInAs);
     if (answer.refused) return refuse(answer.refused, answer.redirect_uri);
     setStatus(t("Returning to the application…"));
     window.location.assign(answer.redirect_uri);
@@ -652,7 +746,7 @@
     return element;
   }
 
-  function askConsent(consent, token) {
+  function askConsent(consent, token, username) {
     consentToken = token;
     setStatus("");
     $("switch").hidden = $("recover").hidden = true;  // signed in: no other ways in
@@ -676,6 +770,11 @@
     }
     const section = document.createElement("section");
     section.className = "consent";
+    if (username) {  // which account answers, before anything is allowed
+      const who = paragraph(t("Signed in as {username}", { username }));
+      who.className = "signed-in-as";
+      section.append(who);
+    }
     if (about) section.append(paragraph(about));
     section.append(paragraph(t("It asks to:")), asks);
     if (consent.resources.length) {
@@ -744,22 +843,42 @@
   // second execution (its usernameless passkey path), so the flow's rules still apply; the
   // visible form stays for the other ways in.
 
-  let autofill = null;
+  let autofill = null;  // the conditional request running: {controller, done}
+  let autofillStep = null;  // the first step it started from (to start it again)
 
-  function stopAutofill() {
-    if (autofill) autofill.abort();
+  // Abort the conditional request and wait until the browser has let it go: a modal
+  // request started before that would be refused as a second one.
+  async function stopAutofill() {
+    const running = autofill;
     autofill = null;
+    if (!running) return;
+    running.controller.abort();
+    await running.done;
   }
 
-  async function startAutofill(firstStep) {
+  function startAutofill(firstStep) {
+    autofillStep = firstStep;
+    const running = { controller: new AbortController(), done: null };
+    autofill = running;
+    running.done = conditionalSignIn(firstStep, running.controller).finally(() => {
+      if (autofill === running) autofill = null;
+    });
+  }
+
+  // After a passkey prompt (used, cancelled or refused), the username field offers the
+  // person's passkeys again, unless the sign-in is finishing.
+  function afterCeremony() {
+    if (autofill || !autofillStep || (current && current.flowStatus === "COMPLETE")) return;
+    if (form.querySelector("input[autocomplete~=webauthn]")) startAutofill(autofillStep);
+  }
+
+  async function conditionalSignIn(firstStep, aborting) {
     if (!signingIn || !passkeysSupported || !PublicKeyCredential.isConditionalMediationAvailable
         || !(await PublicKeyCredential.isConditionalMediationAvailable())) return;
     const actions = (firstStep.data && firstStep.data.actions) || [];
     const passkeyAction = actions.find((action) => Array.isArray(action.inputs)
       && !action.inputs.includes("password"));
     if (!passkeyAction) return;
-    const aborting = new AbortController();
-    autofill = aborting;
     let picked = false;  // a suggested passkey was chosen: this sign-in is under way
     try {
       const started = await post(page.flowUrl, { applicationId: page.applicationId,
@@ -787,12 +906,13 @@
       // and nothing the person did went wrong. Only a picked passkey that fails says so.
       if (picked && failure && failure.name !== "AbortError") showError(messageFor(failure));
     } finally {
-      if (autofill === aborting) autofill = null;
       if (picked) busy(false);
     }
   }
 
   async function start(resume) {
+    await stopAutofill();  // a new sign-in: its own conditional request
+    autofillStep = null;
     passwordPhase = false;
     busy(true);
     showError("");
