@@ -27,6 +27,33 @@ from tests.support.threads import served_in_thread
 PG_URL_ENV = "IDENTITYCTL_TEST_PG_URL"
 
 
+def _database_of_this_worker() -> None:
+    """Under pytest-xdist each worker gets a database of its own on the test server (the
+    tests that reset "the" store drop its tables): the server's URL is pointed at it."""
+    worker, url = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get(PG_URL_ENV)
+    if not worker or not url:
+        return
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg2
+
+    parts = urlsplit(url)
+    name = f"{parts.path.lstrip('/') or 'identityctl_test'}_{worker}"
+    admin = psycopg2.connect(url)
+    admin.autocommit = True
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+            if cursor.fetchone() is None:
+                cursor.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        admin.close()
+    os.environ[PG_URL_ENV] = urlunsplit(parts._replace(path=f"/{name}"))
+
+
+_database_of_this_worker()
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -79,6 +79,8 @@ def test_a_person_who_lost_their_phone_gets_back_in_by_e_mail_and_makes_a_new_pa
     phone.page.get_by_label("Username").fill(name)
     phone.page.get_by_label("Email").fill(address)
     phone.ui.click("Continue")  # the account and its passkey, then the code
+    code_field = phone.page.get_by_label("Code from the e-mail")
+    code_field.wait_for()
     # The code is needed to confirm (no "(optional)"); a wrong one keeps the sign-up's words.
     assert "(optional)" not in phone.page.locator("form#step").inner_text()
     code = code_in(smtp.mailbox.wait_for(address)[0])
