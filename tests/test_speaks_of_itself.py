@@ -8,10 +8,12 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-#: How the work was organised, which no reader of the project can look up.
-WORK_TALK = re.compile(r"\bstop \d+\b|\bstop-\d+\b|\bround \d+\b|\[\d+[a-z]? of \d+\]"
-                       r"|\bissue \d+\b|\bthis round\b|\blast round\b|\bby the lead\b",
-                       re.IGNORECASE)
+#: How the work was organised, which no reader of the project can look up (the words are
+#: joined here so that this file does not say them itself).
+_WORDS = ("st" "op", "ro" "und", "is" "sue")
+WORK_TALK = re.compile("|".join((
+    *(rf"\b{word}[ -]\d+\b" for word in _WORDS), r"\[\d+[a-z]? of \d+\]",
+    r"\b(?:this|last) " + _WORDS[1] + r"\b", r"\bby the " + "le" "ad" + r"\b")), re.IGNORECASE)
 
 
 def test_no_file_speaks_of_stops_rounds_or_issue_numbers() -> None:
@@ -24,6 +26,6 @@ def test_no_file_speaks_of_stops_rounds_or_issue_numbers() -> None:
                 or "node_modules" in path.parts or not path.is_file():
             continue
         for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-            if WORK_TALK.search(line) and path.name != Path(__file__).name:
+            if WORK_TALK.search(line):
                 found.append(f"{name}:{number}: {line.strip()}")
     assert not found, "\n".join(found)
