@@ -178,6 +178,14 @@ def smtp() -> Iterator[SmtpServer]:
         yield server
 
 
+def deployment_mailing_to(smtp: SmtpServer, directory: Path,
+                          settings: dict[str, str] | None = None) -> Iterator[Service]:
+    """For a fixture: a running deployment that mails to ``smtp`` with quick deliveries
+    (``yield from deployment_mailing_to(...)``)."""
+    yield from deployment_with(directory, {**smtp.settings(), **QUICK_DELIVERIES,
+                                           **(settings or {})})
+
+
 @pytest.fixture
 def mailing(tmp_path: Path, smtp: SmtpServer) -> Iterator[Service]:
     """A running deployment that sends its mail to ``smtp``."""

@@ -36,7 +36,7 @@ from identityctl.store import audit, db, outbox
 from identityctl.store import recovery as recovery_store
 from identityctl.store.identity_providers import ProviderRecord
 from identityctl.store.models import OutboxMessage, User
-from tests.conftest import QUICK_DELIVERIES, Service, start_service
+from tests.conftest import Service, deployment_mailing_to
 from tests.support.flows import FlowClient
 from tests.support.smtp import SmtpServer, code_in, smtp_server
 from tests.test_federation import GitHubStandIn, send_json
@@ -55,10 +55,7 @@ def smtp() -> Iterator[SmtpServer]:
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory, smtp: SmtpServer) -> Iterator[Service]:
-    running, stop = start_service(tmp_path_factory.mktemp("addresses"),
-                                  settings={**smtp.settings(), **QUICK_DELIVERIES})
-    yield running
-    stop()
+    yield from deployment_mailing_to(smtp, tmp_path_factory.mktemp("addresses"))
 
 
 @pytest.fixture

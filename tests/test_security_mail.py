@@ -25,7 +25,7 @@ from identityctl.cli.main import app as cli_app
 from identityctl.services import catalog, directory, mail, recovery
 from identityctl.store.models import OutboxMessage
 from identityctl.ui import gate
-from tests.conftest import QUICK_DELIVERIES, Service, start_service
+from tests.conftest import Service, deployment_mailing_to
 from tests.support.flows import FlowClient
 from tests.support.smtp import SmtpServer, code_in, smtp_server, text_of
 from tests.test_oauth_helpers import register_client
@@ -42,11 +42,8 @@ def smtp() -> Iterator[SmtpServer]:
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory, smtp: SmtpServer) -> Iterator[Service]:
-    running, stop = start_service(tmp_path_factory.mktemp("security-mail"), settings={
-        **smtp.settings(), **QUICK_DELIVERIES,
+    yield from deployment_mailing_to(smtp, tmp_path_factory.mktemp("security-mail"), {
         'dynamic_registration = "off"': 'dynamic_registration = "open"'})
-    yield running
-    stop()
 
 
 def person_with_a_confirmed_address() -> Any:
