@@ -23,7 +23,7 @@ import requests
 from bench.passkey import bench_arguments
 from identityctl.config import load_config
 from identityctl.services import catalog
-from identityctl.services.bootstrap import open_store
+from identityctl.services.admin.bootstrap import open_store
 from identityctl.store import db
 from identityctl.store.models import SpentIdentifier
 from tests.support.openid_client import dpop_proof, ec_key
@@ -59,10 +59,10 @@ def main() -> None:
     args = bench_arguments(__doc__).parse_args()
     config = load_config(args.config)
     open_store(config)
-    document = catalog.application_templates()["M2M"]
+    document = catalog.applications.application_templates()["M2M"]
     document["name"] = f"bench-dpop-{uuid.uuid4().hex[:6]}"
-    application, secret = catalog.create_application(document)
-    client_id = catalog.oauth_config(application)["clientId"]
+    application, secret = catalog.applications.create_application(document)
+    client_id = catalog.applications.oauth_config(application)["clientId"]
     url, token_url = args.url.rstrip("/"), config.base_url + "/oauth2/token"
     tokens(url, client_id, secret or "", token_url)  # warm up
     report = {}

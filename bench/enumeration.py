@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.flow import create_application
 from bench.hotpaths import _allow_one_address_everything, _free_port, started
 from bench.passkey import Client, open_deployment
-from identityctl.services import directory
+from identityctl.services.directory import users as directory
 
 KINDS = ("user with a passkey", "user without a passkey", "unknown username")
 

@@ -27,7 +27,7 @@ address's throttle rows):
   counter, insert an audit row; sign one JWT (the assertion).
 - `POST /oauth2/token` client_credentials: the throttle read, select the client, check the
   secret (argon2 once per process with the product's `verify_password`, then a SHA-256
-  cache, as services/oauth/clients.py does), sign one ES256 JWT, insert an audit row.
+  cache, as services/clients/client.py does), sign one ES256 JWT, insert an audit row.
 - `POST /oauth2/token` authorization_code: the throttle read, select the client, select the
   code, PKCE S256, select the user, sign access + ID token; in one transaction mark the code
   used (with the ids of the tokens it issued), insert the refresh token, insert an audit row.

@@ -37,7 +37,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.passkey import Client, Results, bench_arguments, open_deployment, run_phase
-from identityctl.services import catalog, directory
+from identityctl.services import catalog
+from identityctl.services.directory import users as directory
 
 PASSWORD = "bench flow password 7f3a"
 PASSKEY_STEPS = ("start", "passkey", "passkey_verify")
@@ -47,11 +48,11 @@ WARM_UP_SECONDS = 1.0
 
 def create_application(run: str, auth_flow: str | None) -> str:
     """A SPA application signing in with ``auth_flow`` (None: the application default)."""
-    document = catalog.application_templates()["SPA"]
+    document = catalog.applications.application_templates()["SPA"]
     document.pop("themeId", None)
     document["inboundAuthConfig"][0]["config"]["redirectUris"] = ["https://bench.example/cb"]
     document.update(name=f"bench flow {auth_flow or 'default'} {run}", authFlowId=auth_flow)
-    return catalog.create_application(document, actor="bench")[0]["id"]
+    return catalog.applications.create_application(document, actor="bench")[0]["id"]
 
 
 @dataclass

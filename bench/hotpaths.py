@@ -58,7 +58,7 @@ from bench.flow import PASSWORD, FlowClient, create_application
 from bench.oauth_token import REDIRECT_URI, create_clients, prepare_codes
 from bench.passkey import Client, Results, open_deployment
 from bench.soak import rss_mib
-from identityctl.services import directory
+from identityctl.services.directory import users as directory
 from tests.support.processes import stop
 
 FLOOR_CLIENT_ID = "floor-m2m"  # bench/floor.py's client_credentials client

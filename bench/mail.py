@@ -24,9 +24,10 @@ from aiosmtpd.controller import Controller
 from bench.outbox import grow_history
 from bench.passkey import bench_arguments
 from identityctl.config import load_config
-from identityctl.services import catalog, mail
-from identityctl.services.bootstrap import open_store
+from identityctl.services import catalog
+from identityctl.services.admin.bootstrap import open_store
 from identityctl.services.context import ServiceContext
+from identityctl.services.delivery import mail
 from identityctl.store import db
 
 HISTORY = (0, 20_000)
@@ -88,11 +89,11 @@ def main() -> None:
     ctx = ServiceContext.for_config(config)
     smtp = Controller(Counter(), hostname=config.email.smtp_host, port=config.email.smtp_port)
     smtp.start()
-    document = catalog.application_templates()["SPA"]
+    document = catalog.applications.application_templates()["SPA"]
     document.update(name=f"bench-mail-{uuid.uuid4().hex[:6]}",
-                    themeId=catalog.list_themes()[0]["id"])
+                    themeId=catalog.themes.list_themes()[0]["id"])
     document["inboundAuthConfig"][0]["config"]["redirectUris"] = ["https://bench.example/cb"]
-    application_id = catalog.create_application(document)[0]["id"]
+    application_id = catalog.applications.create_application(document)[0]["id"]
     url = args.url.rstrip("/")
     report = {}
     for history in HISTORY:

@@ -23,7 +23,7 @@ from bench.passkey import bench_arguments, print_line
 from identityctl.config import load_config
 from identityctl.security.tokens import ACCESS_TOKEN_TYP
 from identityctl.services import catalog
-from identityctl.services.bootstrap import open_store
+from identityctl.services.admin.bootstrap import open_store
 from identityctl.services.tokens import TokenService
 
 SIZES = (10, 1000)
@@ -32,13 +32,13 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 
 def grow_to(count: int, run: str) -> None:
     """Public SPA applications (no secret to hash) until the deployment has ``count``."""
-    have = catalog.applications_page(limit=1)[0]
-    template = catalog.application_templates()["SPA"]
+    have = catalog.applications.applications_page(limit=1)[0]
+    template = catalog.applications.application_templates()["SPA"]
     for number in range(have, count):
         spa = json.loads(json.dumps(template)) | {"name": f"bench list {run} {number:05}"}
         spa.pop("themeId")
         spa["inboundAuthConfig"][0]["config"]["redirectUris"] = [REDIRECT_URI]
-        catalog.create_application(spa, actor="bench")
+        catalog.applications.create_application(spa, actor="bench")
 
 
 def main() -> None:
@@ -57,7 +57,7 @@ def main() -> None:
     run = uuid.uuid4().hex[:8]
     report: dict[str, dict[str, object]] = {}
     for size in SIZES:
-        if catalog.applications_page(limit=1)[0] > size:
+        if catalog.applications.applications_page(limit=1)[0] > size:
             sys.exit(f"the deployment has more than {size} applications already; use a new one")
         grow_to(size, run)
         answer = requests.post(f"{url}/mcp", json=call, headers=headers, timeout=60)

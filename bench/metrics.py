@@ -23,8 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench.outbox import grow_history
 from bench.passkey import bench_arguments
 from identityctl.config import load_config
-from identityctl.services.bootstrap import open_store
-from identityctl.services.mail import EMAIL
+from identityctl.services.admin.bootstrap import open_store
+from identityctl.services.delivery.mail import EMAIL
 from identityctl.store.webhooks import WEBHOOK
 
 HISTORY = (0, 20_000)

@@ -39,24 +39,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.passkey import Results, bench_arguments, print_line
 from identityctl.config import Config, load_config
 from identityctl.oauth.pkce import s256_challenge
-from identityctl.services import catalog, directory, signin
-from identityctl.services.bootstrap import open_store
+from identityctl.services import catalog
+from identityctl.services.accounts import signin
+from identityctl.services.admin.bootstrap import open_store
 from identityctl.services.context import ServiceContext
+from identityctl.services.directory import users as directory
 
 REDIRECT_URI = "https://bench.example/callback"
 
 
 def create_clients(run: str) -> tuple[tuple[str, str], str]:
     """An M2M client (id, secret) and a public SPA client id for this run."""
-    templates = catalog.application_templates()
+    templates = catalog.applications.application_templates()
     m2m = templates["M2M"] | {"name": f"bench m2m {run}"}
-    m2m_app, secret = catalog.create_application(m2m, actor="bench")
+    m2m_app, secret = catalog.applications.create_application(m2m, actor="bench")
     spa = templates["SPA"] | {"name": f"bench spa {run}"}
     spa.pop("themeId")
     spa["inboundAuthConfig"][0]["config"]["redirectUris"] = [REDIRECT_URI]
-    spa_app, _ = catalog.create_application(spa, actor="bench")
-    return ((catalog.oauth_config(m2m_app)["clientId"], secret or ""),
-            catalog.oauth_config(spa_app)["clientId"])
+    spa_app, _ = catalog.applications.create_application(spa, actor="bench")
+    return ((catalog.applications.oauth_config(m2m_app)["clientId"], secret or ""),
+            catalog.applications.oauth_config(spa_app)["clientId"])
 
 
 def prepare_codes(config: Config, url: str, client_id: str, user_id: str,

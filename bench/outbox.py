@@ -19,8 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from bench.passkey import bench_arguments
 from identityctl.config import load_config
-from identityctl.services.bootstrap import open_store
-from identityctl.services.sessions import BACKCHANNEL_LOGOUT
+from identityctl.services.accounts.sessions import BACKCHANNEL_LOGOUT
+from identityctl.services.admin.bootstrap import open_store
 from identityctl.store import db, outbox
 from identityctl.store.models import OutboxMessage, new_id
 

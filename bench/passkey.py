@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from identityctl.config import Config, load_config
 from identityctl.security.tokens import ACCESS_TOKEN_TYP
-from identityctl.services import directory
-from identityctl.services.bootstrap import open_store
+from identityctl.services.admin.bootstrap import open_store
+from identityctl.services.directory import users as directory
 from identityctl.services.tokens import TokenService
 from tests.support.authenticator import SoftAuthenticator
 

@@ -49,7 +49,7 @@ import requests
 
 from bench import passkey as harness
 from bench.oauth_token import create_clients
-from identityctl.services import directory
+from identityctl.services.directory import users as directory
 
 KINDS = ("ceremony", "token")
 PLURAL = {"ceremony": "ceremonies", "token": "tokens"}

@@ -162,7 +162,8 @@ class FlowConfig:
 
 @dataclass(frozen=True)
 class SessionConfig:
-    """The browser session at the identity service: single sign-on (services/sessions.py)."""
+    """The browser session at the identity service: single sign-on
+    (services/accounts/sessions.py)."""
 
     #: A session unused this long ends (seconds).
     idle_timeout: int = 28_800
@@ -172,7 +173,7 @@ class SessionConfig:
 
 @dataclass(frozen=True)
 class DeliveriesConfig:
-    """The outbox (services/deliveries.py): back-channel logout notices, later mail and
+    """The outbox (services/delivery/outbox.py): back-channel logout notices, later mail and
     webhooks."""
 
     #: Seconds one delivery may take; an instance's claim on a message lasts three times as
@@ -215,7 +216,7 @@ SMTP_SECURITY = ("none", "starttls", "tls")
 
 @dataclass(frozen=True)
 class EmailConfig:
-    """Outgoing mail over SMTP (services/mail.py), sent from the outbox. Without
+    """Outgoing mail over SMTP (services/delivery/mail.py), sent from the outbox. Without
     ``smtp_host`` no mail is sent: e-mail verification and recovery by e-mail are skipped
     or refused, and say so."""
 

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from identityctl.cli.main import app as cli_app
 from identityctl.config import Config, load_config
 from identityctl.server.runtime import make_server
-from identityctl.services import bootstrap
-from identityctl.services.bootstrap import open_store
+from identityctl.services.admin import bootstrap
+from identityctl.services.admin.bootstrap import open_store
 from identityctl.store import db
 from identityctl.store.models import ALL_MODELS
 from tests.support.smtp import SmtpServer, smtp_server
@@ -138,12 +138,12 @@ def service(tmp_path: Path) -> Iterator[Service]:
 
 def added_applications() -> list[dict[str, Any]]:
     """The applications besides the built-in account page's client (every deployment has
-    it: services/bootstrap.py)."""
+    it: services/admin/bootstrap.py)."""
     from identityctl.services import catalog
-    from identityctl.services.account import ACCOUNT_CLIENT_ID
+    from identityctl.services.accounts.account import ACCOUNT_CLIENT_ID
 
-    return [app for app in catalog.list_applications()
-            if catalog.oauth_config(app).get("clientId") != ACCOUNT_CLIENT_ID]
+    return [app for app in catalog.applications.list_applications()
+            if catalog.applications.oauth_config(app).get("clientId") != ACCOUNT_CLIENT_ID]
 
 
 def deployment_with(tmp_path: Path, settings: dict[str, str]) -> Iterator[Service]:

@@ -18,8 +18,10 @@ from urllib.parse import urlencode
 import pytest
 
 from identityctl.oauth.pkce import s256_challenge
-from identityctl.services import catalog, directory, federation
+from identityctl.services import catalog
+from identityctl.services.accounts import federation
 from identityctl.services.context import ServiceContext
+from identityctl.services.directory import users as directory
 from tests.conftest import Service
 from tests.support.browser import (
     ARTIFACTS,
@@ -38,16 +40,17 @@ REDIRECT_URI = "https://demo-client.example/callback"
 
 
 def _client(**marks: Any) -> dict[str, Any]:
-    document = catalog.application_templates()["SPA"]
+    document = catalog.applications.application_templates()["SPA"]
     document["inboundAuthConfig"][0]["config"]["redirectUris"] = [REDIRECT_URI]
     document.update(name=f"Shop {uuid.uuid4().hex[:4]}", isRegistrationFlowEnabled=True,
-                    themeId=catalog.require_theme("default")["id"])
-    return catalog.create_application(document, marks=marks or None)[0]
+                    themeId=catalog.themes.require_theme("default")["id"])
+    return catalog.applications.create_application(document, marks=marks or None)[0]
 
 
 def _authorize_url(service: Service, application: dict[str, Any], **extra: str) -> str:
     return service.url("/oauth2/authorize?" + urlencode({
-        "response_type": "code", "client_id": catalog.oauth_config(application)["clientId"],
+        "response_type": "code",
+        "client_id": catalog.applications.oauth_config(application)["clientId"],
         "redirect_uri": REDIRECT_URI, "scope": "openid profile",
         "code_challenge": s256_challenge("v" * 43), "code_challenge_method": "S256", **extra}))
 

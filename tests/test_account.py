@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from identityctl.services.account import ACCOUNT_CLIENT_ID
-from identityctl.services.email_codes import CODES_PER_HOUR
+from identityctl.services.accounts.account import ACCOUNT_CLIENT_ID
+from identityctl.services.accounts.email_codes import CODES_PER_HOUR
 from identityctl.store import audit
 from identityctl.store.directory import UserRecord
 from tests.conftest import Service, deployment_with

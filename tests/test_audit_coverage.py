@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from mcp import ClientSession
 
-from identityctl.services import directory
+from identityctl.services.directory import users as directory
 from identityctl.store import audit
 from identityctl.store.models import AuditEvent
 from tests.conftest import Service
@@ -389,7 +389,7 @@ def test_audit_purge_removes_only_events_past_the_retention(service: Service,
 
 
 def test_the_server_applies_the_retention_by_itself(tmp_path: Any) -> None:
-    from identityctl.services.bootstrap import open_store
+    from identityctl.services.admin.bootstrap import open_store
     from identityctl.store import db
     from tests.conftest import start_service
     from tests.test_passkey_helpers import second_instance

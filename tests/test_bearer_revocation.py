@@ -2,7 +2,7 @@
 
 The attack: revoke a token (RFC 7009), or have its grant ended by a code replay, a refresh-token
 reuse or a logout, then keep using it at /mcp and for passkey enrolment. Every place that
-reads a bearer token goes through services/oauth/bearer.py (TokenService.verify_access_token,
+reads a bearer token goes through services/clients/bearer.py (TokenService.verify_access_token,
 then the token's DPoP binding); the first test finds those places in the code, so a new one
 cannot be left out of this file.
 """
@@ -21,8 +21,8 @@ import requests
 import identityctl
 from identityctl.server.app import create_app
 from identityctl.server.mcp_endpoint import McpDispatcher
-from identityctl.services import directory
-from identityctl.services.account import ACCOUNT_CLIENT_ID
+from identityctl.services.accounts.account import ACCOUNT_CLIENT_ID
+from identityctl.services.directory import users as directory
 from tests.conftest import Service, start_service
 from tests.support.authenticator import SoftAuthenticator
 from tests.test_account import Account
@@ -37,7 +37,7 @@ from tests.test_passkey_helpers import PasskeyClient, assert_error
 #: Every route whose resource reads `Authorization: Bearer`, and /mcp (served beside Falcon).
 #: /oauth2/register/{client_id} reads an RFC 7592 registration access token: opaque, checked
 #: by its hash, and gone with the registration (tests/test_oauth_registration.py).
-#: The account API reads the account page's access token (services/account.py).
+#: The account API reads the account page's access token (services/accounts/account.py).
 ACCOUNT_ROUTES = {"/account/api/" + path for path in (
     "profile", "passkeys", "passkeys/start", "passkeys/finish", "passkeys/link",
     "passkeys/{credential_id}", "sessions", "sessions/{family}", "password", "consents",
@@ -87,10 +87,10 @@ def test_every_route_that_reads_a_bearer_token_is_covered_here(service: Service)
         if 'get_header("Authorization")' in text:
             assert relative in {"server/requests.py", "server/resources/oauth.py"}, relative
         if "verify_access_token(" in text:  # a credential: only through bearer.py
-            assert relative in {"security/tokens.py", "services/oauth/bearer.py",
+            assert relative in {"security/tokens.py", "services/clients/bearer.py",
                                 # tokens that are a request's parameters, not its credential
                                 "services/oauth/resource_access.py",
-                                "services/oauth/revocation.py",
+                                "services/clients/revocation.py",
                                 "services/oauth/token_endpoint.py"}, relative
         if "jwt.decode(" in text or "._verify(" in text:
             assert relative in {"security/tokens.py", "security/jwks.py",

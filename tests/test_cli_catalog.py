@@ -93,7 +93,7 @@ def test_a_confidential_client_secret_is_shown_once_and_stored_hashed(cli: Cli) 
 
 def test_generated_client_ids_are_plain_letters_and_digits() -> None:
     """A client id is typed on command lines: one starting with "-" would read as an option."""
-    from identityctl.services.catalog import new_client_id
+    from identityctl.services.catalog.applications import new_client_id
 
     ids = [new_client_id() for _ in range(2000)]
     assert all(len(client_id) == 24 and client_id.isascii() and client_id.isalnum()

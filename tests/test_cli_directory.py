@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from identityctl.security.passwords import verify_password
-from identityctl.services import directory as directory_service
+from identityctl.services.directory import users as directory_service
 from identityctl.store import audit, directory
 
 Cli = Callable[..., Any]

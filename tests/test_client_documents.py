@@ -77,8 +77,8 @@ def test_a_client_described_by_its_document_signs_a_person_in(
     rp = OAuthDriver(service)
     tokens = rp.tokens(rp.authorization(client, scope="openid profile"))
     assert tokens["refresh_token"]
-    application = catalog.require_application_by_client_id(publisher.url(PATH))
-    settings = catalog.oauth_config(application)
+    application = catalog.applications.require_application_by_client_id(publisher.url(PATH))
+    settings = catalog.applications.oauth_config(application)
     assert settings["clientDocument"] is True and settings["publicClient"] is True
     assert application["name"].startswith("Team CLI (localhost) [")
     # Cached as its Cache-Control allows: the document may go away meanwhile.
@@ -104,18 +104,19 @@ def test_a_document_may_name_the_clients_keys_and_its_code_needs_its_signature(
     signed = rp.exchange(authorization, client_assertion_type=ASSERTION_TYPE,
                          client_assertion=assertion(service, client.client_id, key))
     assert signed.status_code == 200, signed.text
-    settings = catalog.oauth_config(catalog.require_application_by_client_id(client.client_id))
+    settings = catalog.applications.oauth_config(
+        catalog.applications.require_application_by_client_id(client.client_id))
     assert settings["publicClient"] is False
     assert settings["jwksUri"] == publisher.url("/jwks.json")
     # The document turning the client public again (read anew once its caching is over:
     # a minute at least, no-store too) is refused plainly; the grants were made to a client
     # that proved itself with a key.
     publisher.routes[PATH] = serving(document(publisher), **{"Cache-Control": "no-store"})
-    described = catalog.require_application_by_client_id(client.client_id)
-    catalog.update_application(described, marks={"clientDocument": True,
+    described = catalog.applications.require_application_by_client_id(client.client_id)
+    catalog.applications.update_application(described, marks={"clientDocument": True,
                                                  "documentExpiresAt": 0})  # a minute later
     assert "how the client authenticates" in _refusal(service, client.client_id)
-    assert catalog.oauth_config(catalog.require_application_by_client_id(
+    assert catalog.applications.oauth_config(catalog.applications.require_application_by_client_id(
         client.client_id))["publicClient"] is False
 
 

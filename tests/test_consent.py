@@ -15,7 +15,8 @@ import pytest
 import requests
 
 from identityctl.oauth.consent import ConsentRequest, consent_required
-from identityctl.services import catalog, roles
+from identityctl.services import catalog
+from identityctl.services.directory import roles
 from identityctl.store import audit
 from identityctl.store import grants as grant_store
 from tests.conftest import Service, start_service
@@ -32,7 +33,7 @@ def self_registered(service: Service) -> RegisteredClient:
         "grant_types": ["authorization_code", "refresh_token"]})
     assert answer.status_code == 201, answer.text
     client_id = answer.json()["client_id"]
-    application = catalog.require_application_by_client_id(client_id)
+    application = catalog.applications.require_application_by_client_id(client_id)
     return RegisteredClient(application_id=application["id"], client_id=client_id,
                             secret=None, redirect_uri=LOOPBACK, auth_method="none")
 

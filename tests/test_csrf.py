@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import requests
 
-from identityctl.services.flow_execution import BROWSER_COOKIE
+from identityctl.services.flows.execution import BROWSER_COOKIE
 from identityctl.store.models import AuthorizationCode, FlowExecution
 from tests.conftest import Service, deployment_with
 from tests.test_flow_execution import make_application

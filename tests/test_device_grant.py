@@ -126,7 +126,7 @@ def test_a_tv_signs_in_when_the_person_approves_on_their_phone(
     assert code_field.input_value() == started["user_code"]
     handset.shot("code")
     handset.page.get_by_role("button", name="Continue").click()
-    name = catalog.require_application(device.client_id)["name"]
+    name = catalog.applications.require_application(device.client_id)["name"]
     question = handset.page.get_by_text(f"Sign in to {name} on your device?")
     question.wait_for()  # signed in with the passkey on the way
     assert handset.page.get_by_text(f"Signed in as {person.user.username}").is_visible()
@@ -207,7 +207,7 @@ def test_a_client_needs_the_grant_and_the_scope(service: Service) -> None:
 
 
 def test_a_person_without_the_role_cannot_approve(service: Service) -> None:
-    from identityctl.services import roles
+    from identityctl.services.directory import roles
 
     roles.create_role(name="tv-admin", scopes=["tv:admin"])
     device = register_client("SPA", grantTypes=[GRANT], scopes=["openid", "tv:admin"])
@@ -245,16 +245,17 @@ def test_discovery_offers_the_device_grant(service: Service) -> None:
 
 def test_an_older_deployment_gains_the_device_page_and_keeps_its_changes(
         service: Service) -> None:
-    from identityctl.services import bootstrap
+    from identityctl.services.admin import bootstrap
 
-    account = catalog.require_application_by_client_id("identityctl-account")
-    settings = catalog.oauth_config(account)
+    account = catalog.applications.require_application_by_client_id("identityctl-account")
+    settings = catalog.applications.oauth_config(account)
     own = "https://intranet.example/account-callback"  # an admin's addition
-    catalog.update_application({**account, "inboundAuthConfig": [{"type": "oauth2", "config": {
+    catalog.applications.update_application({
+        **account, "inboundAuthConfig": [{"type": "oauth2", "config": {
         **settings, "redirectUris": [service.url("/account"), own]}}]})
     assert bootstrap.seed(service.config) == [
         "application 'identityctl-account' (its new redirect URIs)"]
-    assert catalog.oauth_config(catalog.require_application_by_client_id(
+    assert catalog.applications.oauth_config(catalog.applications.require_application_by_client_id(
         "identityctl-account"))["redirectUris"] == [service.url("/account"), own,
                                                     service.url("/device")]
     assert bootstrap.seed(service.config) == []

@@ -18,9 +18,10 @@ from typer.testing import CliRunner
 
 from identityctl.cli.main import app as cli_app
 from identityctl.config import load_config
-from identityctl.services import bootstrap, mail
-from identityctl.services.bootstrap import open_store
+from identityctl.services.admin import bootstrap
+from identityctl.services.admin.bootstrap import open_store
 from identityctl.services.context import ServiceContext
+from identityctl.services.delivery import mail
 from identityctl.store import db
 from tests.conftest import (
     PG_URL_ENV,

@@ -30,8 +30,10 @@ import requests
 from typer.testing import CliRunner
 
 from identityctl.cli.main import app as cli_app
-from identityctl.services import directory, federation, mail
+from identityctl.services.accounts import federation
 from identityctl.services.context import ServiceContext
+from identityctl.services.delivery import mail
+from identityctl.services.directory import users as directory
 from identityctl.store import audit, db, outbox
 from identityctl.store import recovery as recovery_store
 from identityctl.store.identity_providers import ProviderRecord

@@ -28,8 +28,10 @@ import pytest
 import requests
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from identityctl.services import catalog, directory, federation
+from identityctl.services import catalog
+from identityctl.services.accounts import federation
 from identityctl.services.context import ServiceContext
+from identityctl.services.directory import users as directory
 from identityctl.store import audit as audit_store
 from identityctl.store import identity_providers as provider_store
 from identityctl.store import recovery as recovery_store
@@ -98,10 +100,10 @@ def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
 
 @pytest.fixture
 def shop(service: Service) -> dict[str, Any]:
-    document = catalog.application_templates()["SPA"]
+    document = catalog.applications.application_templates()["SPA"]
     document["inboundAuthConfig"][0]["config"]["redirectUris"] = [REDIRECT_URI]
-    document.update(name="Shop", themeId=catalog.list_themes()[0]["id"])
-    return catalog.create_application(document)[0]
+    document.update(name="Shop", themeId=catalog.themes.list_themes()[0]["id"])
+    return catalog.applications.create_application(document)[0]
 
 
 def add_upstream(service: Service, upstream: Upstream, **extra: str) -> Any:
@@ -426,9 +428,9 @@ def test_github_maps_its_numeric_id_and_verified_primary_address(service: Servic
         provider = federation.add_provider(
             ServiceContext.for_config(service.config), kind="github", client_id="gh-client",
             client_secret="gh-secret", web_url=base, api_url=f"{base}/api", actor="test")
-        flows = FlowClient(service, catalog.create_application({
-            **catalog.application_templates()["SPA"], "name": "GitHub shop",
-            "themeId": catalog.list_themes()[0]["id"]})[0]["id"])
+        flows = FlowClient(service, catalog.applications.create_application({
+            **catalog.applications.application_templates()["SPA"], "name": "GitHub shop",
+            "themeId": catalog.themes.list_themes()[0]["id"]})[0]["id"])
         step = flows.start()
         assert json.loads(step["data"]["additionalData"]["identityProviders"]) == [
             {"id": provider.id, "name": "GitHub", "kind": "github"}]

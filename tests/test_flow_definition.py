@@ -9,7 +9,7 @@ import pytest
 
 from identityctl.errors import InvalidField
 from identityctl.flow.definition import validate_flow
-from identityctl.services.bootstrap import default_flow_documents
+from identityctl.services.admin.bootstrap import default_flow_documents
 
 PASSKEY_RP = {"relyingPartyId": "localhost"}
 

@@ -15,7 +15,8 @@ from typing import Any
 import jwt
 import pytest
 
-from identityctl.services import catalog, directory
+from identityctl.services import catalog
+from identityctl.services.directory import users as directory
 from identityctl.store import audit
 from identityctl.store.models import FlowExecution
 from tests.conftest import Service
@@ -28,12 +29,12 @@ PASSWORD = "correct horse battery"
 def make_application(*, auth: str = "default-basic-passkey-flow",
                      registration: str = "default-basic-passkey-flow",
                      sign_up: bool = True, **fields: Any) -> dict[str, Any]:
-    document = catalog.application_templates()["SPA"]
+    document = catalog.applications.application_templates()["SPA"]
     document.pop("themeId", None)
     document["inboundAuthConfig"][0]["config"]["redirectUris"] = ["https://app.example/cb"]
     document.update(name=f"app-{uuid.uuid4().hex[:8]}", authFlowId=auth,
                     registrationFlowId=registration, isRegistrationFlowEnabled=sign_up, **fields)
-    return catalog.create_application(document)[0]
+    return catalog.applications.create_application(document)[0]
 
 
 @pytest.fixture

@@ -20,7 +20,8 @@ import pytest
 import requests
 
 from identityctl.oauth.pkce import s256_challenge
-from identityctl.services import catalog, directory
+from identityctl.services import catalog
+from identityctl.services.directory import users as directory
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.browser import (
@@ -45,17 +46,17 @@ LOGO = "data:image/svg+xml;base64," + base64.b64encode(
 
 @pytest.fixture
 def demo_app(service: Service) -> dict[str, Any]:
-    theme = catalog.create_theme(
+    theme = catalog.themes.create_theme(
         handle=f"brand-{uuid.uuid4().hex[:6]}", display_name="Brand",
         theme={"colorSchemes": {"light": {"primary": "#aa3300", "onPrimary": "#ffffff"}},
                "typography": {"fontFamily": "Georgia, serif"},
                "branding": {"productName": "Demo Shop", "logo": LOGO,
                             "termsUrl": "https://demo-client.example/terms",
                             "privacyUrl": "https://demo-client.example/privacy"}})
-    document = catalog.application_templates()["SPA"]
+    document = catalog.applications.application_templates()["SPA"]
     document["inboundAuthConfig"][0]["config"]["redirectUris"] = [REDIRECT_URI]
     document.update(name="Demo shop", themeId=theme["id"], isRegistrationFlowEnabled=True)
-    return catalog.create_application(document)[0]
+    return catalog.applications.create_application(document)[0]
 
 
 class Browser:
@@ -66,7 +67,7 @@ class Browser:
                  name: str) -> None:
         self.service, self.app, self.tab, self.name = service, app, tab, name
         page = self.page = tab.page
-        self.client_id = catalog.oauth_config(app)["clientId"]
+        self.client_id = catalog.applications.oauth_config(app)["clientId"]
         self.shots = 0
         self.verifier = self.nonce = self.state = ""
         # The demo client's redirect URI: answered inside the browser, never on the network.
@@ -186,7 +187,7 @@ def test_sign_up_sign_out_and_sign_in_with_passkey_and_password(user_browser: Br
 
 
 def directory_passkeys(user_id: str) -> list[Any]:
-    from identityctl.services.passkeys import admin as passkeys
+    from identityctl.services.accounts.passkeys import admin as passkeys
     return passkeys.list_credentials(user_id)
 
 
@@ -332,9 +333,10 @@ def test_the_back_button_after_signing_in_offers_the_way_back_to_the_application
 def test_passkey_only_sign_up_is_one_step_and_gives_an_id_token_with_amr(user_browser: Browser,
                                                         service: Service) -> None:
     ui = user_browser
-    application = catalog.get_application(ui.app["id"])
-    passkey_only = catalog.require_flow_by_handle("default-passkey-flow", "REGISTRATION")
-    catalog.update_application({**application, "registrationFlowId": passkey_only["id"]})
+    application = catalog.applications.get_application(ui.app["id"])
+    passkey_only = catalog.flows.require_flow_by_handle("default-passkey-flow", "REGISTRATION")
+    catalog.applications.update_application(
+        {**application, "registrationFlowId": passkey_only["id"]})
     ui.authorize()
     ui.page.get_by_role("link", name="Create an account").click()
     ui.wait_for_step("Continue")
@@ -411,7 +413,8 @@ def test_ui_locales_outranks_the_browsers_language(service: Service,
                                                    demo_app: dict[str, Any]) -> None:
     rp = OAuthDriver(service)
     client = RegisteredClient(application_id=demo_app["id"],
-                              client_id=catalog.oauth_config(demo_app)["clientId"], secret=None,
+                              client_id=catalog.applications.oauth_config(demo_app)["clientId"],
+                              secret=None,
                               redirect_uri=REDIRECT_URI, auth_method="none")
     link = rp.gate_link(client, ui_locales="de en", code_challenge=s256_challenge("v" * 43),
                         code_challenge_method="S256")

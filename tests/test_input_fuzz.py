@@ -33,8 +33,9 @@ from hypothesis import strategies as st
 
 from identityctl.config import load_config
 from identityctl.server.runtime import make_server
-from identityctl.services import bootstrap, directory
-from identityctl.services.bootstrap import open_store
+from identityctl.services.admin import bootstrap
+from identityctl.services.admin.bootstrap import open_store
+from identityctl.services.directory import users as directory
 from identityctl.store import db
 from identityctl.store.models import CeremonySession, PasskeyCredential
 from tests.conftest import Service, free_port

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from identityctl.services import bootstrap, directory
+from identityctl.services.admin import bootstrap
+from identityctl.services.directory import users as directory
 from tests.conftest import Service, start_service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.flows import FlowClient

@@ -23,8 +23,8 @@ from identityctl.config import McpConfig, load_config
 from identityctl.security.keys import generate_signing_key
 from identityctl.security.tokens import ACCESS_TOKEN_TYP, ASSERTION_TYP
 from identityctl.server.runtime import make_server
-from identityctl.services import bootstrap
-from identityctl.services.bootstrap import open_store
+from identityctl.services.admin import bootstrap
+from identityctl.services.admin.bootstrap import open_store
 from identityctl.services.tokens import TokenService
 from identityctl.store import keys
 from tests.conftest import Service, free_port, make_deployment

@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from identityctl.services.catalog import application_templates
+from identityctl.services.catalog.applications import application_templates
 from identityctl.store import catalog
 from tests.conftest import Service, added_applications
 from tests.support.mcp_clients import (

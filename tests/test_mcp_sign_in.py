@@ -40,7 +40,7 @@ from typer.testing import CliRunner
 
 from identityctl.cli.main import app as cli_app
 from identityctl.services import catalog
-from identityctl.services import roles as roles_service
+from identityctl.services.directory import roles as roles_service
 from tests.conftest import Service, start_service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.browser import PasskeyPage, chromium, needs_chromium
@@ -207,8 +207,8 @@ def test_the_sdk_registers_itself_signs_in_and_lists_the_tools(dcr_service: Serv
     signed_in = sign_in_with_the_sdk(dcr_service)
     client = signed_in.storage.client
     assert client is not None and client.client_id
-    application = catalog.require_application_by_client_id(client.client_id)
-    assert catalog.oauth_config(application)["selfRegistered"] is True
+    application = catalog.applications.require_application_by_client_id(client.client_id)
+    assert catalog.applications.oauth_config(application)["selfRegistered"] is True
     assert_signed_in_as_the_spec_says(dcr_service, signed_in, client.client_id)
 
 
@@ -282,7 +282,8 @@ def test_the_sdk_signs_in_with_a_client_metadata_document(tmp_path: Path) -> Non
                 f'client_documents_ca_bundle = "{publisher.ca_file}"', **SIGN_IN_SCOPES})
         try:
             signed_in = sign_in_with_the_sdk(service, client_metadata_url=url)
-            assert catalog.oauth_config(catalog.require_application_by_client_id(url))[
+            assert catalog.applications.oauth_config(
+                catalog.applications.require_application_by_client_id(url))[
                 "clientDocument"] is True
             assert_signed_in_as_the_spec_says(service, signed_in, url)
         finally:

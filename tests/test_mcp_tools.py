@@ -21,10 +21,10 @@ from mcp import ClientSession
 from identityctl.errors import InvalidField
 from identityctl.flow.definition import validate_flow
 from identityctl.mcp.tools import INSTRUCTIONS
-from identityctl.services import directory as directory_service
-from identityctl.services import sessions as sessions_service
-from identityctl.services.catalog import THEME_PLACEHOLDER
+from identityctl.services.accounts import sessions as sessions_service
+from identityctl.services.catalog.applications import THEME_PLACEHOLDER
 from identityctl.services.context import ServiceContext
+from identityctl.services.directory import users as directory_service
 from identityctl.store import audit, catalog
 from tests.conftest import Service
 from tests.support.mcp_clients import (

@@ -15,7 +15,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from identityctl.config import load_config
-from identityctl.services.bootstrap import open_store
+from identityctl.services.admin.bootstrap import open_store
 from identityctl.store import db
 from tests.conftest import Service, deployment_with, free_port, make_deployment
 from tests.support.authenticator import SoftAuthenticator

@@ -20,8 +20,8 @@ import requests
 
 from identityctl.oauth.pkce import s256_challenge
 from identityctl.services import catalog
-from identityctl.services import roles as roles_service
-from identityctl.services.sessions import COOKIE as SESSION_COOKIE
+from identityctl.services.accounts.sessions import COOKIE as SESSION_COOKIE
+from identityctl.services.directory import roles as roles_service
 from identityctl.store.directory import UserRecord
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator
@@ -42,15 +42,15 @@ class RegisteredClient:
 def register_client(template: str = "SPA", *, redirect_uri: str = REDIRECT_URI,
                     **config: Any) -> RegisteredClient:
     """An application made from ``template`` with ``config`` merged into its oauth2 config."""
-    document = catalog.application_templates()[template]
+    document = catalog.applications.application_templates()[template]
     document["name"] = f"{template} app {uuid.uuid4().hex[:8]}"
     document.pop("themeId", None)
     oauth = document["inboundAuthConfig"][0]["config"]
     if "authorization_code" in oauth["grantTypes"]:
         oauth["redirectUris"] = [redirect_uri]
     oauth.update(config)
-    application, secret = catalog.create_application(document)
-    settings = catalog.oauth_config(application)
+    application, secret = catalog.applications.create_application(document)
+    settings = catalog.applications.oauth_config(application)
     return RegisteredClient(application_id=application["id"], client_id=settings["clientId"],
                             secret=secret, redirect_uri=redirect_uri,
                             auth_method=settings["tokenEndpointAuthMethod"])

@@ -86,7 +86,8 @@ def test_openid_client_registers_its_key_and_gets_dpop_bound_tokens_by_pushed_re
     assert registered["dpop_bound_access_tokens"] is True
     assert registered["token_endpoint_auth_signing_alg"] == "ES256"
     client_id = registered["client_id"]
-    settings = catalog.oauth_config(catalog.require_application_by_client_id(client_id))
+    settings = catalog.applications.oauth_config(
+        catalog.applications.require_application_by_client_id(client_id))
     assert settings["publicClient"] is False and settings["selfRegistered"] is True
 
     started = step(issuer, client_id, "par", auth=auth, dpop=dpop, redirectUri=KEYED_REDIRECT)
@@ -140,8 +141,8 @@ def test_a_native_app_registers_itself_and_signs_a_person_in_from_any_loopback_p
     assert registered["token_endpoint_auth_method"] == "none"
     assert registered["redirect_uris"] == [LOOPBACK]
     assert registered["scope"] == "openid profile email"
-    application = catalog.require_application_by_client_id(registered["client_id"])
-    settings = catalog.oauth_config(application)
+    application = catalog.applications.require_application_by_client_id(registered["client_id"])
+    settings = catalog.applications.oauth_config(application)
     assert settings["selfRegistered"] is True and settings["publicClient"] is True
     assert application["name"].startswith("Claude Code [")
 
@@ -222,12 +223,13 @@ def test_self_registered_clients_unused_for_the_idle_days_are_removed(
     Application.update(created_at=long_ago).execute()
     rp = OAuthDriver(service)
     client = RegisteredClient(
-        application_id=catalog.require_application_by_client_id(used)["id"], client_id=used,
+        application_id=catalog.applications.require_application_by_client_id(used)["id"],
+        client_id=used,
         secret=None, redirect_uri=LOOPBACK, auth_method="none")
     rp.tokens(rp.authorization(client))  # used today
 
     assert remove_idle_clients(ServiceContext.for_config(service.config)) == 1
-    remaining = {catalog.oauth_config(app)["clientId"] for app in added_applications()}
+    remaining = {catalog.applications.oauth_config(app)["clientId"] for app in added_applications()}
     assert remaining == {used, admins.client_id}
     assert idle not in remaining
 
@@ -253,7 +255,7 @@ def test_a_client_reads_and_deletes_its_own_registration_rfc_7592(
         assert_error(read(bearer, at), 401, "invalid_token")
 
     # A person signed in through it; deleting the registration ends that at once.
-    application = catalog.require_application_by_client_id(registered["client_id"])
+    application = catalog.applications.require_application_by_client_id(registered["client_id"])
     client = RegisteredClient(application_id=application["id"],
                               client_id=registered["client_id"], secret=None,
                               redirect_uri=LOOPBACK, auth_method="none")
@@ -268,5 +270,5 @@ def test_a_client_reads_and_deletes_its_own_registration_rfc_7592(
     assert_oauth_error(rp.refresh(client, tokens["refresh_token"]), 401, "invalid_client")
     assert_error(read(token), 401, "invalid_token")
     with pytest.raises(NotFound):
-        catalog.require_application_by_client_id(registered["client_id"])
+        catalog.applications.require_application_by_client_id(registered["client_id"])
     assert [e["outcome"] for e in audit.events(event="oauth.register_delete")] == ["success"]

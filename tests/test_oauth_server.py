@@ -13,7 +13,8 @@ import pytest
 
 from identityctl.oauth.pkce import s256_challenge
 from identityctl.security.tokens import ACCESS_TOKEN_TYP
-from identityctl.services import catalog, directory
+from identityctl.services import catalog
+from identityctl.services.directory import users as directory
 from identityctl.store.models import AuthorizationCode
 from tests.conftest import Service
 from tests.test_oauth_helpers import (
@@ -358,8 +359,8 @@ def test_a_locked_user_cannot_refresh(rp: OAuthDriver) -> None:
 
 def _allow_only(client: RegisteredClient, user_type: str) -> None:
     """An administrator narrows who may use the client's application."""
-    application = catalog.get_application(client.application_id)
-    catalog.update_application({**application, "allowedUserTypes": [user_type]})
+    application = catalog.applications.get_application(client.application_id)
+    catalog.applications.update_application({**application, "allowedUserTypes": [user_type]})
 
 
 def test_a_user_whose_type_the_application_no_longer_allows_gets_no_tokens(

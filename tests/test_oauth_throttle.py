@@ -17,9 +17,10 @@ import pytest
 import requests
 from requests.adapters import HTTPAdapter
 
-from identityctl.services import bootstrap, throttle
+from identityctl.services import throttle
+from identityctl.services.admin import bootstrap
+from identityctl.services.clients.client import CLIENT_AUTH_ACTION
 from identityctl.services.context import ServiceContext
-from identityctl.services.oauth.clients import CLIENT_AUTH_ACTION
 from identityctl.services.tokens import TokenService
 from identityctl.store import audit
 from tests.conftest import Service, start_service

@@ -29,7 +29,8 @@ from joserfc.jwk import KeySet
 from joserfc.jws import JWSRegistry
 
 from identityctl.oauth.discovery import CALLBACK_PATH
-from identityctl.services import bootstrap, directory
+from identityctl.services.admin import bootstrap
+from identityctl.services.directory import users as directory
 from tests.conftest import Service, start_service
 from tests.test_oauth_helpers import RegisteredClient, query_of, register_client
 

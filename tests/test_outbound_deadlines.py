@@ -29,8 +29,11 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import requests
 
-from identityctl.services import catalog, directory, federation, mail
+from identityctl.services import catalog
+from identityctl.services.accounts import federation
 from identityctl.services.context import ServiceContext
+from identityctl.services.delivery import mail
+from identityctl.services.directory import users as directory
 from identityctl.services.outbound import DeliveryFailed
 from identityctl.store import db, outbox
 from identityctl.store.models import OutboxMessage
@@ -249,9 +252,10 @@ def federated_callback(service: Service, provider_port: int) -> requests.Respons
         client_secret="gh-secret", handle=f"gh-{uuid.uuid4().hex[:8]}",
         web_url=f"http://127.0.0.1:{provider_port}",
         api_url=f"http://127.0.0.1:{provider_port}/api", actor="test")
-    application = catalog.create_application({
-        **catalog.application_templates()["SPA"], "name": f"Federated {uuid.uuid4().hex[:6]}",
-        "themeId": catalog.list_themes()[0]["id"]})[0]
+    application = catalog.applications.create_application({
+        **catalog.applications.application_templates()["SPA"],
+        "name": f"Federated {uuid.uuid4().hex[:6]}",
+        "themeId": catalog.themes.list_themes()[0]["id"]})[0]
     with requests.Session() as browser:
         step = browser.post(service.url("/flow/execute"), timeout=PATIENCE, json={
             "applicationId": application["id"], "flowType": "AUTHENTICATION"}).json()

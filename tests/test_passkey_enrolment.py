@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from identityctl.security.tokens import ACCESS_TOKEN_TYP, ASSERTION_TYP
-from identityctl.services import directory
+from identityctl.services.directory import users as directory
 from identityctl.services.tokens import TokenService
 from identityctl.store import passkeys as passkey_store
 from identityctl.store.directory import UserRecord

@@ -19,7 +19,7 @@ import requests
 
 from identityctl.config import load_config
 from identityctl.security.tokens import ACCESS_TOKEN_TYP
-from identityctl.services import directory
+from identityctl.services.directory import users as directory
 from identityctl.services.tokens import TokenService
 from identityctl.store.directory import UserRecord
 from tests.conftest import Service, free_port

@@ -28,8 +28,8 @@ import requests
 
 from identityctl.config import load_config
 from identityctl.server.runtime import make_server
-from identityctl.services import bootstrap
-from identityctl.services.bootstrap import open_store
+from identityctl.services.admin import bootstrap
+from identityctl.services.admin.bootstrap import open_store
 from identityctl.store import db
 from tests.conftest import Service, free_port, make_deployment, start_service
 from tests.support.mcp_clients import admin_token

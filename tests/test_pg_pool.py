@@ -23,8 +23,8 @@ import requests
 from identityctl.config import Config, load_config
 from identityctl.errors import ServiceUnavailable
 from identityctl.server.runtime import make_server
-from identityctl.services import bootstrap
-from identityctl.services.bootstrap import open_store
+from identityctl.services.admin import bootstrap
+from identityctl.services.admin.bootstrap import open_store
 from identityctl.store import db, pool
 from tests.conftest import PG_URL_ENV, free_port, make_deployment
 from tests.support.postgres import empty_database

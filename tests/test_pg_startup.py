@@ -21,9 +21,9 @@ import requests
 
 from identityctl.config import load_config
 from identityctl.server.runtime import make_server
-from identityctl.services import bootstrap
-from identityctl.services import directory as directory_service
-from identityctl.services.bootstrap import open_store
+from identityctl.services.admin import bootstrap
+from identityctl.services.admin.bootstrap import open_store
+from identityctl.services.directory import users as directory_service
 from identityctl.store import db
 from identityctl.store.models import Flow, OrganizationUnit, SigningKey, Theme, UserType
 from tests.conftest import PG_URL_ENV, free_port, make_deployment
@@ -39,7 +39,7 @@ ROUNDS = 5
 GATED_CLI = """
 import os, sys, time
 from identityctl.cli.main import app
-import identityctl.server.runtime, identityctl.services.bootstrap  # the lazy imports of serve
+import identityctl.server.runtime, identityctl.services.admin.bootstrap  # the lazy imports of serve
 armed, gate = sys.argv[1], sys.argv[2]
 open(armed, "w").close()
 while not os.path.exists(gate):

@@ -25,7 +25,8 @@ from typing import Any
 import jwt
 import pytest
 
-from identityctl.services import catalog, directory
+from identityctl.services import catalog
+from identityctl.services.directory import users as directory
 from tests.conftest import Service, free_port, start_service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.browser import PasskeyPage, needs_chromium
@@ -137,18 +138,18 @@ def person_with_a_passkey(service: Service, tab: PasskeyPage) -> Any:
 
 
 def spa(redirect_uri: str) -> dict[str, Any]:
-    document = catalog.application_templates()["SPA"]
+    document = catalog.applications.application_templates()["SPA"]
     document["inboundAuthConfig"][0]["config"]["redirectUris"] = [redirect_uri]
     document.update(name=f"Guide app {uuid.uuid4().hex[:6]}",
-                    themeId=catalog.list_themes()[0]["id"])  # as the guide says
-    return catalog.create_application(document)[0]
+                    themeId=catalog.themes.list_themes()[0]["id"])  # as the guide says
+    return catalog.applications.create_application(document)[0]
 
 
 def test_mode_1_the_redirect_app_signs_in_through_the_hosted_page(
         tmp_path: Path, deployment: Service, app_port: int, browser: Any) -> None:
     origin = f"http://localhost:{app_port}"
     application = spa(f"{origin}/callback")
-    client_id = catalog.oauth_config(application)["clientId"]
+    client_id = catalog.applications.oauth_config(application)["clientId"]
     guide = snippets(deployment.base_url, deployment.config.issuer)
     dist = build(tmp_path / "mode1", {
         "main.jsx": guide["main.jsx"].replace("<CLIENT_ID>", client_id),

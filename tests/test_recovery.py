@@ -15,8 +15,10 @@ from urllib.parse import urlsplit
 import jwt
 import pytest
 
-from identityctl.services import catalog, directory, recovery
+from identityctl.services import catalog
+from identityctl.services.accounts import recovery
 from identityctl.services.context import ServiceContext
+from identityctl.services.directory import users as directory
 from identityctl.store import db
 from identityctl.store import recovery as recovery_store
 from tests.conftest import QUICK_DELIVERIES, Service, start_service
@@ -56,8 +58,8 @@ def mailed_code(smtp: SmtpServer, to: str, count: int = 1) -> str:
 def test_sign_up_confirms_the_address_with_a_code_and_tokens_say_it_is_verified(
         mailing: Service, smtp: SmtpServer) -> None:
     app = register_client("SPA")
-    application = catalog.get_application(app.application_id)
-    catalog.update_application({**application, "isRegistrationFlowEnabled": True})
+    application = catalog.applications.get_application(app.application_id)
+    catalog.applications.update_application({**application, "isRegistrationFlowEnabled": True})
     flows = FlowClient(mailing, app.application_id)
     flows.start("REGISTRATION")
     name = f"vera-{uuid.uuid4().hex[:6]}"

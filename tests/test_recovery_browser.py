@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
-from identityctl.services import catalog, directory, recovery
+from identityctl.services import catalog
+from identityctl.services.accounts import recovery
 from identityctl.services.context import ServiceContext
+from identityctl.services.directory import users as directory
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.browser import PasskeyPage, needs_chromium
@@ -29,13 +31,13 @@ pytestmark = needs_chromium
 @pytest.fixture
 def shop(mailing: Service) -> dict[str, Any]:
     """A shop whose people sign up with a passkey only (and an e-mail address)."""
-    document = catalog.application_templates()["SPA"]
+    document = catalog.applications.application_templates()["SPA"]
     document["inboundAuthConfig"][0]["config"]["redirectUris"] = [REDIRECT_URI]
-    document.update(name="Shop", themeId=catalog.list_themes()[0]["id"],
+    document.update(name="Shop", themeId=catalog.themes.list_themes()[0]["id"],
                     isRegistrationFlowEnabled=True,
-                    registrationFlowId=catalog.require_flow_by_handle(
+                    registrationFlowId=catalog.flows.require_flow_by_handle(
                         "default-passkey-flow", "REGISTRATION")["id"])
-    return catalog.create_application(document)[0]
+    return catalog.applications.create_application(document)[0]
 
 
 class Device:

@@ -23,7 +23,7 @@ import requests
 from typer.testing import CliRunner
 
 from identityctl.cli.main import app as cli_app
-from identityctl.services import roles
+from identityctl.services.directory import roles
 from tests.conftest import Service, free_port
 from tests.support.processes import stop
 from tests.test_mcp_sign_in import Person, sign_in_with_the_sdk

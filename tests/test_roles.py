@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from identityctl.oauth.pkce import s256_challenge
-from identityctl.services import roles
+from identityctl.services.directory import roles
 from identityctl.store import audit
 from tests.conftest import Service
 from tests.test_oauth_helpers import OAuthDriver, assert_oauth_error, query_of, register_client

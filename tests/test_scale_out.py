@@ -25,7 +25,7 @@ import requests
 
 from identityctl.config import load_config
 from identityctl.oauth.pkce import s256_challenge
-from identityctl.services.catalog import oauth_config
+from identityctl.services.catalog.applications import oauth_config
 from tests.conftest import PG_URL_ENV, Service, free_port
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.flows import FlowClient

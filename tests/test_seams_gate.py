@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import requests
 
-from identityctl.services import directory
-from identityctl.services.flow_execution import BROWSER_COOKIE
+from identityctl.services.directory import users as directory
+from identityctl.services.flows.execution import BROWSER_COOKIE
 from tests.conftest import Service, deployment_with
 from tests.support.flows import FlowClient
 from tests.test_oauth_helpers import OAuthDriver, query_of, register_client

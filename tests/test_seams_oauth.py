@@ -361,11 +361,11 @@ def test_a_host_is_shown_in_a_form_no_look_alike_letter_can_imitate(host: str,
 
 def test_the_consent_page_shows_a_look_alike_client_host_as_punycode(seams: Service) -> None:
     url = "https://\u0430pple.com/clients/app.json"
-    document = catalog.application_templates()["SPA"]
+    document = catalog.applications.application_templates()["SPA"]
     document.pop("themeId", None)
     document["name"] = "Apple"
     document["inboundAuthConfig"][0]["config"].update(clientId=url, redirectUris=[LOOPBACK])
-    application, _ = catalog.create_application(document, marks={
+    application, _ = catalog.applications.create_application(document, marks={
         "clientDocument": True, "documentExpiresAt": time.time() + 3600})
     client = RegisteredClient(application_id=application["id"], client_id=url, secret=None,
                               redirect_uri=LOOPBACK, auth_method="none")

@@ -22,7 +22,10 @@ import pytest
 from typer.testing import CliRunner
 
 from identityctl.cli.main import app as cli_app
-from identityctl.services import catalog, directory, mail, recovery
+from identityctl.services import catalog
+from identityctl.services.accounts import recovery
+from identityctl.services.delivery import mail
+from identityctl.services.directory import users as directory
 from identityctl.store.models import OutboxMessage
 from identityctl.ui import gate
 from tests.conftest import Service, deployment_mailing_to
@@ -60,8 +63,8 @@ def self_registered(service: Service, name: str) -> dict[str, Any]:
         "grant_types": ["authorization_code", "refresh_token"]})
     assert answer.status_code == 201, answer.text
     client_id = answer.json()["client_id"]
-    [application] = [app for app in catalog.list_applications()
-                     if catalog.oauth_config(app).get("clientId") == client_id]
+    [application] = [app for app in catalog.applications.list_applications()
+                     if catalog.applications.oauth_config(app).get("clientId") == client_id]
     return application
 
 

@@ -23,8 +23,9 @@ from typer.testing import CliRunner
 from identityctl.cli.main import app as cli_app
 from identityctl.config import load_config
 from identityctl.oauth.pkce import s256_challenge
-from identityctl.services import catalog, directory
-from identityctl.services.account import ACCOUNT_CLIENT_ID
+from identityctl.services import catalog
+from identityctl.services.accounts.account import ACCOUNT_CLIENT_ID
+from identityctl.services.directory import users as directory
 from tests.conftest import QUICK_DELIVERIES, Service, shared_deployment
 from tests.support.logout import (
     confirmation_in,
@@ -70,16 +71,16 @@ def test_a_session_answers_the_next_authorization_until_the_user_is_disabled(
 
 def test_a_flow_without_a_session_check_signs_the_person_in_every_time(
         rp: OAuthDriver) -> None:
-    strict = catalog.create_flow({**catalog.require_flow_by_handle(
+    strict = catalog.flows.create_flow({**catalog.flows.require_flow_by_handle(
         "default-basic-passkey-flow", "AUTHENTICATION"), "id": None,
         "handle": f"fresh-{uuid.uuid4().hex[:6]}", "name": "Always a fresh sign-in"})
     strict["nodes"] = [node for node in strict["nodes"] if node["id"] != "sso_check"]
     start = next(node for node in strict["nodes"] if node["type"] == "START")
     start["onSuccess"] = "prompt_signin"
-    catalog.update_flow(strict["id"], name=strict["name"], nodes=strict["nodes"])
+    catalog.flows.update_flow(strict["id"], name=strict["name"], nodes=strict["nodes"])
     relaxed, demanding = register_client("SPA"), register_client("SPA")
-    application = catalog.get_application(demanding.application_id)
-    catalog.update_application({**application, "authFlowId": strict["id"]})
+    application = catalog.applications.get_application(demanding.application_id)
+    catalog.applications.update_application({**application, "authFlowId": strict["id"]})
     _, session, _ = rp.session_sign_in(relaxed)
     challenge = {"code_challenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
                  "code_challenge_method": "S256"}

@@ -23,8 +23,9 @@ import requests
 
 from identityctl.oauth.claims import BACKCHANNEL_LOGOUT_EVENT
 from identityctl.oauth.pkce import s256_challenge
-from identityctl.services import catalog, directory
-from identityctl.services.passkeys.admin import list_credentials
+from identityctl.services import catalog
+from identityctl.services.accounts.passkeys.admin import list_credentials
+from identityctl.services.directory import users as directory
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.browser import PasskeyPage, needs_chromium, sign_in_with_password
@@ -65,12 +66,12 @@ def rp() -> Iterator[RelyingParty]:
 
 def make_app(name: str, rp: RelyingParty, **oauth: Any) -> App:
     redirect_uri = rp.url(f"/{name}/callback")
-    document = catalog.application_templates()["SPA"]
+    document = catalog.applications.application_templates()["SPA"]
     document.pop("themeId", None)
     document["inboundAuthConfig"][0]["config"].update(redirectUris=[redirect_uri], **oauth)
     document["name"] = f"App {name} {uuid.uuid4().hex[:6]}"
-    application = catalog.create_application(document)[0]
-    return App(name=name, client_id=catalog.oauth_config(application)["clientId"],
+    application = catalog.applications.create_application(document)[0]
+    return App(name=name, client_id=catalog.applications.oauth_config(application)["clientId"],
                redirect_uri=redirect_uri, display_name=application["name"])
 
 

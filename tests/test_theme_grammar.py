@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from identityctl.errors import InvalidField
-from identityctl.services.bootstrap import DEFAULT_THEME
+from identityctl.services.admin.bootstrap import DEFAULT_THEME
 from identityctl.store import catalog as catalog_store
 from identityctl.theme import css_values
 from identityctl.theme import stylesheet as theme

@@ -14,8 +14,9 @@ import jwt
 import pytest
 
 from identityctl.errors import InvalidField
-from identityctl.services import directory, resource_servers
+from identityctl.services.clients import resource_servers
 from identityctl.services.context import ServiceContext
+from identityctl.services.directory import users as directory
 from identityctl.store import audit
 from tests.conftest import Service
 from tests.support.openid_client import needs_openid_client, step

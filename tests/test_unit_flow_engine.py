@@ -25,7 +25,7 @@ from identityctl.flow.engine import (
     Halt,
     TaskOutcome,
 )
-from identityctl.services.bootstrap import default_flow_documents
+from identityctl.services.admin.bootstrap import default_flow_documents
 
 DEFAULT_FLOWS = {(document["handle"], document["flowType"]): document
                  for document in default_flow_documents("example.test")}

@@ -24,7 +24,7 @@ from identityctl.oauth.pushed_requests import (
     pushed_parameters,
     request_reference,
 )
-from identityctl.services.oauth import client_keys
+from identityctl.services.clients import keys as client_keys
 from tests.support.openid_client import ec_key, public, signer
 
 ISSUER = "https://id.example.com"

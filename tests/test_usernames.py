@@ -21,7 +21,7 @@ from identityctl.cli.main import app as cli_app
 from identityctl.config import load_config
 from identityctl.errors import Conflict
 from identityctl.security.usernames import username_key
-from identityctl.services import directory as directory_service
+from identityctl.services.directory import users as directory_service
 from identityctl.store import db, directory, migrations
 from identityctl.store.models import CeremonySession, SchemaVersion, now
 from tests.conftest import (

@@ -22,7 +22,8 @@ from typer.testing import CliRunner
 
 from identityctl.cli.main import app as cli_app
 from identityctl.errors import InvalidField
-from identityctl.services import directory, webhooks
+from identityctl.services.delivery import webhooks
+from identityctl.services.directory import users as directory
 from tests.conftest import (
     QUICK_DELIVERIES,
     Service,

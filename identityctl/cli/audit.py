@@ -75,7 +75,7 @@ def audit_list(
 def _show(*, since: str | None, user: str | None, event: str | None, limit: int,
           as_json: bool) -> None:
     from identityctl.services import audit_log
-    from identityctl.services.directory import require_user
+    from identityctl.services.directory.users import require_user
 
     Session.connected()
     user_id = require_user(user).id if user else None

@@ -51,7 +51,7 @@ def _document(path: Path, what: str) -> dict[str, Any]:
 
 
 def _oauth(application: dict[str, Any]) -> dict[str, Any]:
-    from identityctl.services.catalog import oauth_config
+    from identityctl.services.catalog.applications import oauth_config
 
     return oauth_config(application)
 
@@ -63,7 +63,7 @@ def _flow_name(flow_id: str | None) -> str | None:
     from identityctl.services import catalog as catalog_service
 
     try:
-        return f"{catalog_service.require_flow(flow_id)['handle']} ({flow_id})"
+        return f"{catalog_service.flows.require_flow(flow_id)['handle']} ({flow_id})"
     except NotFound:
         return flow_id
 
@@ -75,7 +75,7 @@ def _theme_name(theme_id: str | None) -> str | None:
     from identityctl.services import catalog as catalog_service
 
     try:
-        return catalog_service.require_theme(theme_id)["handle"]
+        return catalog_service.themes.require_theme(theme_id)["handle"]
     except NotFound:
         return theme_id
 
@@ -106,7 +106,7 @@ def _show_secret(secret: str) -> None:
 
 def _template(name: str) -> tuple[str, dict[str, Any]]:
     """The template called ``name`` (any letter case) and its proper name."""
-    from identityctl.services.catalog import application_templates
+    from identityctl.services.catalog.applications import application_templates
 
     templates = application_templates()
     for key, document in templates.items():
@@ -131,7 +131,7 @@ def _from_template(name: str | None, template: str, redirect_uris: list[str],
 def _grant_types(names: list[str]) -> list[str]:
     """Grants by their full name or its last part (device_code for
     urn:ietf:params:oauth:grant-type:device_code)."""
-    from identityctl.services.catalog import GRANT_TYPES
+    from identityctl.services.catalog.applications import GRANT_TYPES
 
     by_name = {**{grant.rsplit(":", 1)[-1]: grant for grant in GRANT_TYPES},
                **{grant: grant for grant in GRANT_TYPES}}
@@ -252,7 +252,7 @@ def app_create(
                    sign_in_flow=sign_in_flow, sign_up_flow=sign_up_flow,
                    allow_sign_up=allow_sign_up)
     with console.status("Creating the application..."):
-        created, secret = catalog_service.create_application(document, actor=ACTOR)
+        created, secret = catalog_service.applications.create_application(document, actor=ACTOR)
     if as_json:
         emit_json({**created, "clientSecret": secret})
         return
@@ -271,7 +271,7 @@ def app_list(as_json: bool = JsonOption) -> None:
     from identityctl.services import catalog as catalog_service
 
     Session.connected()
-    applications = catalog_service.list_applications()
+    applications = catalog_service.applications.list_applications()
     rows = [_application_view(application) for application in applications]
     show_table(rows, [("name", "Name"), ("id", "Id"), ("client id", "Client id"),
                       ("template", "Template"), ("client type", "Client"),
@@ -291,7 +291,7 @@ def app_show(application: str = typer.Argument(..., metavar="ID|CLIENT_ID|NAME")
     from identityctl.services import catalog as catalog_service
 
     Session.connected()
-    found = catalog_service.require_application_named(application)
+    found = catalog_service.applications.require_application_named(application)
     show_record(found if as_json else _application_view(found),
                 title=f"Application {found['name']}", as_json=as_json)
 
@@ -322,13 +322,13 @@ def app_update(
     from identityctl.services import catalog as catalog_service
 
     Session.connected()
-    current = catalog_service.require_application_named(application)
+    current = catalog_service.applications.require_application_named(application)
     document = _document(file, "application") if file is not None else dict(current)
     _apply_options(document, name=name, redirect_uri=redirect_uri, grant=grant, theme=theme,
                    sign_in_flow=sign_in_flow, sign_up_flow=sign_up_flow,
                    allow_sign_up=allow_sign_up)
     document["id"] = current["id"]
-    updated = catalog_service.update_application(document, actor=ACTOR)
+    updated = catalog_service.applications.update_application(document, actor=ACTOR)
     show_record(updated if as_json else _application_view(updated),
                 title=f"Updated application {updated['name']}", as_json=as_json)
 
@@ -343,9 +343,9 @@ def app_delete(application: str = typer.Argument(..., metavar="ID|CLIENT_ID|NAME
     from identityctl.services import catalog as catalog_service
 
     Session.connected()
-    found = catalog_service.require_application_named(application)
+    found = catalog_service.applications.require_application_named(application)
     confirm_and_delete(f"application {found['name']}", found["id"],
-                       catalog_service.delete_application, yes=yes, as_json=as_json,
+                       catalog_service.applications.delete_application, yes=yes, as_json=as_json,
                        shown={"name": found["name"]})
 
 
@@ -359,12 +359,12 @@ def app_rotate_secret(application: str = typer.Argument(..., metavar="ID|CLIENT_
     from identityctl.services import catalog as catalog_service
 
     Session.connected()
-    found = catalog_service.require_application_named(application)
+    found = catalog_service.applications.require_application_named(application)
     if not yes:
         typer.confirm(f"Replace the client secret of {found['name']}? Clients using the old "
                       "one fail until they get the new one.", abort=True, err=True)
     with console.status("Generating and hashing the new secret..."):
-        secret = catalog_service.regenerate_client_secret(found["id"], actor=ACTOR)
+        secret = catalog_service.applications.regenerate_client_secret(found["id"], actor=ACTOR)
     if as_json:
         emit_json({"id": found["id"], "clientId": _oauth(found)["clientId"],
                    "clientSecret": secret})
@@ -388,8 +388,8 @@ def app_templates(
     if template is not None:
         emit_json(_template(template)[1])
         return
-    templates = catalog_service.application_templates()
-    rows = [{"name": key, **catalog_service.oauth_config(value)}
+    templates = catalog_service.applications.application_templates()
+    rows = [{"name": key, **catalog_service.applications.oauth_config(value)}
             for key, value in templates.items()]
     for row in rows:
         row["client"] = "public" if row["publicClient"] else "confidential"
@@ -444,7 +444,7 @@ def flow_create(file: Path = FileOption, as_json: bool = JsonOption) -> None:
 
     document = _document(file, "flow")
     Session.connected()
-    created = catalog_service.create_flow(document, actor=ACTOR)
+    created = catalog_service.flows.create_flow(document, actor=ACTOR)
     _show_flow(created, title=f"Created {_flow_summary(created)}", as_json=as_json)
 
 
@@ -474,7 +474,7 @@ def flow_list(flow_type: str | None = FlowTypeOption,
     from identityctl.services import catalog as catalog_service
 
     Session.connected()
-    total, flows = catalog_service.list_flows(flow_type=_flow_type(flow_type), limit=limit,
+    total, flows = catalog_service.flows.list_flows(flow_type=_flow_type(flow_type), limit=limit,
                                               offset=offset)
     rows = [{**flow, "nodes": len(flow["nodes"]), "updated": when(flow["updatedAt"])}
             for flow in flows]
@@ -495,7 +495,7 @@ def flow_show(flow: str = typer.Argument(..., metavar="ID|HANDLE"),
     from identityctl.services import catalog as catalog_service
 
     Session.connected()
-    found = catalog_service.require_flow(flow, _flow_type(flow_type))
+    found = catalog_service.flows.require_flow(flow, _flow_type(flow_type))
     _show_flow(found, title=_flow_summary(found), as_json=as_json)
 
 
@@ -510,11 +510,11 @@ def flow_update(flow: str = typer.Argument(..., metavar="ID|HANDLE"), file: Path
 
     document = _document(file, "flow")
     Session.connected()
-    current = catalog_service.require_flow(flow, _flow_type(flow_type))
+    current = catalog_service.flows.require_flow(flow, _flow_type(flow_type))
     if document.get("flowType", current["flowType"]) != current["flowType"]:
         raise InvalidField("flowType", f"the flow is {current['flowType']} and cannot change "
                            "type; create a new flow instead", code="invalid_flow")
-    updated = catalog_service.update_flow(current["id"], name=document.get("name"),
+    updated = catalog_service.flows.update_flow(current["id"], name=document.get("name"),
                                           nodes=document.get("nodes"),
                                           handle=document.get("handle"), actor=ACTOR)
     _show_flow(updated, title=f"Updated {_flow_summary(updated)}", as_json=as_json)
@@ -531,8 +531,8 @@ def flow_delete(flow: str = typer.Argument(..., metavar="ID|HANDLE"),
     from identityctl.services import catalog as catalog_service
 
     Session.connected()
-    found = catalog_service.require_flow(flow, _flow_type(flow_type))
-    confirm_and_delete(_flow_summary(found), found["id"], catalog_service.delete_flow,
+    found = catalog_service.flows.require_flow(flow, _flow_type(flow_type))
+    confirm_and_delete(_flow_summary(found), found["id"], catalog_service.flows.delete_flow,
                        yes=yes, as_json=as_json,
                        shown={"handle": found["handle"], "flowType": found["flowType"]})
 
@@ -565,7 +565,7 @@ def theme_create(file: Path = FileOption, as_json: bool = JsonOption) -> None:
         if argument not in fields:
             raise MissingField(key)
     Session.connected()
-    created = catalog_service.create_theme(**fields, actor=ACTOR)
+    created = catalog_service.themes.create_theme(**fields, actor=ACTOR)
     show_record(created, title=f"Created theme {created['handle']}", as_json=as_json)
 
 
@@ -578,7 +578,7 @@ def theme_list(as_json: bool = JsonOption) -> None:
     from identityctl.services import catalog as catalog_service
 
     Session.connected()
-    themes = catalog_service.list_themes()
+    themes = catalog_service.themes.list_themes()
     rows = [{**theme, "schemes": ", ".join(theme["theme"].get("colorSchemes", {})) or "-"}
             for theme in themes]
     show_table(rows, [("handle", "Handle"), ("displayName", "Name"), ("id", "Id"),
@@ -596,7 +596,7 @@ def theme_show(theme: str = typer.Argument(..., metavar="ID|HANDLE"),
     from identityctl.services import catalog as catalog_service
 
     Session.connected()
-    found = catalog_service.require_theme(theme)
+    found = catalog_service.themes.require_theme(theme)
     show_record(found, title=f"Theme {found['handle']}", as_json=as_json)
 
 
@@ -611,7 +611,7 @@ def theme_update(theme: str = typer.Argument(..., metavar="ID|HANDLE"), file: Pa
 
     fields = _theme_fields(file)
     Session.connected()
-    updated = catalog_service.update_theme(theme, actor=ACTOR, **fields)
+    updated = catalog_service.themes.update_theme(theme, actor=ACTOR, **fields)
     show_record(updated, title=f"Updated theme {updated['handle']}", as_json=as_json)
 
 
@@ -625,6 +625,6 @@ def theme_delete(theme: str = typer.Argument(..., metavar="ID|HANDLE"), yes: boo
     from identityctl.services import catalog as catalog_service
 
     Session.connected()
-    found = catalog_service.require_theme(theme)
-    confirm_and_delete(f"theme {found['handle']}", found["id"], catalog_service.delete_theme,
+    found = catalog_service.themes.require_theme(theme)
+    confirm_and_delete(f"theme {found['handle']}", found["id"], catalog_service.themes.delete_theme,
                        yes=yes, as_json=as_json, shown={"handle": found["handle"]})

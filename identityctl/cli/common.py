@@ -37,7 +37,7 @@ class Session:
     @classmethod
     def connected(cls) -> Config:
         """The config, with the store connected and migrated."""
-        from identityctl.services.bootstrap import open_store
+        from identityctl.services.admin.bootstrap import open_store
 
         config = cls.config()
         open_store(config)

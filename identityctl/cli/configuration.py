@@ -92,7 +92,7 @@ def export(
     Users, passkeys, sessions and tokens are data, not configuration: back them up with
     `identityctl backup`.
     """
-    from identityctl.services import configuration
+    from identityctl.services.admin import configuration
     from identityctl.services.context import ServiceContext
 
     if form not in FORMATS:
@@ -128,7 +128,7 @@ def apply(
     sections it leaves out are not touched. A new entry's secret is read from its
     reference ({env: NAME} or {file: PATH}) when applied.
     """
-    from identityctl.services import configuration
+    from identityctl.services.admin import configuration
     from identityctl.services.context import ServiceContext
 
     document = load(file)

@@ -1,6 +1,6 @@
 """`identityctl user`, `ou` and `user-type`: manage the directory from the command line.
 
-Every command goes through identityctl.services.directory, so the CLI applies the same
+Every command goes through identityctl.services.directory.users, so the CLI applies the same
 validation and leaves the same audit trail (actor "cli") as the REST API and the MCP tools.
 Services are imported inside the commands: they load argon2, which `--help` should not wait
 for.
@@ -20,7 +20,7 @@ from identityctl.cli.output import JsonOption, console, done, show_record, show_
 from identityctl.errors import BadRequest, InvalidField
 
 if TYPE_CHECKING:
-    from identityctl.services.directory import Recovery
+    from identityctl.services.directory.users import Recovery
     from identityctl.store.directory import UserRecord
 
 ACTOR = "cli"
@@ -80,7 +80,7 @@ def read_new_password(from_stdin: bool) -> str:
 
 
 def _recovery(user: UserRecord) -> Recovery:
-    from identityctl.services import directory as directory_service
+    from identityctl.services.directory import users as directory_service
 
     return directory_service.recovery_of(user, mail=Session.config().email.enabled)
 
@@ -103,7 +103,7 @@ def _can_recover(recovery: Recovery) -> str:
 
 
 def _show_user(user: UserRecord, *, title: str, as_json: bool) -> None:
-    from identityctl.services import roles
+    from identityctl.services.directory import roles
 
     held = [role.name for role in roles.roles_of(user.id)]
     recovery = _recovery(user)
@@ -150,7 +150,7 @@ def user_create(
         printf '%s\\n' "$PASSWORD" | identityctl user create --username alice \\
             --email alice@example.com --attribute given_name=Alice --password-stdin
     """
-    from identityctl.services import directory as directory_service
+    from identityctl.services.directory import users as directory_service
 
     Session.connected()
     texts = parse_assignments(attribute or [], "--attribute")
@@ -163,7 +163,7 @@ def user_create(
         user = directory_service.create_user(username=username, password=password,
                                              attributes=attributes, user_type=user_type,
                                              ou=ou, actor=ACTOR)
-    from identityctl.services import roles
+    from identityctl.services.directory import roles
 
     for name in role or []:
         roles.grant_role(user.id, name, actor=ACTOR)
@@ -173,7 +173,7 @@ def user_create(
 
 def _confirm_email(user_id: str, vouched: bool) -> None:
     if vouched:
-        from identityctl.services import recovery
+        from identityctl.services.accounts import recovery
 
         recovery.confirm_email(user_id, actor=ACTOR)
 
@@ -194,7 +194,7 @@ def user_list(
         identityctl user list --limit 20 --offset 40
         identityctl user list --cannot-recover
     """
-    from identityctl.services import directory as directory_service
+    from identityctl.services.directory import users as directory_service
 
     config = Session.connected()
     if cannot_recover:
@@ -223,7 +223,7 @@ def user_show(user: str = typer.Argument(..., metavar="ID|USERNAME", help="Who t
 
         identityctl user show alice --json
     """
-    from identityctl.services import directory as directory_service
+    from identityctl.services.directory import users as directory_service
 
     Session.connected()
     found = directory_service.require_user(user)
@@ -249,7 +249,7 @@ def user_update(
 
         identityctl user update alice --email alice@new.example --unset family_name
     """
-    from identityctl.services import directory as directory_service
+    from identityctl.services.directory import users as directory_service
 
     Session.connected()
     current = directory_service.require_user(user)
@@ -275,7 +275,7 @@ def user_delete(user: str = typer.Argument(..., metavar="ID|USERNAME", help="Who
 
         identityctl user delete alice --yes
     """
-    from identityctl.services import directory as directory_service
+    from identityctl.services.directory import users as directory_service
 
     Session.connected()
     found = directory_service.require_user(user)
@@ -298,7 +298,7 @@ def user_set_password(
 
         identityctl user set-password alice
     """
-    from identityctl.services import directory as directory_service
+    from identityctl.services.directory import users as directory_service
 
     Session.connected()
     found = directory_service.require_user(user)
@@ -315,7 +315,7 @@ def user_set_password(
 def end_sessions(user_id: str, reason: str) -> int:
     """A changed credential or standing ends the user's sign-in sessions everywhere (their
     clients are told by back-channel logout)."""
-    from identityctl.services import sessions
+    from identityctl.services.accounts import sessions
     from identityctl.services.context import ServiceContext
 
     return sessions.end_user_sessions(ServiceContext.for_config(Session.config()), user_id,
@@ -323,7 +323,7 @@ def end_sessions(user_id: str, reason: str) -> int:
 
 
 def _change_status(user: str, change: str, as_json: bool) -> None:
-    from identityctl.services import directory as directory_service
+    from identityctl.services.directory import users as directory_service
 
     Session.connected()
     if change == "unlock":
@@ -344,7 +344,7 @@ def user_sessions(user: str = typer.Argument(..., metavar="ID|USERNAME"),
 
         identityctl user sessions alice
     """
-    from identityctl.services import sessions
+    from identityctl.services.accounts import sessions
     from identityctl.services.context import ServiceContext
 
     config = Session.connected()
@@ -367,7 +367,7 @@ def userend_sessions(user: str = typer.Argument(..., metavar="ID|USERNAME"),
 
         identityctl user end-sessions alice --yes
     """
-    from identityctl.services import directory as directory_service
+    from identityctl.services.directory import users as directory_service
 
     Session.connected()
     found = directory_service.require_user(user)
@@ -424,7 +424,7 @@ def ou_create(
 
         identityctl ou create --handle sales --name "Sales" --parent default
     """
-    from identityctl.services import directory as directory_service
+    from identityctl.services.directory import users as directory_service
 
     Session.connected()
     created = directory_service.create_ou(handle=handle, name=name or handle,
@@ -438,7 +438,7 @@ def ou_list(as_json: bool = JsonOption) -> None:
 
         identityctl ou list --json
     """
-    from identityctl.services import directory as directory_service
+    from identityctl.services.directory import users as directory_service
 
     Session.connected()
     units = directory_service.list_ous()
@@ -456,7 +456,7 @@ def ou_show(ou: str = typer.Argument(..., metavar="ID|HANDLE"),
 
         identityctl ou show default
     """
-    from identityctl.services import directory as directory_service
+    from identityctl.services.directory import users as directory_service
 
     Session.connected()
     found = directory_service.require_ou(ou)
@@ -476,7 +476,7 @@ def ou_update(
 
         identityctl ou update sales --parent emea
     """
-    from identityctl.services import directory as directory_service
+    from identityctl.services.directory import users as directory_service
 
     if parent and top_level:
         raise BadRequest("Use either --parent or --top-level.", code="conflicting_options")
@@ -498,7 +498,7 @@ def ou_delete(ou: str = typer.Argument(..., metavar="ID|HANDLE"), yes: bool = Ye
 
         identityctl ou delete sales --yes
     """
-    from identityctl.services import directory as directory_service
+    from identityctl.services.directory import users as directory_service
 
     Session.connected()
     found = directory_service.require_ou(ou)
@@ -535,7 +535,7 @@ def user_type_create(
 
         identityctl user-type create --name employee --ou staff --schema-file employee.json
     """
-    from identityctl.services import directory as directory_service
+    from identityctl.services.directory import users as directory_service
 
     Session.connected()
     created = directory_service.create_user_type(
@@ -550,7 +550,7 @@ def user_type_list(as_json: bool = JsonOption) -> None:
 
         identityctl user-type list
     """
-    from identityctl.services import directory as directory_service
+    from identityctl.services.directory import users as directory_service
 
     Session.connected()
     kinds = directory_service.list_user_types()
@@ -569,7 +569,7 @@ def user_type_show(user_type: str = typer.Argument(..., metavar="ID|NAME"),
 
         identityctl user-type show person
     """
-    from identityctl.services import directory as directory_service
+    from identityctl.services.directory import users as directory_service
 
     Session.connected()
     found = directory_service.require_user_type(user_type)
@@ -588,7 +588,7 @@ def user_type_update(
 
         identityctl user-type update person --schema-file person.json --no-self-registration
     """
-    from identityctl.services import directory as directory_service
+    from identityctl.services.directory import users as directory_service
 
     Session.connected()
     updated = directory_service.update_user_type(
@@ -604,7 +604,7 @@ def user_type_delete(user_type: str = typer.Argument(..., metavar="ID|NAME"),
 
         identityctl user-type delete contractor
     """
-    from identityctl.services import directory as directory_service
+    from identityctl.services.directory import users as directory_service
 
     Session.connected()
     found = directory_service.require_user_type(user_type)

@@ -26,8 +26,8 @@ def email_test(
 
         identityctl email test --to you@example.com
     """
-    from identityctl.services import mail
     from identityctl.services.context import ServiceContext
+    from identityctl.services.delivery import mail
 
     config = Session.connected()
     mail.send_test(ServiceContext.for_config(config), to)
@@ -42,7 +42,7 @@ def email_outbox(
 ) -> None:
     """The newest e-mail messages: to whom, what, and whether it went out (sent, waiting
     for a retry with the last error, or given up)."""
-    from identityctl.services import mail
+    from identityctl.services.delivery import mail
 
     Session.connected()
     records = []

@@ -24,7 +24,7 @@ def grant_list(user: str | None = typer.Option(None, "--user", "-u",
 
         identityctl grant list --user alice
     """
-    from identityctl.services.oauth import grants
+    from identityctl.services.clients import grants
 
     Session.connected()
     records = [grant.to_api() for grant in grants.list_grants(user=user)]
@@ -46,8 +46,8 @@ def grant_revoke(user: str = typer.Argument(..., metavar="USER", help="User id o
 
         identityctl grant revoke alice 3f9c0a1b2c3d4e5f6a7b8c9d --yes
     """
+    from identityctl.services.clients import grants
     from identityctl.services.context import ServiceContext
-    from identityctl.services.oauth import grants
 
     config = Session.connected()
     if not yes:

@@ -56,7 +56,7 @@ def idp_add(
     The default sign-in flow then offers "Continue with <name>" on the hosted page.
     """
     from identityctl.cli.directory import read_secret
-    from identityctl.services import federation
+    from identityctl.services.accounts import federation
     from identityctl.services.context import ServiceContext
 
     config = Session.connected()
@@ -77,7 +77,7 @@ def idp_add(
 def idp_list(as_json: bool = JsonOption) -> None:
     """List the identity providers (never their secrets), with the redirect URI to register
     at each."""
-    from identityctl.services import federation
+    from identityctl.services.accounts import federation
     from identityctl.services.context import ServiceContext
 
     config = Session.connected()
@@ -96,7 +96,7 @@ def idp_remove(
 ) -> None:
     """Stop offering a provider (asks first unless --yes). Accounts linked through it are
     unlinked; the users stay and sign in another way."""
-    from identityctl.services import federation
+    from identityctl.services.accounts import federation
 
     Session.connected()
     found = federation.require_provider(provider)

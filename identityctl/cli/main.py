@@ -98,8 +98,8 @@ def init(
 
         identityctl init --dir /srv/identity --base-url https://id.example.com
     """
-    from identityctl.services import bootstrap
-    from identityctl.services.bootstrap import open_store
+    from identityctl.services.admin import bootstrap
+    from identityctl.services.admin.bootstrap import open_store
 
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / DEFAULT_CONFIG_NAME
@@ -148,7 +148,7 @@ def serve(
         _metrics_shared_by_workers()
     from identityctl.server.runtime import serve as run_server
     from identityctl.services import audit_log
-    from identityctl.services.bootstrap import open_store, seed
+    from identityctl.services.admin.bootstrap import open_store, seed
     from identityctl.services.context import ServiceContext
     from identityctl.services.oauth.registration import remove_idle_clients
 
@@ -241,7 +241,7 @@ def _origin_findings(config: Config) -> tuple[list[str], list[str]]:
     from urllib.parse import urlsplit
 
     from identityctl.services import catalog
-    from identityctl.services.bootstrap import open_store, sqlite_file
+    from identityctl.services.admin.bootstrap import open_store, sqlite_file
 
     def origin(url: str) -> str:
         parts = urlsplit(url)
@@ -257,8 +257,8 @@ def _origin_findings(config: Config) -> tuple[list[str], list[str]]:
     database = sqlite_file(config)
     if database is None or database.exists():
         open_store(config)
-        for application in catalog.list_applications():
-            for uri in catalog.oauth_config(application).get("redirectUris") or []:
+        for application in catalog.applications.list_applications():
+            for uri in catalog.applications.oauth_config(application).get("redirectUris") or []:
                 if uri.startswith(("http://", "https://")) and origin(uri) not in allowed:
                     notes.append(f"{application['name']}: add {origin(uri)} to "
                                  "passkey.allowed_origins if its own pages run passkey "
@@ -269,7 +269,7 @@ def _origin_findings(config: Config) -> tuple[list[str], list[str]]:
 @command(db_app, "upgrade")
 def db_upgrade(as_json: bool = JsonOption) -> None:
     """Apply pending schema migrations (safe to run on every deploy)."""
-    from identityctl.services.bootstrap import open_store
+    from identityctl.services.admin.bootstrap import open_store
 
     applied = open_store(Session.config())
     done(f"applied {len(applied)} migration(s)" if applied else "schema is up to date",
@@ -306,7 +306,7 @@ def backup(file: Path | None = typer.Argument(None, metavar="FILE",
     For PostgreSQL use pg_dump (docs/deployment.md, "Backups"), then `identityctl db check`
     after a restore.
     """
-    from identityctl.services import backups
+    from identityctl.services.admin import backups
 
     to = _one_path(file, to, "--to")
     config = Session.connected()
@@ -335,7 +335,7 @@ def restore(file: Path | None = typer.Argument(None, metavar="FILE",
         identityctl restore /backups/identity-2026-11-25.tar.gz
         identityctl db check && systemctl start identityctl
     """
-    from identityctl.services import backups
+    from identityctl.services.admin import backups
 
     source = _one_path(file, source, "--from")
     config = Session.config()
@@ -353,7 +353,7 @@ def db_check(as_json: bool = JsonOption) -> None:
     """Check that the database is complete: SQLite's integrity check (SQLite), every table
     of the schema at the latest migration, a signing key. Exits 1 on any problem; after a
     restore (from a backup or pg_restore), before starting the service."""
-    from identityctl.services import backups
+    from identityctl.services.admin import backups
 
     Session.connected()
     result = backups.check_database(Session.config())
@@ -374,7 +374,7 @@ def db_check(as_json: bool = JsonOption) -> None:
 @command(keys_app, "list")
 def keys_list(as_json: bool = JsonOption) -> None:
     """Signing keys published in the JWKS (active first)."""
-    from identityctl.services import keys
+    from identityctl.services.admin import keys
 
     Session.connected()
     rows = [{"kid": k.kid, "algorithm": k.algorithm, "status": k.status,
@@ -390,7 +390,7 @@ def keys_rotate(as_json: bool = JsonOption) -> None:
 
     Previous keys older than the longest token lifetime are retired at the same time.
     """
-    from identityctl.services import keys
+    from identityctl.services.admin import keys
 
     kid, retired = keys.rotate(Session.connected())
     done(f"new signing key {kid}; retired {retired} old key(s)", as_json=as_json,

@@ -29,7 +29,7 @@ def passkey_list(user: str = UserArgument, as_json: bool = JsonOption) -> None:
 
         identityctl passkey list alice
     """
-    from identityctl.services.passkeys import admin
+    from identityctl.services.accounts.passkeys import admin
 
     Session.connected()
     records = [record.to_api() for record in admin.list_credentials(user)]
@@ -47,7 +47,7 @@ def passkey_rename(user: str = UserArgument, credential_id: str = CredentialArgu
                    name: str = typer.Argument(..., help="New name (at most 64 characters)."),
                    as_json: bool = JsonOption) -> None:
     """Give one of USER's passkeys a new NAME."""
-    from identityctl.services.passkeys import admin
+    from identityctl.services.accounts.passkeys import admin
 
     Session.connected()
     record = admin.rename_credential(user, credential_id, name, actor=ACTOR)
@@ -61,7 +61,7 @@ def passkey_delete(user: str = UserArgument, credential_id: str = CredentialArgu
     """Remove one of USER's passkeys; it can no longer sign in, and the user's sessions
     end (it may have been lost; asks first unless --yes)."""
     from identityctl.cli.directory import end_sessions
-    from identityctl.services.passkeys import admin
+    from identityctl.services.accounts.passkeys import admin
 
     Session.connected()
 

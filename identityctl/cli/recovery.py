@@ -27,7 +27,7 @@ def add_recovery_commands(user_app: typer.Typer) -> None:
 
         The link works once, for --days days; a new invite does not end older links.
         """
-        from identityctl.services import recovery
+        from identityctl.services.accounts import recovery
         from identityctl.services.context import ServiceContext
 
         config = Session.connected()
@@ -54,7 +54,7 @@ def add_recovery_commands(user_app: typer.Typer) -> None:
 
             identityctl user recovery-codes ada
         """
-        from identityctl.services import recovery
+        from identityctl.services.accounts import recovery
 
         Session.connected()
         made = recovery.new_recovery_codes(user, actor=ACTOR)

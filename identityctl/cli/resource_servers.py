@@ -22,7 +22,7 @@ resource_server_app = typer.Typer(
 @command(resource_server_app, "list")
 def resource_server_list(as_json: bool = JsonOption) -> None:
     """List the registered resource servers and their scopes."""
-    from identityctl.services import resource_servers
+    from identityctl.services.clients import resource_servers
 
     Session.connected()
     records = [server.to_api() for server in resource_servers.list_resource_servers()]
@@ -51,7 +51,7 @@ def resource_server_add(
 
         identityctl role create notes-editor --scope notes:write
     """
-    from identityctl.services import resource_servers
+    from identityctl.services.clients import resource_servers
     from identityctl.services.context import ServiceContext
 
     config = Session.connected()
@@ -78,7 +78,7 @@ def resource_server_update(
         identityctl resource-server update https://notes.example.com/mcp \\
             --scope notes:read --scope notes:write --scope notes:share
     """
-    from identityctl.services import resource_servers
+    from identityctl.services.clients import resource_servers
 
     Session.connected()
     updated = resource_servers.update_resource_server(identifier, scopes=scope, name=name,
@@ -94,7 +94,7 @@ def resource_server_remove(
 ) -> None:
     """Stop issuing tokens for a resource server (asks first unless --yes); tokens already
     issued keep working until they expire."""
-    from identityctl.services import resource_servers
+    from identityctl.services.clients import resource_servers
 
     Session.connected()
     found = resource_servers.require_resource_server(identifier)

@@ -25,7 +25,7 @@ def role_list(as_json: bool = JsonOption) -> None:
 
         identityctl role list
     """
-    from identityctl.services import roles
+    from identityctl.services.directory import roles
 
     Session.connected()
     records = [role.to_api() for role in roles.list_roles()]
@@ -46,7 +46,7 @@ def role_create(
 
         identityctl role create orders-admin --scope orders:write --scope orders:read
     """
-    from identityctl.services import roles
+    from identityctl.services.directory import roles
 
     Session.connected()
     role = roles.create_role(name=name, scopes=scope, description=description, actor=ACTOR)
@@ -62,7 +62,7 @@ def role_update(
     as_json: bool = JsonOption,
 ) -> None:
     """Change a role's scopes or description."""
-    from identityctl.services import roles
+    from identityctl.services.directory import roles
 
     Session.connected()
     updated = roles.update_role(role, scopes=scope, description=description, actor=ACTOR)
@@ -74,7 +74,7 @@ def role_delete(role: str = RoleArgument, yes: bool = YesOption,
                 as_json: bool = JsonOption) -> None:
     """Delete a role: its holders lose it, and its scopes are free to grant unless another
     role carries them (asks first unless --yes)."""
-    from identityctl.services import roles
+    from identityctl.services.directory import roles
 
     Session.connected()
     found = roles.require_role(role)
@@ -89,7 +89,7 @@ def role_grant(role: str = RoleArgument, user: str = UserArgument,
 
         identityctl role grant admin alice
     """
-    from identityctl.services import roles
+    from identityctl.services.directory import roles
 
     Session.connected()
     granted = roles.grant_role(user, role, actor=ACTOR)
@@ -102,7 +102,7 @@ def role_revoke(role: str = RoleArgument, user: str = UserArgument,
                 as_json: bool = JsonOption) -> None:
     """Take ROLE from USER. Tokens they granted keep their scopes until they expire; their
     refresh is refused."""
-    from identityctl.services import roles
+    from identityctl.services.directory import roles
 
     Session.connected()
     roles.revoke_role(user, role, actor=ACTOR)

@@ -32,7 +32,7 @@ def webhook_add(
     webhook-timestamp and webhook-signature; verify them with any Standard Webhooks
     library and the secret. Deliveries are retried with backoff; webhook-id stays the same.
     """
-    from identityctl.services import webhooks
+    from identityctl.services.delivery import webhooks
 
     Session.connected()
     made, secret = webhooks.add_subscription(url=url, events=event, description=description,
@@ -47,7 +47,7 @@ def webhook_add(
 @command(webhook_app, "list")
 def webhook_list(as_json: bool = JsonOption) -> None:
     """List the subscriptions (never their secrets)."""
-    from identityctl.services import webhooks
+    from identityctl.services.delivery import webhooks
 
     Session.connected()
     records = [subscription.to_api() for subscription in webhooks.list_subscriptions()]
@@ -61,7 +61,7 @@ def webhook_list(as_json: bool = JsonOption) -> None:
 def webhook_remove(subscription: str = typer.Argument(..., metavar="ID"),
                    yes: bool = YesOption, as_json: bool = JsonOption) -> None:
     """Stop delivering to a subscription (asks first unless --yes)."""
-    from identityctl.services import webhooks
+    from identityctl.services.delivery import webhooks
 
     Session.connected()
     confirm_and_delete(f"webhook subscription {subscription}", subscription,
@@ -78,7 +78,7 @@ def webhook_deliveries(
 
         identityctl webhook deliveries --limit 20
     """
-    from identityctl.services import webhooks
+    from identityctl.services.delivery import webhooks
 
     Session.connected()
     records = webhooks.deliveries(limit)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 from pydantic.alias_generators import to_camel
 
 from identityctl.flow.definition import EXECUTORS, FLOW_TYPES, INPUT_TYPES, NODE_TYPES
-from identityctl.services.catalog import AUTH_METHODS, GRANT_TYPES, TEMPLATES
+from identityctl.services.catalog.applications import AUTH_METHODS, GRANT_TYPES, TEMPLATES
 
 # Literal[tuple] spells the enum from the tuple the services validate against: one list.
 FlowType = Literal[FLOW_TYPES]  # type: ignore[valid-type]

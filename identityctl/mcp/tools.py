@@ -55,12 +55,12 @@ from identityctl.mcp.schemas import (
     field_title,
 )
 from identityctl.services import catalog as catalog_service
-from identityctl.services import directory as directory_service
-from identityctl.services import federation
-from identityctl.services import roles as roles_service
-from identityctl.services import sessions as sessions_service
-from identityctl.services import webhooks as webhooks_service
+from identityctl.services.accounts import federation
+from identityctl.services.accounts import sessions as sessions_service
 from identityctl.services.context import ServiceContext
+from identityctl.services.delivery import webhooks as webhooks_service
+from identityctl.services.directory import roles as roles_service
+from identityctl.services.directory import users as directory_service
 from identityctl.store import db
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -75,7 +75,8 @@ hosted sign-in page, and read its organization units and user types.
 Rules:
 - Before creating an SPA, Mobile or Server application, call svc_list_themes and put a real
   theme id in themeId: the svc_get_application_templates templates carry the placeholder
-  {catalog_service.THEME_PLACEHOLDER}, which is refused. M2M applications have no login page
+  {catalog_service.applications.THEME_PLACEHOLDER}, which is refused. M2M applications have no
+  login page
   and need no theme.
 - svc_update_application and svc_update_flow replace the whole record: read it first, change
   what you need, send all of it back.
@@ -178,7 +179,7 @@ def svc_list_applications(limit: PageSize = 30, offset: PageOffset = 0
     name, one page at a time; total_count is the number on all pages.
 
     Client secrets are never shown."""
-    total, applications = catalog_service.applications_page(limit=limit, offset=offset)
+    total, applications = catalog_service.applications.applications_page(limit=limit, offset=offset)
     return _compact(ApplicationList.model_validate({"total_count": total,
                                                     "applications": applications}))
 
@@ -186,7 +187,7 @@ def svc_list_applications(limit: PageSize = 30, offset: PageOffset = 0
 @tool("get application", READ_ONLY)
 def svc_get_application_by_id(id: ApplicationId) -> Application:
     """Full details of one application, by its id."""
-    return Application.model_validate(catalog_service.get_application(id))
+    return Application.model_validate(catalog_service.applications.get_application(id))
 
 
 @tool("get application", READ_ONLY)
@@ -194,7 +195,8 @@ def svc_get_application_by_client_id(
         client_id: Annotated[str, Field(description="The application's OAuth client id.")],
 ) -> Application:
     """Full details of one application, by its OAuth client id."""
-    return Application.model_validate(catalog_service.require_application_by_client_id(client_id))
+    return Application.model_validate(
+        catalog_service.applications.require_application_by_client_id(client_id))
 
 
 @tool("create application", CREATES)
@@ -208,7 +210,7 @@ def svc_create_application(**application: Any) -> CreatedApplication:
     (client_credentials only) have no login page and need no theme. Replace placeholder
     redirect URIs with the app's real ones. A confidential client's secret is returned once,
     in clientSecret."""
-    created, secret = catalog_service.create_application(
+    created, secret = catalog_service.applications.create_application(
         _document(ApplicationFields, application), actor=current_actor())
     return CreatedApplication.model_validate({**created, "clientSecret": secret})
 
@@ -224,7 +226,7 @@ def svc_update_application(**application: Any) -> Application:
     rules of svc_create_application apply."""
     document = {**_document(ApplicationFields, application), "id": application["id"]}
     return Application.model_validate(
-        catalog_service.update_application(document, actor=current_actor()))
+        catalog_service.applications.update_application(document, actor=current_actor()))
 
 
 @tool("get application templates", READ_ONLY)
@@ -234,8 +236,9 @@ def svc_get_application_templates() -> ApplicationTemplates:
 
     Fill one in and pass it to svc_create_application. SPA, Mobile and Server templates carry
     a placeholder themeId: call svc_list_themes and replace it. M2M needs no theme."""
-    placeholder = catalog_service.THEME_PLACEHOLDER
-    return ApplicationTemplates(templates=catalog_service.application_templates(), rules=[
+    placeholder = catalog_service.applications.THEME_PLACEHOLDER
+    return ApplicationTemplates(
+        templates=catalog_service.applications.application_templates(), rules=[
         f"SPA, Mobile and Server: themeId is the placeholder {placeholder}; call "
         "svc_list_themes and put a real theme id there before svc_create_application.",
         "M2M (client_credentials) and Device (the person signs in on another device with "
@@ -261,7 +264,7 @@ def svc_list_flows(
 
     total_count is the number of matching flows on all pages. Read a whole flow with
     svc_get_flow_by_id or svc_get_flow_by_handle."""
-    total, flows = catalog_service.list_flows(flow_type=flow_type, limit=limit, offset=offset)
+    total, flows = catalog_service.flows.list_flows(flow_type=flow_type, limit=limit, offset=offset)
     return FlowList.model_validate({"total_count": total, "flows": flows})
 
 
@@ -273,13 +276,13 @@ def svc_get_flow_by_handle(
                         "flow of each type.")],
 ) -> Flow:
     """The complete flow definition (nodes included) with this handle and type."""
-    return Flow.model_validate(catalog_service.require_flow_by_handle(handle, flow_type))
+    return Flow.model_validate(catalog_service.flows.require_flow_by_handle(handle, flow_type))
 
 
 @tool("get flow", READ_ONLY)
 def svc_get_flow_by_id(id: FlowId) -> Flow:
     """The complete flow definition (nodes included), by its id."""
-    return Flow.model_validate(catalog_service.get_flow(id))
+    return Flow.model_validate(catalog_service.flows.get_flow(id))
 
 
 @tool("create flow", CREATES)
@@ -293,7 +296,7 @@ def svc_create_flow(**flow: Any) -> Flow:
     names the node and the fix. Read an existing flow (svc_get_flow_by_handle,
     default-passkey-flow) for a working example."""
     return Flow.model_validate(
-        catalog_service.create_flow(_document(FlowDefinition, flow), actor=current_actor()))
+        catalog_service.flows.create_flow(_document(FlowDefinition, flow), actor=current_actor()))
 
 
 @tool("update flow", REPLACES)
@@ -302,7 +305,7 @@ def svc_update_flow(id: FlowId, name: FlowName,
     """Replace a flow's name and nodes (its handle and type stay).
 
     Read it with svc_get_flow_by_id first; the new nodes are validated as in svc_create_flow."""
-    return Flow.model_validate(catalog_service.update_flow(
+    return Flow.model_validate(catalog_service.flows.update_flow(
         id, name=name, nodes=[node.document() for node in nodes], actor=current_actor()))
 
 
@@ -317,7 +320,7 @@ def svc_list_themes(limit: PageSize = 30, offset: PageOffset = 0
 
     Call it before creating an SPA, Mobile or Server application and use one of these ids as
     its themeId."""
-    total, themes = catalog_service.themes_page(limit=limit, offset=offset)
+    total, themes = catalog_service.themes.themes_page(limit=limit, offset=offset)
     return _compact(ThemeList.model_validate({"total_count": total, "themes": themes}))
 
 
@@ -326,7 +329,7 @@ def svc_get_theme_by_id(
         id: Annotated[str, Field(description="Theme id, as svc_list_themes shows it.")],
 ) -> Theme:
     """A full theme: its color schemes (light, dark) and typography."""
-    return Theme.model_validate(catalog_service.require_theme(id))
+    return Theme.model_validate(catalog_service.themes.require_theme(id))
 
 
 @tool("list organization units", READ_ONLY)

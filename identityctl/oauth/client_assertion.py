@@ -140,7 +140,7 @@ def _check_signing_algorithm(value: object, field: str) -> str:
 
 def _check_jwks_uri(value: object, field: str) -> str:
     """Where a client publishes its keys: an https URL without a fragment (fetched like a
-    client metadata document, services/oauth/client_keys.py)."""
+    client metadata document, services/clients/keys.py)."""
     try:
         parts = urlsplit(value) if isinstance(value, str) and len(value) <= MAX_URI_LENGTH \
             else None

@@ -5,7 +5,7 @@
 `McpWsgiBridge`; everything else goes to the Falcon app untouched. A token is accepted only
 from the Authorization header, must be an access token (`typ` at+jwt) signed by the
 service's keys, issued by its issuer, for the MCP audience (config `mcp.audience`), unexpired,
-not revoked, presented as its DPoP binding requires (services/oauth/bearer.py, the one
+not revoked, presented as its DPoP binding requires (services/clients/bearer.py, the one
 check), and carry the required scope (`mcp.required_scope`). Refusals are our JSON error body with a
 `WWW-Authenticate` challenge that points the client at the protected-resource metadata.
 Authenticated requests pass through `AnswerMemo` (mcp/memo.py), which replays the SDK's own
@@ -39,8 +39,8 @@ from identityctl.server.heap import settle_heap
 from identityctl.server.middleware import ClientAddress, log_access
 from identityctl.server.requests import presented_token
 from identityctl.services import audit_log
+from identityctl.services.clients.bearer import scheme_of, verify_presented
 from identityctl.services.context import ServiceContext
-from identityctl.services.oauth.bearer import scheme_of, verify_presented
 from identityctl.store import db
 
 if TYPE_CHECKING:

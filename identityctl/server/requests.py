@@ -72,7 +72,7 @@ def presented_token(req: falcon.Request, base_url: str, *,
     """The access token of an ``Authorization: Bearer`` or ``DPoP`` header (never from the
     query string), with the request's DPoP proof and its public URL (``base_url`` and the
     path, or ``url``: what the client called, whatever proxy passed it on), for
-    services/oauth/bearer.py."""
+    services/clients/bearer.py."""
     header = req.get_header("Authorization") or ""
     scheme, _, token = header.partition(" ")
     if scheme.lower() not in ("bearer", "dpop") or not token.strip():

@@ -18,7 +18,7 @@ from identityctl.server.mcp_endpoint import McpDispatcher
 from identityctl.server.waitress_errors import use_json_errors
 from identityctl.services import outbound
 from identityctl.services.context import ServiceContext
-from identityctl.services.deliveries import Deliverer
+from identityctl.services.delivery.outbox import Deliverer
 from identityctl.store import db
 
 

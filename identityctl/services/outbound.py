@@ -1,7 +1,7 @@
 """Talking to other servers: fetching a document from a URL someone else chose (a client ID
 metadata document, a client's jwks_uri), the identity providers' endpoints
-(services/upstream.py), deliveries (back-channel logout, webhooks) and SMTP
-(services/mail.py). Hardened against server-side request forgery and against servers that
+(services/accounts/upstream.py), deliveries (back-channel logout, webhooks) and SMTP
+(services/delivery/mail.py). Hardened against server-side request forgery and against servers that
 answer slowly (docs/security.md, "Outbound fetches").
 
 One rule for time: inside :func:`deadline`, every operation on an outbound socket of the

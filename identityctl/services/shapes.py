@@ -84,7 +84,7 @@ THEME_DOCUMENT: Shape = {
 THEME: Shape = {**_STORED, "handle": None, "displayName": None, "description": None,
                 "theme": THEME_DOCUMENT}
 
-# --- configuration as code (services/configuration.py) --------------------------------------
+# --- configuration as code (services/admin/configuration.py) --------------------------------------
 
 #: An entry of each section of a configuration document.
 CONFIGURATION: dict[str, Shape] = {

@@ -3,7 +3,8 @@
 A ceremony session lives in the store, not in a process, so a ceremony started on one
 instance finishes on another. Single use is decided by one conditional DELETE whose row
 count picks the winner; credential writes that go with it run in the caller's transaction
-(see services/passkeys/ceremonies.py), so a lost race or a failed check leaves nothing behind.
+(see services/accounts/passkeys/ceremonies.py), so a lost race or a failed check leaves nothing
+behind.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from identityctl.oauth.discovery import (
     PAR_PATH,
     TOKEN_PATH,
 )
-from identityctl.services.account import ACCOUNT_CLIENT_ID, ACCOUNT_SCOPE
+from identityctl.services.accounts.account import ACCOUNT_CLIENT_ID, ACCOUNT_SCOPE
 from identityctl.ui import pages
 from identityctl.ui.gate import assets
 

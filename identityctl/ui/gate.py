@@ -17,7 +17,8 @@ from identityctl.config import Config
 from identityctl.errors import NotFound
 from identityctl.oauth.discovery import CALLBACK_PATH, CONSENT_PATH
 from identityctl.oauth.errors import UntrustedRedirect
-from identityctl.services import catalog, federation, recovery
+from identityctl.services import catalog
+from identityctl.services.accounts import federation, recovery
 from identityctl.services.oauth import authorization
 from identityctl.theme import stylesheet as theme
 from identityctl.theme.branding import page_branding
@@ -49,7 +50,7 @@ class GateApplication:
 
 def gate_application(application_id: str) -> GateApplication:
     try:
-        application = catalog.get_application(application_id)
+        application = catalog.applications.get_application(application_id)
     except NotFound as missing:
         raise UntrustedRedirect("This sign-in link names no application.",
                                 code="application_not_found") from missing
@@ -63,7 +64,7 @@ def gate_application(application_id: str) -> GateApplication:
 
 def _theme(theme_id: str | None) -> dict[str, Any]:
     try:
-        return catalog.require_theme(theme_id or DEFAULT_THEME)["theme"]
+        return catalog.themes.require_theme(theme_id or DEFAULT_THEME)["theme"]
     except NotFound:
         return {}
 
@@ -153,7 +154,8 @@ def _application_home(application_id: str) -> str | None:
     """The origin of the application's first redirect URI: its own address to go back to
     (the back button after a sign-in lands on a spent sign-in link)."""
     try:
-        uris = catalog.oauth_config(catalog.get_application(application_id)).get(
+        uris = catalog.applications.oauth_config(
+            catalog.applications.get_application(application_id)).get(
             "redirectUris") or []
     except NotFound:
         return None

@@ -2,7 +2,7 @@
 (``/account/api``).
 
 The API takes the account page's access token (scope ``account``) and acts for its own user
-(services/account.py). The two ``/account/api/enrol`` calls are the other device's, which
+(services/accounts/account.py). The two ``/account/api/enrol`` calls are the other device's, which
 holds a one-time link instead of a token: they are browser posts with the Origin check.
 """
 
@@ -19,10 +19,10 @@ from identityctl.server.openapi import error_response, json_body, json_response
 from identityctl.server.requests import json_object, object_field, presented_token, string_field
 from identityctl.server.resources.gate import language_of, write_page
 from identityctl.server.resources.passkey import creation_answer
-from identityctl.services import account
+from identityctl.services.accounts import account
+from identityctl.services.accounts.passkeys.ceremonies import MAX_CREDENTIAL_NAME
 from identityctl.services.context import ServiceContext
 from identityctl.services.oauth import device
-from identityctl.services.passkeys.ceremonies import MAX_CREDENTIAL_NAME
 from identityctl.ui import account_page
 
 API = "/account/api"

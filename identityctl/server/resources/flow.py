@@ -12,8 +12,8 @@ from identityctl.flow.definition import FLOW_TYPES
 from identityctl.server.middleware import browser_origins, origin_of
 from identityctl.server.openapi import error_response, json_body, json_response
 from identityctl.server.requests import bool_field, json_object, object_field, string_field
-from identityctl.services import flow_execution
 from identityctl.services.context import ServiceContext
+from identityctl.services.flows import execution as flow_execution
 
 
 def _inputs(body: dict[str, Any]) -> dict[str, Any]:

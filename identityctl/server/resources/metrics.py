@@ -19,7 +19,7 @@ from identityctl import metrics
 from identityctl.config import Config
 from identityctl.errors import Forbidden
 from identityctl.server.requests import bearer_token
-from identityctl.services import deliveries
+from identityctl.services.delivery import outbox as deliveries
 
 
 class OutboxDepth(Collector):

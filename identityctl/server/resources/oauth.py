@@ -25,17 +25,16 @@ from identityctl.server.requests import (
 )
 from identityctl.server.resources.flow import browser_secret
 from identityctl.server.resources.gate import language_of, write_page
-from identityctl.services import sessions
+from identityctl.services.accounts import sessions
+from identityctl.services.clients import dpop, revocation
 from identityctl.services.context import ServiceContext
 from identityctl.services.oauth import (
     authorization,
     device,
-    dpop,
     logout,
     pushed_requests,
     registration,
     resource_access,
-    revocation,
     token_endpoint,
 )
 from identityctl.services.oauth import discovery as provider
@@ -118,7 +117,7 @@ class AuthorizeResource(_OAuthResource):
 
 
 def _set_session_cookie(resp: falcon.Response, value: str, max_age: int) -> None:
-    """The browser session (services/sessions.py): ``__Host-`` with Secure and path /,
+    """The browser session (services/accounts/sessions.py): ``__Host-`` with Secure and path /,
     HttpOnly (no script reads it), SameSite=Lax (sent on top-level navigations to
     /oauth2/authorize, never on another site's POST or fetch)."""
     resp.set_cookie(sessions.COOKIE, value, max_age=max_age, path="/", secure=True,

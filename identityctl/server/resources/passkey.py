@@ -1,6 +1,6 @@
 """The passkey atomic API: /register/passkey/{start,finish} and /auth/passkey/{start,finish}.
 
-Thin adapters over identityctl.services.passkeys.ceremonies (docs/passkey-api.md describes
+Thin adapters over identityctl.services.accounts.passkeys.ceremonies (docs/passkey-api.md describes
 the wire format and every error code). Enrolment needs a bearer token: see
 ``services.passkeys.enrolment.authorize_enrolment``.
 """
@@ -20,9 +20,9 @@ from identityctl.server.requests import (
     presented_token,
     string_field,
 )
-from identityctl.services import signin
+from identityctl.services.accounts import signin
+from identityctl.services.accounts.passkeys import ceremonies, enrolment
 from identityctl.services.context import ServiceContext
-from identityctl.services.passkeys import ceremonies, enrolment
 
 CREDENTIAL = "publicKeyCredential"
 

@@ -1,13 +1,15 @@
-"""The OAuth 2.0 / OpenID Connect provider's services, one module per endpoint group.
+"""The OAuth 2.0 / OpenID Connect provider's endpoints, one module per endpoint group.
 
 - ``discovery``: the JWKS and the provider metadata.
-- ``clients``: client authentication at the token, revocation and introspection endpoints.
 - ``authorization``: ``/oauth2/authorize`` and the hand-off from the hosted sign-in.
+- ``pushed_requests``: pushed authorization requests (RFC 9126).
+- ``device``: the device authorization grant (RFC 8628).
 - ``token_endpoint``: ``/oauth2/token``; the grants' rules are in ``identityctl.oauth.grants``.
-- ``revocation``: ending a grant (RFC 7009, and a grant's end on replay or logout).
+- ``registration``: dynamic client registration (RFC 7591).
 - ``resource_access``: userinfo and introspection (RFC 7662).
 - ``logout``: RP-Initiated Logout.
 
-Protocol rules live in ``identityctl.oauth`` (pure); these modules read the store, call the
-rule, write, and audit. Docs: docs/oauth.md.
+Clients, their authentication, grants, revocation and the bearer check are the room below
+(``services.clients``). Protocol rules live in ``identityctl.oauth`` (pure); these modules
+read the store, call the rule, write, and audit. Docs: docs/oauth.md.
 """

@@ -35,12 +35,16 @@ from identityctl.oauth.errors import (
 from identityctl.oauth.parameters import RawParameters, parse_scope, read_parameters
 from identityctl.oauth.sso import ConsentRequired, LoginRequired, session_answers
 from identityctl.security.secrets import new_token, token_hash
-from identityctl.services import catalog, flow_execution, resource_servers, roles, sessions
-from identityctl.services.catalog import oauth_config
+from identityctl.services import catalog
+from identityctl.services.accounts import sessions
+from identityctl.services.catalog.applications import oauth_config
+from identityctl.services.clients import resource_servers
+from identityctl.services.clients.client import client_of, find_client_application
 from identityctl.services.context import ServiceContext
-from identityctl.services.directory import is_usable, may_use
+from identityctl.services.directory import roles
+from identityctl.services.directory.users import is_usable, may_use
+from identityctl.services.flows import execution as flow_execution
 from identityctl.services.oauth import pushed_requests
-from identityctl.services.oauth.clients import client_of, find_client_application
 from identityctl.store import audit, directory, grants
 from identityctl.store import catalog as catalog_store
 from identityctl.store import oauth as oauth_store
@@ -145,7 +149,7 @@ def _answering_session(ctx: ServiceContext, application: dict[str, Any],
     session = sessions.current(ctx, session_cookie)
     if session is None or not application.get("authFlowId"):
         return None
-    check = session_check(catalog.get_flow(application["authFlowId"])["nodes"])
+    check = session_check(catalog.flows.get_flow(application["authFlowId"])["nodes"])
     if check is None or not session_answers(
             auth_time=session.auth_time, now=time.time(), prompts=request.prompts,
             max_age=request.max_age, flow_max_age=check.max_age):

@@ -32,13 +32,14 @@ from identityctl.oauth.parameters import (
     read_parameters,
 )
 from identityctl.security.secrets import new_token, token_hash
-from identityctl.services import catalog, resource_servers
-from identityctl.services.account import AccountHolder
+from identityctl.services import catalog
+from identityctl.services.accounts.account import AccountHolder
 from identityctl.services.attempts import CredentialAttempt
-from identityctl.services.catalog import oauth_config
+from identityctl.services.catalog.applications import oauth_config
+from identityctl.services.clients import resource_servers
+from identityctl.services.clients.client import authenticate_client, client_of
 from identityctl.services.context import ServiceContext
 from identityctl.services.oauth.authorization import user_refusal
-from identityctl.services.oauth.clients import authenticate_client, client_of
 from identityctl.store import audit, grants
 from identityctl.store import device as device_store
 from identityctl.store.db import transaction
@@ -85,7 +86,7 @@ def describe(ctx: ServiceContext, holder: AccountHolder, user_code: object, *,
              client_address: str = "") -> dict[str, Any]:
     """What the page asks the person about the device's request (as the consent page)."""
     found = _typed(ctx, holder, user_code, client_address)
-    application = catalog.get_application(found.application_id)
+    application = catalog.applications.get_application(found.application_id)
     client = client_of(application)
     return {"userCode": readable_user_code(found.user_code),
             "signedInAs": holder.user.username, **ConsentRequest(
@@ -99,7 +100,7 @@ def decide(ctx: ServiceContext, holder: AccountHolder, user_code: object, *, app
     """The person's answer. An approval by someone who may not have what is asked (a role,
     the user type) becomes a denial, with the reason to show."""
     found = _typed(ctx, holder, user_code, client_address)
-    application = catalog.get_application(found.application_id)
+    application = catalog.applications.get_application(found.application_id)
     refusal = user_refusal(holder.user, application, parse_scope(found.scope)) \
         if approve else None
     approved = approve and refusal is None

@@ -22,10 +22,9 @@ from identityctl.oauth.pushed_requests import (
     request_reference,
 )
 from identityctl.security.secrets import new_token, token_hash
-from identityctl.services import resource_servers
+from identityctl.services.clients import dpop, resource_servers
+from identityctl.services.clients.client import authenticate_client
 from identityctl.services.context import ServiceContext
-from identityctl.services.oauth import dpop
-from identityctl.services.oauth.clients import authenticate_client
 from identityctl.store import audit
 from identityctl.store import oauth as oauth_store
 

@@ -21,10 +21,11 @@ from identityctl.oauth.registration import validate_client_metadata
 from identityctl.security.secrets import new_token, token_hash
 from identityctl.security.tokens import require_scope
 from identityctl.services import catalog as catalog_service
-from identityctl.services import resource_servers, throttle
+from identityctl.services import throttle
+from identityctl.services.clients import resource_servers
+from identityctl.services.clients.bearer import verify_presented
+from identityctl.services.clients.grants import remove_client
 from identityctl.services.context import ServiceContext
-from identityctl.services.oauth.bearer import verify_presented
-from identityctl.services.oauth.grants import remove_client
 from identityctl.store import audit, client_registrations
 from identityctl.store.db import transaction
 
@@ -58,12 +59,12 @@ def register(ctx: ServiceContext, document: Any, *, access_token: PresentedToken
         raise
     if secrets.randbelow(PURGE_ONE_IN) == 0:  # housekeeping, not on every registration
         remove_idle_clients(ctx)
-    client_id = catalog_service.new_client_id()
+    client_id = catalog_service.applications.new_client_id()
     response = {"client_id": client_id, "client_id_issued_at": int(time.time()),
                 **metadata.registered()}
     registration_token = new_token()
     with transaction():  # the client, its registration access token and the event together
-        application, _ = catalog_service.create_application({
+        application, _ = catalog_service.applications.create_application({
             "name": f"{metadata.client_name} [{client_id[:8]}]",
             "description": "Registered itself (RFC 7591)"
                            + (f"; client_uri {metadata.client_uri}" if metadata.client_uri
@@ -110,7 +111,7 @@ def delete_registration(ctx: ServiceContext, client_id: str, registration_token:
                         *, client_address: str = "") -> None:
     """RFC 7592 §2.3: the client goes, with its grants and every token it holds."""
     found = _registration(client_id, registration_token)
-    remove_client(ctx, catalog_service.get_application(found.application_id),
+    remove_client(ctx, catalog_service.applications.get_application(found.application_id),
                   actor=f"dcr:{client_id}")
     audit.record("oauth.register_delete", "success", actor=f"dcr:{client_id}",
                  client_address=client_address, details={"clientId": client_id})
@@ -121,10 +122,10 @@ def remove_idle_clients(ctx: ServiceContext) -> int:
     have not been used (no code, no refresh) for ``oauth.registration_idle_days``; how many.
     Their grants and tokens go with them."""
     cutoff = time.time() - ctx.config.oauth.registration_idle_days * DAY
-    last_used = catalog_service.last_uses()
+    last_used = catalog_service.applications.last_uses()
     removed = 0
-    for application in catalog_service.list_applications():
-        marks = catalog_service.oauth_config(application)
+    for application in catalog_service.applications.list_applications():
+        marks = catalog_service.applications.oauth_config(application)
         if (marks.get("selfRegistered") or marks.get("clientDocument")) \
                 and last_used.get(application["id"], time.time()) < cutoff:
             remove_client(ctx, application, actor="idle-client-removal")

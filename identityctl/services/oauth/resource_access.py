@@ -13,10 +13,10 @@ from identityctl.oauth.dpop import PresentedToken
 from identityctl.oauth.errors import InsufficientScope, InvalidToken, UnauthorizedClient
 from identityctl.oauth.parameters import RawParameters, parse_scope, read_parameters, require
 from identityctl.security.secrets import token_hash
+from identityctl.services.clients.bearer import dpop_challenge, scheme_of, verify_presented
+from identityctl.services.clients.client import authenticate_client
 from identityctl.services.context import ServiceContext
-from identityctl.services.directory import is_usable
-from identityctl.services.oauth.bearer import dpop_challenge, scheme_of, verify_presented
-from identityctl.services.oauth.clients import authenticate_client
+from identityctl.services.directory.users import is_usable
 from identityctl.services.oauth.token_endpoint import released_claims
 from identityctl.store import directory
 from identityctl.store import oauth as oauth_store

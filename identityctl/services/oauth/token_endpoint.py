@@ -64,12 +64,12 @@ from identityctl.oauth.parameters import (
 from identityctl.oauth.resource_indicators import token_audience
 from identityctl.security.secrets import new_token, token_hash
 from identityctl.security.tokens import ACCESS_TOKEN_TYP, ID_TOKEN_TYP
-from identityctl.services import resource_servers, roles
+from identityctl.services.clients import dpop, resource_servers
+from identityctl.services.clients.client import authenticate_client
+from identityctl.services.clients.revocation import end_grant
 from identityctl.services.context import ServiceContext
-from identityctl.services.directory import is_usable, may_use
-from identityctl.services.oauth import dpop
-from identityctl.services.oauth.clients import authenticate_client
-from identityctl.services.oauth.revocation import end_grant
+from identityctl.services.directory import roles
+from identityctl.services.directory.users import is_usable, may_use
 from identityctl.store import audit, directory
 from identityctl.store import device as device_store
 from identityctl.store import oauth as oauth_store
@@ -134,7 +134,7 @@ def _exchange_code(ctx: ServiceContext, client: Client, parameters: Parameters,
     resources = code.extra.get("resources", [])
     sign_in = SignIn(subject=user.id, auth_time=int(code.auth_time), amr=tuple(code.amr))
     # The family a browser session recorded for this client (so ending the session ends
-    # it, services/sessions.py), or a new one.
+    # it, services/accounts/sessions.py), or a new one.
     session_id = code.extra.get("family") or new_id()
     issued = _issue(ctx, client, subject=user.id, scope=scope, sign_in=sign_in, user=user,
                     audience=resource_servers.audience_for(
@@ -385,7 +385,7 @@ def _issue(ctx: ServiceContext, client: Client, *, subject: str, scope: tuple[st
 def released_claims(user: UserRecord, scope: tuple[str, ...]) -> dict[str, Any]:
     """The user's claims that ``scope`` releases (ID token and userinfo alike).
     ``email_verified``: the address is the one the person proved (a code sent there came
-    back), services/email_codes.py."""
+    back), services/accounts/email_codes.py."""
     attributes = user.attributes
     address = str(attributes.get("email") or "")
     if address and "email" in scope:

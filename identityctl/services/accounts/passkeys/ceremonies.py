@@ -1,0 +1,370 @@
+"""Passkey registration and sign-in: the rules around the WebAuthn ceremonies.
+
+Shared by the atomic REST API and the flow engine. A ceremony's state lives in the store
+(``sessions``), so any instance can finish what another started. A finish either commits
+everything it changes together with consuming the session token, or changes nothing and
+leaves one audit event (``attempts``).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from identityctl import i18n
+from identityctl.errors import Conflict, InvalidField, MissingField, NotFound
+from identityctl.passkey import codec
+from identityctl.passkey.authenticators import authenticator_name
+from identityctl.passkey.codec import CredentialReader
+from identityctl.passkey.decoys import decoy_credentials
+from identityctl.passkey.options import (
+    COSE_ALGORITHMS,
+    KnownCredential,
+    RegistrationPolicy,
+    creation_options,
+    registration_policy,
+    request_options,
+)
+from identityctl.passkey.verification import (
+    AuthenticationExpectations,
+    RegistrationExpectations,
+    StoredPasskey,
+    VerificationError,
+    verify_authentication,
+    verify_registration,
+)
+from identityctl.security.usernames import username_key
+from identityctl.services import throttle
+from identityctl.services.accounts.passkeys.sessions import (
+    ceremony_scope,
+    consume_session,
+    new_session,
+    open_session,
+    used_concurrently,
+)
+from identityctl.services.attempts import CredentialAttempt
+from identityctl.services.context import ServiceContext
+from identityctl.services.directory.users import ensure_usable, is_usable
+from identityctl.store import audit, directory
+from identityctl.store import keys as key_store
+from identityctl.store import passkeys as store
+from identityctl.store.db import transaction
+from identityctl.store.directory import UserRecord
+
+CHALLENGE_BYTES = 32
+MAX_CREDENTIAL_NAME = 64
+#: The name of the deployment's secret that decoy credentials are derived from.
+DECOY_SECRET = "decoy-credentials"
+REGISTER_EVENT = "passkey.register"
+AUTHENTICATE_EVENT = "passkey.authenticate"
+
+
+@dataclass(slots=True)
+class CeremonyStart:
+    #: WebAuthn JSON form (Base64URL strings): what parse*OptionsFromJSON takes.
+    options: dict[str, Any]
+    session_token: str
+
+
+@dataclass(slots=True)
+class RegisteredCredential:
+    credential_id: str
+    name: str
+    created_at: float
+
+    def to_api(self) -> dict[str, str]:
+        return {"CredentialID": self.credential_id, "CredentialName": self.name,
+                "CreatedAt": rfc3339(self.created_at)}
+
+
+@dataclass(slots=True)
+class AuthenticatedUser:
+    user: UserRecord
+    credential_id: str
+    #: RFC 8176 style methods: "passkey", plus "hwk" for a device-bound (BE=0) credential.
+    amr: list[str]
+    user_verified: bool
+
+
+def rfc3339(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- shared steps ---------------------------------------------------------------------------
+
+def _require_rp_id(ctx: ServiceContext, rp_id: str | None) -> str:
+    if rp_id is None or not rp_id.strip():
+        raise MissingField("relyingPartyId")
+    if rp_id != ctx.config.passkey.rp_id:
+        raise InvalidField("relyingPartyId", f"this service's relying party is "
+                           f"{ctx.config.passkey.rp_id!r}, got {rp_id!r}",
+                           code="relying_party_mismatch")
+    return rp_id
+
+
+def _throttle_account(session: store.CeremonySessionRecord) -> str | None:
+    """The account a sign-in's failures count against: the username its start named.
+
+    Usernameless sign-ins name no account before the key proved itself: the client address
+    is their throttle. A session started before the start recorded the name reads it.
+    """
+    if session.user_id is None:
+        return None
+    account = session.state.get("account")
+    if account is None:
+        user = directory.find_user_by_id(session.user_id)
+        account = user.username if user else None
+    return account
+
+
+def _known_credentials(user_id: str) -> list[KnownCredential]:
+    return [KnownCredential(codec.decode(credential_id, field="credentialId"), transports)
+            for credential_id, transports in store.credential_descriptors(user_id)]
+
+
+def valid_credential_name(name: Any, *, field: str = "credentialName") -> str | None:
+    """``name`` without surrounding blanks (1 to ``MAX_CREDENTIAL_NAME`` characters), or
+    None when there is none (the passkey is named after its authenticator)."""
+    if name is None or (isinstance(name, str) and not name.strip()):
+        return None
+    if not isinstance(name, str):
+        raise InvalidField(field, f"must be a text of 1 to {MAX_CREDENTIAL_NAME} characters")
+    if len(name.strip()) > MAX_CREDENTIAL_NAME:
+        raise InvalidField(field, f"must be 1 to {MAX_CREDENTIAL_NAME} characters long; this "
+                           f"one has {len(name.strip())}")
+    return name.strip()
+
+
+def authenticator_credential_name(aaguid: str, *, language: str, now: float) -> str:
+    """The name of a passkey nobody named, in the person's ``language``: after the
+    authenticator that made it ("Passkey in Google Password Manager"), else the day."""
+    authenticator = authenticator_name(aaguid)
+    if authenticator is not None:
+        return i18n.translate(language, "Passkey in {authenticator}",
+                              authenticator=authenticator)
+    return i18n.translate(language, "Passkey from {date}", date=rfc3339(now)[:10])
+
+
+def _display_name(user: UserRecord) -> str:
+    parts = [user.attributes.get(key) for key in ("given_name", "family_name")]
+    full = " ".join(part for part in parts if isinstance(part, str) and part.strip())
+    return full or user.username
+
+
+# --- registration -------------------------------------------------------------------------
+
+def start_registration(ctx: ServiceContext, *, user_id: str, rp_id: str,
+                       rp_name: str | None = None,
+                       authenticator_selection: dict | None = None,
+                       attestation: str | None = None,
+                       client_address: str = "", scope: str | None = None) -> CeremonyStart:
+    """Creation options for a new passkey of ``user_id`` and the session to finish it.
+
+    ``scope`` says which earlier start of the user's registration this one replaces (see
+    :func:`ceremony_scope`, the default)."""
+    rp_id = _require_rp_id(ctx, rp_id)
+    if user_id is None or not user_id.strip():
+        raise MissingField("userId")
+    config = ctx.config.passkey
+    policy = registration_policy(
+        authenticator_selection=authenticator_selection, attestation=attestation,
+        defaults=RegistrationPolicy(
+            user_verification=config.user_verification, resident_key=config.resident_key,
+            authenticator_attachment=config.authenticator_attachment,
+            attestation=config.attestation,
+            algorithms=tuple(int(COSE_ALGORITHMS[name]) for name in config.algorithms)))
+    user = directory.get_user(user_id)
+    ensure_usable(user)
+    # A refused account or address gets no new challenge to guess against.
+    throttle.ensure_allowed(ctx, action=REGISTER_EVENT, account=user.username,
+                            client_address=client_address, start=True)
+    challenge = secrets.token_bytes(CHALLENGE_BYTES)
+    options = creation_options(
+        rp_id=rp_id, rp_name=rp_name.strip() if rp_name and rp_name.strip() else config.rp_name,
+        user_handle=codec.decode(user.user_handle, field="userHandle"),
+        user_name=user.username, user_display_name=_display_name(user), challenge=challenge,
+        timeout_ms=config.timeout_ms, policy=policy,
+        exclude_credentials=_known_credentials(user.id))
+    state = {"userVerification": policy.user_verification,
+             "authenticatorAttachment": policy.authenticator_attachment,
+             "attestation": policy.attestation, "algorithms": list(policy.algorithms)}
+    return CeremonyStart(options=options, session_token=new_session(
+        ctx, ceremony=store.REGISTRATION, user_id=user.id,
+        scope=scope or ceremony_scope(client_address=client_address),
+        client_address=client_address, challenge=challenge, state=state))
+
+
+def finish_registration(ctx: ServiceContext, *, credential: CredentialReader, session_token: str,
+                        credential_name: str | None, client_address: str = "",
+                        language: str = i18n.DEFAULT) -> RegisteredCredential:
+    """Verify the authenticator's attestation and store the credential (WebAuthn §7.1),
+    named ``credential_name`` or else after its authenticator, in ``language``."""
+    now = time.time()
+    with CredentialAttempt(ctx, action=REGISTER_EVENT,
+                           client_address=client_address) as attempt:
+        name = valid_credential_name(credential_name)
+        response = credential(store.REGISTRATION)
+        session = open_session(session_token, ceremony=store.REGISTRATION, now=now)
+        attempt.user_id = session.user_id
+        user = directory.get_user(session.user_id)
+        ensure_usable(user)
+        attempt.check(user.username)
+        attempt.at_stake()  # the user's own registration, with the user's token
+        state = session.state
+        verified = verify_registration(response, expected=RegistrationExpectations(
+            challenge=codec.decode(session.challenge, field="challenge"), rp_id=session.rp_id,
+            allowed_origins=ctx.config.passkey.allowed_origins,
+            user_verification_required=state["userVerification"] == "required",
+            algorithms=tuple(state["algorithms"]),
+            authenticator_attachment=state["authenticatorAttachment"]))
+        credential_id = codec.encode(verified.credential_id)
+        if store.find_credential(credential_id) is not None:
+            raise Conflict("This credential is already registered; use another authenticator.",
+                           code="credential_already_registered")
+        with transaction():
+            consume_session(session, now)
+            record = store.insert_credential(
+                credential_id=credential_id, user_id=user.id, public_key=verified.public_key,
+                algorithm=verified.algorithm, sign_count=verified.sign_count,
+                transports=list(verified.transports), aaguid=verified.aaguid,
+                attestation_format=verified.attestation_format,
+                backup_eligible=verified.backup_eligible, backup_state=verified.backup_state,
+                user_verified=verified.user_verified,
+                name=name or authenticator_credential_name(verified.aaguid, language=language,
+                                                           now=now), now=now)
+            audit.record(REGISTER_EVENT, "success", actor=user.id, user_id=user.id,
+                         client_address=client_address,
+                         details={"credentialId": credential_id, "aaguid": verified.aaguid,
+                                  "attestationFormat": verified.attestation_format})
+        attempt.succeeded()
+    return RegisteredCredential(credential_id=record.credential_id, name=record.name,
+                                created_at=record.created_at)
+
+
+# --- authentication -------------------------------------------------------------------------
+
+def start_authentication(ctx: ServiceContext, *, user_id: str | None, rp_id: str,
+                         client_address: str = "", scope: str | None = None) -> CeremonyStart:
+    """Request options for ``user_id``'s passkeys, or usernameless when it is None/blank.
+
+    ``scope`` says which earlier start this one replaces (see :func:`ceremony_scope`)."""
+    rp_id = _require_rp_id(ctx, rp_id)
+    if user_id is None or not user_id.strip():
+        return _start_authentication(ctx, user=None, allowed=[], account=None,
+                                     client_address=client_address, scope=scope)
+    user = directory.get_user(user_id)
+    ensure_usable(user)
+    allowed = _known_credentials(user.id)
+    if not allowed:
+        raise NotFound("The user has no passkey yet; register one first or sign in "
+                       "another way.", code="no_passkeys")
+    return _start_authentication(ctx, user=user, allowed=allowed, account=user.username,
+                                 client_address=client_address, scope=scope)
+
+
+def start_named_authentication(ctx: ServiceContext, *, username: str, rp_id: str,
+                               client_address: str, scope: str) -> CeremonyStart:
+    """Request options for whoever a person says they are, by username (a flow's passkey
+    step after "identify").
+
+    No enumeration (WebAuthn §14.6.2): an unknown username, or a user without a passkey (or
+    whose account cannot sign in), gets options of the same shape as a user with passkeys:
+    decoy credential ids derived from a secret of the deployment and the username, the same
+    on every try, that no authenticator holds. Its finish fails like any wrong credential.
+    """
+    rp_id = _require_rp_id(ctx, rp_id)
+    user = directory.find_user_by_username(username)
+    # The credential read happens for a name nobody has too: the same work, the same time.
+    allowed = _known_credentials(user.id if user is not None else store.NOBODY)
+    if user is None or not allowed or not is_usable(user):
+        allowed = decoy_credentials(key_store.service_secret(DECOY_SECRET),
+                                    username_key(username))
+        user = None  # the session names nobody: no real credential can finish it
+    return _start_authentication(ctx, user=user, allowed=allowed, account=username,
+                                 client_address=client_address, scope=scope)
+
+
+def _start_authentication(ctx: ServiceContext, *, user: UserRecord | None,
+                          allowed: list[KnownCredential], account: str | None,
+                          client_address: str, scope: str | None) -> CeremonyStart:
+    config = ctx.config.passkey
+    # Usernameless (nothing allowed): the credential itself names the user, so it must
+    # verify the user.
+    user_verification = config.user_verification if allowed else "required"
+    throttle.ensure_allowed(ctx, action=AUTHENTICATE_EVENT, account=account,
+                            client_address=client_address, start=True)
+    challenge = secrets.token_bytes(CHALLENGE_BYTES)
+    options = request_options(rp_id=config.rp_id, challenge=challenge,
+                              timeout_ms=config.timeout_ms,
+                              user_verification=user_verification, allow_credentials=allowed)
+    state = {"userVerification": user_verification,
+             "allowCredentials": [codec.encode(c.credential_id) for c in allowed]}
+    if account is not None:
+        state["account"] = account  # the finish's throttle account, without a read
+    return CeremonyStart(options=options, session_token=new_session(
+        ctx, ceremony=store.AUTHENTICATION, user_id=user.id if user else None,
+        scope=scope or ceremony_scope(client_address=client_address),
+        client_address=client_address, challenge=challenge, state=state))
+
+
+def finish_authentication(ctx: ServiceContext, *, credential: CredentialReader,
+                          session_token: str,
+                          client_address: str = "") -> AuthenticatedUser:
+    """Verify the assertion (WebAuthn §7.2) and say who signed in."""
+    now = time.time()
+    with CredentialAttempt(ctx, action=AUTHENTICATE_EVENT,
+                           client_address=client_address) as attempt:
+        response = credential(store.AUTHENTICATION)
+        session = open_session(session_token, ceremony=store.AUTHENTICATION, now=now)
+        attempt.user_id = session.user_id
+        attempt.check(_throttle_account(session))
+        found = store.find_credential_with_owner(codec.encode(response.credential_id))
+        if found is None:
+            raise VerificationError("unknown_credential", "No passkey with this credential id "
+                                    "is registered here.")
+        stored, owner = found
+        if session.user_id is not None and stored.user_id != session.user_id:
+            raise VerificationError("credential_of_another_user", "The credential belongs to "
+                                    "another user than the one this sign-in started for.")
+        attempt.at_stake(stored.user_id)
+        expectations = AuthenticationExpectations(
+                challenge=codec.decode(session.challenge, field="challenge"),
+                rp_id=session.rp_id, allowed_origins=ctx.config.passkey.allowed_origins,
+                user_verification_required=session.state["userVerification"] == "required",
+                allowed_credential_ids=tuple(codec.decode(c, field="allowCredentials")
+                                             for c in session.state["allowCredentials"]),
+                user_handle_required=session.user_id is None)
+        try:
+            verified = verify_authentication(response, expected=expectations, stored=StoredPasskey(
+                credential_id=response.credential_id, public_key=stored.public_key,
+                sign_count=stored.sign_count, backup_eligible=stored.backup_eligible,
+                user_handle=codec.decode(owner.user_handle, field="userHandle")))
+        except VerificationError as error:
+            # A concurrent finish of this very token already stored the counter: a replay
+            # of one assertion, not a cloned authenticator.
+            if error.code == "possible_clone" and store.find_session(session.token_hash) is None:
+                raise used_concurrently() from None
+            raise
+        # Checked only once the key proved itself: nobody learns an account's state cheaply.
+        ensure_usable(owner)
+        with transaction():
+            consume_session(session, now)
+            if not store.record_use(stored.credential_id, sign_count=verified.sign_count,
+                                    backup_eligible=verified.backup_eligible,
+                                    backup_state=verified.backup_state, now=now):
+                raise VerificationError(
+                    "possible_clone", "A concurrent sign-in with this credential already "
+                    "reported a higher signature counter: the credential may have been cloned.",
+                    presented_sign_count=verified.sign_count)
+            audit.record(AUTHENTICATE_EVENT, "success", actor=owner.id, user_id=owner.id,
+                         client_address=client_address,
+                         details={"credentialId": stored.credential_id,
+                                  "userVerified": verified.user_verified,
+                                  "usernameless": session.user_id is None})
+        attempt.succeeded()
+    amr = ["passkey"] if verified.backup_eligible else ["passkey", "hwk"]
+    return AuthenticatedUser(user=owner, credential_id=stored.credential_id, amr=amr,
+                             user_verified=verified.user_verified)

@@ -1,0 +1,226 @@
+"""First-run setup: the config file, signing keys and the default records."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from identityctl.config import Config
+from identityctl.errors import Conflict, NotFound
+from identityctl.flow.definition import validate_flow
+from identityctl.oauth.discovery import DEVICE_PATH
+from identityctl.security.keys import generate_signing_key
+from identityctl.services import catalog as catalog_service
+from identityctl.services.accounts import account
+from identityctl.services.directory import roles as roles_service
+from identityctl.services.directory import users as directory_service
+from identityctl.store import catalog, db, directory, keys, migrations, roles
+from identityctl.store.startup import startup_lock
+
+DEFAULT_THEME = {
+    "colorSchemes": {
+        "light": {"primary": "#3451b2", "onPrimary": "#ffffff", "background": "#f6f7fb",
+                  "surface": "#ffffff", "text": "#1b1f2a", "muted": "#5b6275",
+                  "error": "#b3261e", "border": "#d5d9e3"},
+        "dark": {"primary": "#8ea2ff", "onPrimary": "#0d1330", "background": "#0f1115",
+                 "surface": "#1a1d24", "text": "#e8eaf0", "muted": "#a3a9b8",
+                 "error": "#f2b8b5", "border": "#2c313c"},
+    },
+    "typography": {"fontFamily": "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif",
+                   "fontSize": "16px", "headingWeight": "650", "borderRadius": "10px"},
+}
+PERSON_SCHEMA = {
+    "email": {"type": "string", "required": False, "unique": True},
+    "given_name": {"type": "string"},
+    "family_name": {"type": "string"},
+}
+
+
+def render_config(*, base_url: str) -> str:
+    """The sample configuration, adjusted to serve at ``base_url``."""
+    text = resources.files("identityctl").joinpath("sample-config.toml").read_text()
+    parts = urlsplit(base_url)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    replacements = {
+        'base_url = "http://localhost:8090"': f'base_url = "{base_url.rstrip("/")}"',
+        'allowed_origins = ["http://localhost:8090"]': f'allowed_origins = ["{origin}"]',
+        'rp_id = "localhost"': f'rp_id = "{parts.hostname}"',
+        "port = 8090": f"port = {port if parts.hostname in ('localhost', '127.0.0.1') else 8090}",
+    }
+    for old, new in replacements.items():
+        text = text.replace(old, new, 1)
+    return text
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (it may name secrets)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+
+
+def open_store(config: Config, *, create: bool = False) -> list[str]:
+    """Connect to the configured database and apply pending migrations.
+
+    A SQLite file that does not exist is made only with ``create`` (``identityctl init``):
+    anything else refuses it, so a typo in ``database.url`` is not a new, empty deployment.
+    """
+    database = config.database
+    sqlite_path = sqlite_file(config)
+    if sqlite_path is not None and not create and not sqlite_path.exists():
+        raise NotFound(f"The database {sqlite_path} does not exist (database.url in "
+                       f"{config.source or 'the configuration'}). Fix the path, or make a "
+                       "deployment with `identityctl init`.", code="database_missing")
+    db.connect(config.database_url, busy_timeout=database.busy_timeout,
+               statement_timeout=database.statement_timeout,
+               lock_timeout=database.lock_timeout, connect_timeout=database.connect_timeout,
+               pool_size=database.pool_size, pool_idle_timeout=database.pool_idle_timeout,
+               pool_timeout=database.pool_timeout)
+    return migrations.upgrade()
+
+
+def sqlite_file(config: Config) -> Path | None:
+    """The SQLite file of the deployment (None for PostgreSQL or an in-memory database)."""
+    prefix = "sqlite:///"
+    url = config.database_url
+    if not url.startswith(prefix) or url[len(prefix):] in ("", ":memory:"):
+        return None
+    return Path(url[len(prefix):])
+
+
+def rotate_signing_key(config: Config) -> str:
+    """A new active signing key; the previous one keeps verifying until its tokens expire."""
+    key = generate_signing_key(config.oauth.signing_alg)
+    keys.add_active_key(kid=key.kid, algorithm=key.algorithm, private_pem=key.private_pem,
+                        public_jwk=key.public_jwk)
+    return key.kid
+
+
+#: Stands for this deployment's passkey.rp_id in the shipped flow files.
+RP_ID_PLACEHOLDER = "{{passkey.rp_id}}"
+
+
+def default_flow_documents(rp_id: str) -> list[dict[str, Any]]:
+    """The flows shipped in identityctl/flow/defaults (documented in docs/flows.md), with
+    their passkey steps bound to ``rp_id``."""
+    folder = resources.files("identityctl.flow").joinpath("defaults")
+    return [json.loads(entry.read_text().replace(RP_ID_PLACEHOLDER, rp_id))
+            for entry in sorted(folder.iterdir(), key=lambda e: e.name)
+            if entry.name.endswith(".json")]
+
+
+def seed(config: Config) -> list[str]:
+    """Create whatever default record is missing; returns what was created. Idempotent.
+
+    Safe when any number of instances start at once on one database: the steps run under
+    the database-wide start-up lock (``store.startup.startup_lock``, the lock migrations
+    take too), so whoever comes second finds each record made and creates nothing; exactly
+    one signing key is made. A record created meanwhile by a writer that does not take the
+    lock (an admin, an older release) counts as there: its unique-violation is no error.
+    """
+    made: list[str] = []
+    with startup_lock():
+        if not keys.published_keys():
+            made.append(f"signing key {rotate_signing_key(config)} ({config.oauth.signing_alg})")
+        if _create_if_absent(
+                lambda: directory.find_ou(directory_service.DEFAULT_OU),
+                lambda: directory_service.create_ou(
+                    handle=directory_service.DEFAULT_OU, name="Default",
+                    description="Default organization unit", actor="init"),
+                exists_code="ou_exists"):
+            made.append("organization unit 'default'")
+        if _create_if_absent(
+                lambda: directory.find_user_type(directory_service.DEFAULT_USER_TYPE),
+                lambda: directory_service.create_user_type(
+                    name=directory_service.DEFAULT_USER_TYPE, allow_self_registration=True,
+                    schema=PERSON_SCHEMA, actor="init"),
+                exists_code="user_type_exists"):
+            made.append("user type 'person'")
+        if _create_if_absent(
+                lambda: roles.find_role(roles_service.ADMIN_ROLE),
+                lambda: roles_service.create_role(
+                    name=roles_service.ADMIN_ROLE, scopes=[config.mcp.required_scope],
+                    description="Administers identityctl: may grant an MCP client the "
+                                f"'{config.mcp.required_scope}' scope.", actor="init"),
+                exists_code="role_exists"):
+            made.append(f"role '{roles_service.ADMIN_ROLE}' ({config.mcp.required_scope})")
+        if _create_if_absent(
+                lambda: catalog.find_theme("default"),
+                lambda: catalog_service.themes.create_theme(
+                    handle="default", display_name="Default",
+                    description="Clean light/dark theme", theme=DEFAULT_THEME, actor="init"),
+                exists_code="theme_exists"):
+            made.append("theme 'default'")
+        for document in default_flow_documents(config.passkey.rp_id):
+            flow = validate_flow(document)
+            if _create_if_absent(
+                    lambda flow=flow: catalog.find_flow_by_handle(flow["handle"],
+                                                                  flow["flowType"]),
+                    lambda flow=flow: catalog_service.flows.create_flow(flow, actor="init"),
+                    exists_code="flow_exists"):
+                made.append(f"flow '{flow['handle']}' ({flow['flowType']})")
+        if _create_if_absent(
+                lambda: catalog.find_application_by_client_id(account.ACCOUNT_CLIENT_ID),
+                lambda: catalog_service.applications.create_application(
+                    account_application(config), actor="init"),
+                exists_code="application_exists"):
+            made.append(f"application '{account.ACCOUNT_CLIENT_ID}' (the account page)")
+        elif _add_release_redirects(config):
+            made.append(f"application '{account.ACCOUNT_CLIENT_ID}' (its new redirect URIs)")
+    return made
+
+
+def _add_release_redirects(config: Config) -> bool:
+    """The account page's client is built in: it gains the redirect URIs of this release
+    (an older deployment's lacks /device); whatever an admin changed stays. True when it
+    changed."""
+    current = catalog.find_application_by_client_id(account.ACCOUNT_CLIENT_ID)
+    if current is None:
+        return False
+    settings = catalog_service.applications.oauth_config(current)
+    wanted = catalog_service.applications.oauth_config(account_application(config))["redirectUris"]
+    missing = [uri for uri in wanted if uri not in settings["redirectUris"]]
+    if not missing:
+        return False
+    catalog_service.applications.update_application({**current, "inboundAuthConfig": [{
+        "type": "oauth2", "config": {**settings,
+                                     "redirectUris": [*settings["redirectUris"], *missing]}}]},
+        actor="init")
+    return True
+
+
+def account_application(config: Config) -> dict[str, Any]:
+    """The account page's client (``/account``): public, PKCE, no refresh token (a reload
+    signs in again through the browser's session)."""
+    return {"name": "Your account", "template": "SPA",
+            "description": "identityctl's own account page (built in).",
+            "inboundAuthConfig": [{"type": "oauth2", "config": {
+                "clientId": account.ACCOUNT_CLIENT_ID, "publicClient": True,
+                "tokenEndpointAuthMethod": "none", "grantTypes": ["authorization_code"],
+                "redirectUris": [config.base_url + "/account", config.base_url + DEVICE_PATH],
+                "scopes": ["openid", "profile", "email", account.ACCOUNT_SCOPE]}}]}
+
+
+def _create_if_absent(find: Callable[[], object], create: Callable[[], object], *,
+                      exists_code: str) -> bool:
+    """Create a default record unless ``find`` finds it; True when this call created it.
+
+    A Conflict with ``exists_code`` (the unique-violation of a concurrent create of the same
+    record) means it is there; any other Conflict is a real error and propagates.
+    """
+    if find() is not None:
+        return False
+    try:
+        with db.savepoint():
+            create()
+    except Conflict as error:
+        if error.code != exists_code:
+            raise
+        return False
+    return True

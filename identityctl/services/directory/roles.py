@@ -1,0 +1,103 @@
+"""Who may grant what: roles carry scopes (permissions), users hold roles.
+
+The rule (:func:`scopes_not_held`): a scope that some role carries is granted to a client
+only by a person who holds a role carrying it; a scope that no role carries (``openid``,
+``profile``, an API's own scope until an administrator makes a role for it) any person may
+grant. ``identityctl init`` makes the role ``admin``, carrying the MCP scope (``system``),
+so nobody grants an assistant the administration of this service unless given that role.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from identityctl.errors import Conflict, InvalidField, NotFound
+from identityctl.services.directory.users import check_handle, require_user
+from identityctl.store import audit
+from identityctl.store import roles as store
+from identityctl.store.roles import RoleRecord
+
+ADMIN_ROLE = "admin"
+
+
+def list_roles() -> list[RoleRecord]:
+    return store.list_roles()
+
+
+def require_role(id_or_name: str) -> RoleRecord:
+    found = store.find_role(id_or_name)
+    if found is None:
+        raise NotFound(f"No role '{id_or_name}'.", code="role_not_found")
+    return found
+
+
+def checked_scopes(scopes: Iterable[str]) -> list[str]:
+    """Scope names, each once: non-empty, no spaces (RFC 6749 §3.3)."""
+    checked = list(dict.fromkeys(scopes))
+    if not all(isinstance(scope, str) and scope and " " not in scope for scope in checked):
+        raise InvalidField("scopes", "must be scope names (no spaces)")
+    return checked
+
+
+def create_role(*, name: str, scopes: Iterable[str], description: str = "",
+                actor: str = "admin") -> RoleRecord:
+    check_handle(name, "name")
+    role = store.create_role(name=name, description=description,
+                             scopes=checked_scopes(scopes))
+    audit.record("role.create", "success", actor=actor,
+                 details={"role": role.name, "scopes": role.scopes})
+    return role
+
+
+def update_role(id_or_name: str, *, scopes: Iterable[str] | None = None,
+                description: str | None = None, actor: str = "admin") -> RoleRecord:
+    role = require_role(id_or_name)
+    fields: dict[str, object] = {}
+    if scopes is not None:
+        fields["scopes"] = checked_scopes(scopes)
+    if description is not None:
+        fields["description"] = description
+    updated = store.update_role(role.id, **fields) if fields else role
+    audit.record("role.update", "success", actor=actor,
+                 details={"role": role.name, "scopes": updated.scopes})
+    return updated
+
+
+def delete_role(id_or_name: str, *, actor: str = "admin") -> None:
+    role = require_role(id_or_name)
+    store.delete_role(role.id)
+    audit.record("role.delete", "success", actor=actor, details={"role": role.name})
+
+
+def grant_role(id_or_username: str, role_name: str, *, actor: str = "admin") -> RoleRecord:
+    """Give a user a role (nothing changes when they hold it already)."""
+    user, role = require_user(id_or_username), require_role(role_name)
+    if store.grant(user.id, role.id):
+        audit.record("role.grant", "success", actor=actor, user_id=user.id,
+                     details={"role": role.name})
+    return role
+
+
+def revoke_role(id_or_username: str, role_name: str, *, actor: str = "admin") -> None:
+    """Take a role from a user. Tokens already issued keep their scopes until they expire;
+    refreshing them is refused (see :func:`scopes_not_held`)."""
+    user, role = require_user(id_or_username), require_role(role_name)
+    if not store.revoke(user.id, role.id):
+        raise Conflict(f"{user.username} does not hold the role '{role.name}'.",
+                       code="role_not_held")
+    audit.record("role.revoke", "success", actor=actor, user_id=user.id,
+                 details={"role": role.name})
+
+
+def roles_of(user_id: str) -> list[RoleRecord]:
+    return store.roles_of(user_id)
+
+
+def scopes_not_held(user_id: str, scope: Iterable[str]) -> list[str]:
+    """The scopes in ``scope`` this user may not grant: those some role carries and none of
+    the user's roles does."""
+    protected = store.scopes_in_roles().intersection(scope)
+    if not protected:  # PERF: most sign-ins ask for no scope a role carries: one read
+        return []
+    held = {granted for role in store.roles_of(user_id) for granted in role.scopes}
+    return [item for item in scope if item in protected and item not in held]
