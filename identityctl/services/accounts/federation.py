@@ -1,6 +1,7 @@
-"""Signing in through upstream identity providers: managing them, and the flow executors
-(the reference system's names: OIDCAuthExecutor, GoogleOIDCAuthExecutor, GithubOAuthExecutor,
-FederatedAuthResolverExecutor).
+"""Upstream identity providers: managing them, the conversation with them, and the accounts
+their sign-ins make and link. The flow executors that use this (OIDCAuthExecutor,
+GoogleOIDCAuthExecutor, GithubOAuthExecutor, FederatedAuthResolverExecutor) are in
+services/flows/executors/federation.py.
 
 An executor's first run sends the browser to the provider (a REDIRECTION step); the
 provider sends it back to ``{base_url}/gate/federated``, whose page continues the same
@@ -26,10 +27,10 @@ import secrets
 import time
 import weakref
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote, urlsplit
 
-from identityctl.errors import InvalidField, NotFound
+from identityctl.errors import InvalidField
 from identityctl.federation import (
     GITHUB,
     GOOGLE,
@@ -39,14 +40,11 @@ from identityctl.federation import (
     PRESETS,
     FederationError,
     UpstreamIdentity,
-    check_callback,
     identity_from_claims,
     identity_from_github,
     mapped_attributes,
-    start_authorization,
     verify_id_token,
 )
-from identityctl.flow.engine import SUCCESS, TaskOutcome
 from identityctl.security.email_address import EMAIL, address_or_none
 from identityctl.services.accounts import upstream
 from identityctl.services.context import ServiceContext
@@ -54,10 +52,8 @@ from identityctl.services.directory import users as directory_service
 from identityctl.store import audit, db, directory
 from identityctl.store import identity_providers as store
 from identityctl.store import recovery as recovery_store
+from identityctl.store.directory import UserRecord
 from identityctl.store.identity_providers import ProviderRecord
-
-if TYPE_CHECKING:
-    from identityctl.services.flows.executors import StepRequest
 
 CALLBACK_PATH = "/gate/federated"
 #: What the page sends when the browser came back from the provider without an answer
@@ -228,7 +224,7 @@ def _discovery(issuer: str, *, tenant_issuer: bool, url: str = "") -> dict[str, 
     return document
 
 
-def _authorization_endpoint(provider: ProviderRecord) -> str:
+def authorization_endpoint(provider: ProviderRecord) -> str:
     if provider.kind == GITHUB:
         return provider.settings["authorizationEndpoint"]
     return _provider_discovery(provider)["authorization_endpoint"]
@@ -287,6 +283,14 @@ def _openid_identity(ctx: ServiceContext, provider: ProviderRecord, code: str,
     return identity_from_claims(claims)
 
 
+def upstream_identity(ctx: ServiceContext, provider: ProviderRecord, code: str,
+                      pending: dict[str, Any]) -> UpstreamIdentity:
+    """The upstream account behind ``code`` (redeemed with the ``pending`` sign-in's PKCE
+    verifier and nonce), checked as its provider's kind requires."""
+    identity = _github_identity if provider.kind == GITHUB else _openid_identity
+    return identity(ctx, provider, code, pending)
+
+
 def _github_identity(ctx: ServiceContext, provider: ProviderRecord, code: str,
                      pending: dict[str, Any]) -> UpstreamIdentity:
     tokens = _redeem(ctx, provider, provider.settings["tokenEndpoint"], code,
@@ -299,69 +303,16 @@ def _github_identity(ctx: ServiceContext, provider: ProviderRecord, code: str,
                                 emails if isinstance(emails, list) else [])
 
 
-# --- the executors ------------------------------------------------------------------------------
+# --- the accounts it makes and links -----------------------------------------------------
 
 
-def _start(step: StepRequest, provider: ProviderRecord) -> TaskOutcome:
-    started = start_authorization(authorization_endpoint=_authorization_endpoint(provider),
-                                  client_id=provider.client_id,
-                                  redirect_uri=callback_uri(step.ctx), scopes=provider.scopes,
-                                  openid=provider.kind != GITHUB)
-    step.context["federation"] = {"providerId": provider.id, "state": started.state,
-                                  "nonce": started.nonce, "verifier": started.verifier}
-    step.redirect_url = started.url
-    return TaskOutcome("redirect")
 
 
-def federated_sign_in(step: StepRequest, properties: dict[str, Any], *,
-                      kinds: tuple[str, ...] = KINDS) -> TaskOutcome:
-    """OIDCAuthExecutor (any provider, from property or input ``idpId``),
-    GoogleOIDCAuthExecutor and GithubOAuthExecutor (``idpId`` of their kind)."""
-    pending = step.context.pop("federation", None)
-    if pending is not None and any(name in step.inputs for name in ("code", "error",
-                                                                   "state")):
-        return _finish(step, pending)
-    reference = properties.get("idpId") or step.text("idpId")
-    if not reference:
-        return TaskOutcome("incomplete", "provider_not_found")
-    try:
-        provider = store.require_provider(reference)
-    except NotFound:
-        return TaskOutcome("incomplete", "provider_not_found")
-    if provider.kind not in kinds:
-        return TaskOutcome("failure", "provider_kind_mismatch")
-    return _start(step, provider)
 
 
-def _finish(step: StepRequest, pending: dict[str, Any]) -> TaskOutcome:
-    """The provider's answer: a signed-in user, a new one, or an account to link."""
-    if step.inputs.get("error") == CANCELLED and "state" not in step.inputs:
-        return TaskOutcome("incomplete", "federation_cancelled")  # back without an answer
-    code = check_callback(step.inputs, expected_state=pending["state"])
-    provider = store.require_provider(pending["providerId"])
-    identity = (_github_identity if provider.kind == GITHUB else _openid_identity)(
-        step.ctx, provider, code, pending)
-    details = {"provider": provider.handle, "subject": identity.subject}
-    with db.transaction():
-        user_id = store.linked_user(provider.id, identity.subject)
-        if user_id is None and identity.email and _someone_has(identity.email):
-            step.context["federatedLink"] = {
-                "providerId": provider.id, "subject": identity.subject,
-                "provider": provider.name,
-                "upstreamAccount": identity.email or identity.suggested_username()}
-            audit.record("federation.link_required", "success", actor=provider.handle,
-                         client_address=step.client_address, details=details)
-            return TaskOutcome("incomplete", "federated_link_required")
-        user = directory.get_user(user_id) if user_id else _new_user(step, provider, identity)
-        directory_service.ensure_usable(user)
-        audit.record("federation.sign_in", "success", actor=user.id, user_id=user.id,
-                     client_address=step.client_address, details=details)
-    step.context["username"] = user.username
-    step.signed_in(user.id, list(identity.amr))
-    return SUCCESS
 
 
-def _someone_has(address: str) -> bool:
+def someone_proved(address: str) -> bool:
     """Whether an account proved ``address``: only a proven address is anyone's (a copy
     nobody proved blocks nobody, and nobody learns it is there). A value that is not one
     e-mail address by our rule is nobody's."""
@@ -369,10 +320,10 @@ def _someone_has(address: str) -> bool:
     return proper is not None and recovery_store.user_with_verified_address(proper) is not None
 
 
-def _new_user(step: StepRequest, provider: ProviderRecord,
-              identity: UpstreamIdentity) -> Any:
+def new_linked_user(*, application: dict[str, Any], provider: ProviderRecord,
+                    identity: UpstreamIdentity, client_address: str) -> UserRecord:
     """(In the caller's transaction.) A user made from the upstream account, linked."""
-    kind = directory_service.self_registration_type(step.application)
+    kind = directory_service.self_registration_type(application)
     if not kind["allowSelfRegistration"]:
         raise FederationError("New accounts cannot be made here; ask an administrator.",
                               code="self_registration_disabled")
@@ -390,7 +341,7 @@ def _new_user(step: StepRequest, provider: ProviderRecord,
     verified = address_or_none(identity.email)
     if verified:  # the provider verified it
         directory_service.address_proven(user.id, verified, actor=actor, how="provider",
-                                         client_address=step.client_address)
+                                         client_address=client_address)
     return user
 
 
@@ -403,30 +354,5 @@ def _free_username(wanted: str, provider: ProviderRecord, identity: UpstreamIden
     return candidate
 
 
-def link_pending(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
-    """FederatedAuthResolverExecutor: an upstream account that waited for its owner is never
-    linked as a side effect of a sign-in. After the person proved they control an account
-    (passkey or password), the page names both accounts and asks (``incomplete``,
-    ``federated_link_confirm``); only their answer links (:func:`confirm_link`)."""
-    waiting = step.context.get("federatedLink")
-    if waiting is None or not step.user_id:
-        return SUCCESS
-    step.additional["federatedLink"] = json.dumps({
-        "provider": waiting["provider"], "upstreamAccount": waiting.get("upstreamAccount", ""),
-        "account": directory.get_user(step.user_id).username})
-    return TaskOutcome("incomplete", "federated_link_confirm")
 
 
-def confirm_link(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
-    """FederatedAuthResolverExecutor, mode ``confirm``: the person signed in to this
-    execution's account said yes; the upstream account joins it."""
-    waiting = step.context.pop("federatedLink", None)
-    if waiting is None or not step.user_id:
-        return SUCCESS
-    with db.transaction():
-        store.link(waiting["providerId"], waiting["subject"], step.user_id)
-        audit.record("federation.link", "success", actor=step.user_id, user_id=step.user_id,
-                     client_address=step.client_address,
-                     details={"providerId": waiting["providerId"],
-                              "subject": waiting["subject"]})
-    return SUCCESS

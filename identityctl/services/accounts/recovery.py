@@ -5,7 +5,7 @@ invitations to enrol a first passkey.
   shown once, kept as keyed digests, each used once (a conditional update: two requests
   with one code, one wins). New codes replace the old ones.
 - ``RecoveryCodeExecutor``: a username (or verified address) and one of its codes; throttled
-  per account like a password.
+  per account like a password (services/flows/executors/recovery.py, as the next).
 - ``CredentialSetter``: the recovering person's new password (the password policy applies).
 - An invitation is a one-time link (the account page's link to add a passkey on another
   device, valid for days) with which a person who never had a password enrols a first
@@ -15,17 +15,14 @@ invitations to enrol a first passkey.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import segno
 
 from identityctl.errors import BadRequest, Forbidden
-from identityctl.flow.engine import SUCCESS, TaskOutcome
 from identityctl.security import codes
 from identityctl.security.email_address import EMAIL, checked_address
 from identityctl.security.tokens import ENROLMENT_LINK_TYP
-from identityctl.services.accounts.email_codes import account_named
-from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.clients.client import client_of
 from identityctl.services.context import ServiceContext
 from identityctl.services.delivery import mail
@@ -34,10 +31,6 @@ from identityctl.store import audit, db
 from identityctl.store import keys as key_store
 from identityctl.store import recovery as recovery_store
 from identityctl.store.directory import UserRecord
-from identityctl.store.passkeys import NOBODY
-
-if TYPE_CHECKING:
-    from identityctl.services.flows.executors import StepRequest
 
 RECOVERY_CODE_SECRET = "recovery-codes"
 RECOVERY_CODE_ACTION = "flow.recovery_code"
@@ -65,7 +58,7 @@ def ensure_recovery_offered(application: dict[str, Any]) -> None:
                         code="recovery_not_offered")
 
 
-def _code_digest(code: str) -> str:
+def recovery_code_digest(code: str) -> str:
     return codes.digest(key_store.service_secret(RECOVERY_CODE_SECRET), binding="recovery",
                         code=codes.normalize_recovery_code(code))
 
@@ -75,7 +68,7 @@ def new_recovery_codes(user_id: str, *, actor: str) -> list[str]:
     user = directory_service.require_user(user_id)
     made = [codes.new_recovery_code() for _ in range(RECOVERY_CODES)]
     with db.transaction():
-        recovery_store.replace_codes(user.id, [_code_digest(code) for code in made])
+        recovery_store.replace_codes(user.id, [recovery_code_digest(code) for code in made])
         audit.record("recovery_codes.create", "success", actor=actor, user_id=user.id,
                      details={"count": len(made)})
     return made
@@ -103,41 +96,8 @@ def recovery_codes_left(user_id: str) -> int:
     return recovery_store.codes_left(user_id)
 
 
-def use_recovery_code(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
-    """RecoveryCodeExecutor: the named account's recovery code, spent."""
-    name = step.text("username")
-    with CredentialAttempt(step.ctx, action=RECOVERY_CODE_ACTION,
-                           client_address=step.client_address, password=True) as attempt:
-        attempt.actor = name
-        attempt.check(name)
-        attempt.at_stake()
-        user = account_named(name)
-        spent_by = recovery_store.use_code(_code_digest(step.text("recoveryCode")),
-                                           user.id if user else NOBODY)
-        if user is None or spent_by != user.id:
-            attempt.fail("invalid_recovery_code")
-            return TaskOutcome("incomplete", "invalid_recovery_code")
-        attempt.user_id = user.id
-    attempt.succeeded()
-    directory_service.ensure_usable(user)
-    audit.record("recovery.recovery_code", "success", actor=user.id, user_id=user.id,
-                 client_address=step.client_address,
-                 details={"left": recovery_store.codes_left(user.id)})
-    step.context["username"] = user.username
-    step.context["recovering"] = True
-    step.signed_in(user.id, ["otp"])
-    return SUCCESS
 
 
-def set_credential(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
-    """CredentialSetter: a new password for the person the flow identified."""
-    if not step.user_id:
-        return TaskOutcome("failure", "user_not_identified")
-    password = step.inputs.get("password")
-    directory_service.set_password(step.user_id, password if isinstance(password, str)
-                                   else "", actor=step.user_id)
-    step.signed_in(step.user_id, ["pwd"])
-    return SUCCESS
 
 
 def invite(ctx: ServiceContext, id_or_username: str, *, send_email: bool,

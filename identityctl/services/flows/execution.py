@@ -5,7 +5,8 @@ context (who the user is so far, the passkey session token, what to show next). 
 only ever carries the execution id and an action. Inputs of a step (passwords, passkey
 responses) are used within that request and never stored.
 
-The executors are in ``services.flow_executors``; the graph walk is ``flow.engine``.
+The executors are in ``services/flows/executors/`` (named in ``flows/registry.py``); the
+graph walk is ``flow.engine``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from identityctl.services import catalog as catalog_service
 from identityctl.services.accounts import federation, recovery
 from identityctl.services.accounts.passkeys import sessions
 from identityctl.services.context import ServiceContext
-from identityctl.services.flows.executors import StepRequest, task_runner
+from identityctl.services.flows.registry import task_runner
+from identityctl.services.flows.step import StepRequest
 from identityctl.store import audit, catalog
 from identityctl.store import flows as store
 

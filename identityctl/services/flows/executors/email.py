@@ -1,0 +1,129 @@
+"""EmailExecutor (modes ``verify`` and ``recovery``) and OTPExecutor: one-time codes by
+e-mail within an execution (the rules: services/accounts/email_codes.py).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from identityctl.flow.engine import SUCCESS, TaskOutcome
+from identityctl.security import codes
+from identityctl.services.accounts.email_codes import (
+    CODE_SECRET,
+    RECOVERY_MAILS_PER_HOUR,
+    account_named,
+)
+from identityctl.services.attempts import CredentialAttempt
+from identityctl.services.delivery import mail
+from identityctl.services.directory import users as directory_service
+from identityctl.services.flows.step import StepRequest
+from identityctl.store import audit, db, directory, outbox
+from identityctl.store import keys as key_store
+from identityctl.store import recovery as recovery_store
+from identityctl.store.passkeys import NOBODY
+
+OTP_ACTION = "flow.otp"
+#: Codes one execution may have sent (the first and two more on request).
+SENDS_PER_EXECUTION = 3
+#: The address probed for a name without one: no message is ever queued to it, so the probe
+#: reads as little as for a real address (never the stand-ins, which have no address).
+UNADDRESSED = "nobody@invalid"
+VERIFY, RECOVERY = "verify", "recovery"
+
+
+def _new_code(step: StepRequest, *, purpose: str, user_id: str | None, address: str) -> str:
+    """A fresh code for this execution; its digest (not the code) joins the context."""
+    sent = step.context.get("otp", {}).get("sends", 0)
+    if sent >= SENDS_PER_EXECUTION:
+        raise TooManySends()
+    code = codes.new_code()
+    step.context["otp"] = {
+        "digest": codes.digest(key_store.service_secret(CODE_SECRET),
+                               binding=step.execution_id, code=code),
+        "expiresAt": time.time() + step.ctx.config.email.code_ttl, "tries": 0,
+        "sends": sent + 1, "purpose": purpose, "userId": user_id, "address": address}
+    return code
+
+
+class TooManySends(Exception):
+    pass
+
+
+def send_verification(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
+    """EmailExecutor, mode ``verify``: a code to the signed-up person's address."""
+    user = directory.get_user(step.user_id) if step.user_id else None
+    address = str((user.attributes if user else {}).get("email") or "").strip()
+    if user is None or not address or not step.ctx.config.email.enabled:
+        return TaskOutcome("failure", "email_not_sent")
+    try:
+        code = _new_code(step, purpose=VERIFY, user_id=user.id, address=address)
+    except TooManySends:
+        return TaskOutcome("incomplete", "too_many_codes")
+    mail.queue(step.ctx, "verify_email", to=address, language=step.language, code=code,
+               brand=mail.brand_of(step.application),
+               minutes=str(step.ctx.config.email.code_ttl // 60))
+    step.additional["emailSentTo"] = address
+    return SUCCESS
+
+
+def send_recovery(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
+    """EmailExecutor, mode ``recovery``: a code to the named account's verified address,
+    and the same answer (and work) for any other name."""
+    if not step.ctx.config.email.enabled:  # the deployment's fact, the same for every name
+        return TaskOutcome("failure", "email_not_configured")
+    name = str(step.context.get("username") or "").strip()
+    user = account_named(name)
+    # The same reads for every name: nothing in the timing tells whether it is known.
+    address = recovery_store.verified_address(user.id if user else NOBODY)
+    recently = outbox.sent_to_since(mail.EMAIL, address or UNADDRESSED, time.time() - 3600)
+    deliverable = (address is not None and directory_service.is_usable(user)
+                   and recently < RECOVERY_MAILS_PER_HOUR)
+    try:
+        code = _new_code(step, purpose=RECOVERY, user_id=user.id if deliverable and user
+                         else None, address=address or "")
+    except TooManySends:
+        return TaskOutcome("incomplete", "too_many_codes")
+    mail.queue(step.ctx, "recovery_code", to=address or UNADDRESSED,
+               language=mail.language_of(user, step.language) if user else step.language,
+               send=deliverable, code=code, brand=mail.brand_of(step.application),
+               minutes=str(step.ctx.config.email.code_ttl // 60))
+    return SUCCESS
+
+
+def check_code(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
+    """OTPExecutor: the code sent to this execution."""
+    sent = step.context.get("otp")
+    if not sent:
+        return TaskOutcome("failure", "code_not_sent")
+    if sent["tries"] >= step.ctx.config.email.code_attempts:
+        return TaskOutcome("failure", "too_many_attempts")
+    if sent["expiresAt"] <= time.time():
+        return TaskOutcome("incomplete", "code_expired")
+    account = sent["userId"] or sent["address"] or step.context.get("username") or None
+    with CredentialAttempt(step.ctx, action=OTP_ACTION, client_address=step.client_address,
+                           password=True) as attempt:
+        attempt.actor = account or ""
+        attempt.check(account)
+        attempt.at_stake(sent["userId"])
+        right = codes.matches(key_store.service_secret(CODE_SECRET), binding=step.execution_id,
+                              code=step.text("otp"), expected=sent["digest"])
+        if not right or not sent["userId"]:  # a code never sent to anyone opens nothing
+            sent["tries"] += 1
+            attempt.fail("invalid_code")
+            return TaskOutcome("incomplete", "invalid_code")
+    attempt.succeeded()
+    del step.context["otp"]
+    user = directory.get_user(sent["userId"])
+    if sent["purpose"] == VERIFY:
+        with db.transaction():
+            directory_service.address_proven(user.id, sent["address"], actor=user.id,
+                                             how="code", client_address=step.client_address)
+        return SUCCESS
+    directory_service.ensure_usable(user)
+    audit.record("recovery.email_code", "success", actor=user.id, user_id=user.id,
+                 client_address=step.client_address)
+    step.context["username"] = user.username
+    step.context["recovering"] = True
+    step.signed_in(user.id, ["otp"])
+    return SUCCESS
