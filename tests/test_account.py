@@ -23,9 +23,9 @@ from identityctl.store import audit
 from identityctl.store.directory import UserRecord
 from tests.conftest import Service, deployment_with
 from tests.support.authenticator import SoftAuthenticator
+from tests.support.oauth import OAuthDriver, RegisteredClient, register_client
+from tests.support.passkeys import PasskeyClient, assert_error
 from tests.support.smtp import SmtpServer, code_in, text_of
-from tests.test_oauth_helpers import OAuthDriver, RegisteredClient, register_client
-from tests.test_passkey_helpers import PasskeyClient, assert_error
 
 
 class Account:

@@ -19,10 +19,10 @@ from identityctl.store import sessions
 from tests.conftest import Service, start_service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.browser import PasskeyPage, needs_chromium
+from tests.support.oauth import register_client
+from tests.support.passkeys import PasskeyClient
 from tests.support.smtp import SmtpServer, code_in
 from tests.test_account import Account
-from tests.test_oauth_helpers import register_client
-from tests.test_passkey_helpers import PasskeyClient
 
 pytestmark = needs_chromium
 

@@ -25,9 +25,9 @@ from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator, b64url
 from tests.support.flows import FlowClient
 from tests.support.mcp_clients import ADMIN_SUBJECT, call, mcp_session, run
+from tests.support.oauth import OAuthDriver, basic_auth, register_client
+from tests.support.passkeys import PasskeyClient
 from tests.test_flow_execution import make_application
-from tests.test_oauth_helpers import OAuthDriver, basic_auth, register_client
-from tests.test_passkey_helpers import PasskeyClient
 
 PASSWORD = "correct horse battery"
 LOCAL = "127.0.0.1"  # the tests' client address (waitress on 127.0.0.1)
@@ -392,7 +392,7 @@ def test_the_server_applies_the_retention_by_itself(tmp_path: Any) -> None:
     from identityctl.services.admin.bootstrap import open_store
     from identityctl.store import db
     from tests.conftest import start_service
-    from tests.test_passkey_helpers import second_instance
+    from tests.support.passkeys import second_instance
 
     running, stop = start_service(tmp_path)
     stop()

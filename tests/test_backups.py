@@ -25,9 +25,9 @@ from identityctl.cli.main import app as cli_app
 from identityctl.store import db
 from tests.conftest import free_port
 from tests.support.authenticator import SoftAuthenticator
+from tests.support.passkeys import PasskeyClient
 from tests.support.processes import stop, wait_for_health
 from tests.test_cli_process import identityctl
-from tests.test_passkey_helpers import PasskeyClient
 from tests.test_scale_out import _serve
 
 

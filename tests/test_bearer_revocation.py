@@ -25,14 +25,14 @@ from identityctl.services.accounts.account import ACCOUNT_CLIENT_ID
 from identityctl.services.directory import users as directory
 from tests.conftest import Service, start_service
 from tests.support.authenticator import SoftAuthenticator
-from tests.test_account import Account
-from tests.test_oauth_helpers import (
+from tests.support.oauth import (
     OAuthDriver,
     RegisteredClient,
     assert_oauth_error,
     register_client,
 )
-from tests.test_passkey_helpers import PasskeyClient, assert_error
+from tests.support.passkeys import PasskeyClient, assert_error
+from tests.test_account import Account
 
 #: Every route whose resource reads `Authorization: Bearer`, and /mcp (served beside Falcon).
 #: /oauth2/register/{client_id} reads an RFC 7592 registration access token: opaque, checked

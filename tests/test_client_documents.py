@@ -19,8 +19,8 @@ from identityctl.oauth.client_assertion import ASSERTION_TYPE
 from identityctl.services import catalog
 from tests.conftest import Service, added_applications, start_service
 from tests.support.https import Answer, Publisher, https_publisher
+from tests.support.oauth import OAuthDriver, RegisteredClient, assert_oauth_error
 from tests.support.openid_client import ec_key, public
-from tests.test_oauth_helpers import OAuthDriver, RegisteredClient, assert_oauth_error
 from tests.test_private_key_jwt import assertion
 
 PATH = "/clients/cli.json"

@@ -21,8 +21,8 @@ from identityctl.store import audit
 from identityctl.store import grants as grant_store
 from tests.conftest import Service, start_service
 from tests.support.authenticator import SoftAuthenticator
-from tests.test_oauth_helpers import OAuthDriver, RegisteredClient, query_of, register_client
-from tests.test_passkey_helpers import PasskeyClient, assert_error
+from tests.support.oauth import OAuthDriver, RegisteredClient, query_of, register_client
+from tests.support.passkeys import PasskeyClient, assert_error
 
 LOOPBACK = "http://127.0.0.1:33418/callback"
 

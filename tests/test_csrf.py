@@ -25,9 +25,9 @@ import requests
 from identityctl.services.flows.execution import BROWSER_COOKIE
 from identityctl.store.models import AuthorizationCode, FlowExecution
 from tests.conftest import Service, deployment_with
+from tests.support.oauth import OAuthDriver, basic_auth, query_of, register_client
+from tests.support.passkeys import assert_error
 from tests.test_flow_execution import make_application
-from tests.test_oauth_helpers import OAuthDriver, basic_auth, query_of, register_client
-from tests.test_passkey_helpers import assert_error
 
 BROWSER_POSTS = ("/flow/execute", "/oauth2/auth/callback")
 EVIL = "https://evil.example"

@@ -24,17 +24,19 @@ from identityctl.oauth.grants.device_code import (
     readable_user_code,
 )
 from identityctl.services import catalog
+from identityctl.services.directory import users as directory
 from identityctl.store.models import DeviceAuthorization
 from tests.conftest import Service, start_service
 from tests.support.browser import PasskeyPage, needs_chromium
-from tests.support.openid_client import needs_openid_client, step
-from tests.test_account import Account
-from tests.test_oauth_helpers import (
+from tests.support.oauth import (
     OAuthDriver,
     RegisteredClient,
     assert_oauth_error,
     register_client,
 )
+from tests.support.openid_client import needs_openid_client, step
+from tests.test_account import Account
+from tests.test_oauth_server import allow_only
 
 GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 
@@ -216,6 +218,20 @@ def test_a_person_without_the_role_cannot_approve(service: Service) -> None:
                                                        "decision": "allow"})
     assert answered["approved"] is False and "role" in answered["reason"]
     assert_oauth_error(poll(service, device, started["device_code"]), 400, "access_denied")
+
+
+def test_a_person_whose_type_the_application_no_longer_allows_gets_no_tokens(
+        service: Service) -> None:
+    """services.directory.may_use at the poll too: an approval given while the person's
+    type was allowed issues nothing once the application no longer allows it."""
+    device = television()
+    started = start_device(service, device).json()
+    assert Account(service).ok("POST", "/device", {"userCode": started["user_code"],
+                                                   "decision": "allow"}) == {"approved": True}
+    directory.create_user_type(name="contractor", actor="test")
+    allow_only(device, "contractor")
+    assert_oauth_error(poll(service, device, started["device_code"]), 400, "invalid_grant",
+                       "user_type_not_allowed")
 
 
 def test_wrong_codes_are_stopped_after_a_few(service: Service) -> None:

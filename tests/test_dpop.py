@@ -19,6 +19,12 @@ import pytest
 
 from identityctl.oauth.dpop import thumbprint
 from tests.conftest import Service, start_service
+from tests.support.oauth import (
+    OAuthDriver,
+    RegisteredClient,
+    assert_oauth_error,
+    register_client,
+)
 from tests.support.openid_client import (
     dpop_proof,
     ec_key,
@@ -26,12 +32,6 @@ from tests.support.openid_client import (
     public,
     rsa_key,
     step,
-)
-from tests.test_oauth_helpers import (
-    OAuthDriver,
-    RegisteredClient,
-    assert_oauth_error,
-    register_client,
 )
 from tests.test_pushed_requests import sign_in_at
 

@@ -40,10 +40,10 @@ from tests.support.authenticator import SoftAuthenticator
 from tests.support.browser import PasskeyPage, sign_in_with_password
 from tests.support.flows import FlowClient
 from tests.support.logout import sign_out_in_the_browser
+from tests.support.passkeys import PasskeyClient
 from tests.support.processes import stop, wait_for_health
 from tests.test_cli_process import identityctl
 from tests.test_hosted_ui import REDIRECT_URI, Browser
-from tests.test_passkey_helpers import PasskeyClient
 
 PASSWORD = "correct horse battery"
 

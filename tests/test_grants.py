@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.conftest import Service
-from tests.test_oauth_helpers import OAuthDriver, assert_oauth_error, register_client
+from tests.support.oauth import OAuthDriver, assert_oauth_error, register_client
 
 
 def test_a_revoked_grant_ends_the_clients_tokens_and_is_gone(service: Service,

@@ -32,7 +32,7 @@ from identityctl.store import passkeys as passkey_store
 from identityctl.store.models import CeremonySession
 from tests.conftest import Service, free_port
 from tests.support.authenticator import SoftAuthenticator
-from tests.test_passkey_helpers import PasskeyClient, assert_error, second_instance
+from tests.support.passkeys import PasskeyClient, assert_error, second_instance
 
 
 @pytest.fixture
@@ -406,7 +406,7 @@ def test_a_full_disk_is_a_clear_error_at_start(tmp_path: Path,
 def test_a_write_that_meets_a_full_disk_is_a_503_not_a_500() -> None:
     import peewee
 
-    from identityctl.store.db import busy_error
+    from identityctl.store.failures import busy_error
 
     full = busy_error(peewee.OperationalError("database or disk is full"))
     assert full is not None and (full.status, full.code) == (503, "database_disk_full")

@@ -30,8 +30,8 @@ from tests.support.browser import (
     needs_chromium,
     sign_in_with_password,
 )
-from tests.test_oauth_helpers import OAuthDriver, RegisteredClient, query_of
-from tests.test_passkey_helpers import PasskeyClient
+from tests.support.oauth import OAuthDriver, RegisteredClient, query_of
+from tests.support.passkeys import PasskeyClient
 
 pytestmark = needs_chromium
 
@@ -431,7 +431,7 @@ def test_a_passkey_from_the_username_fields_suggestions_signs_in_without_a_butto
     """Passkey autofill (conditional mediation): the page asks the browser for the person's
     passkeys as it opens; the virtual authenticator answers as the person's pick would."""
     from tests.support.authenticator import SoftAuthenticator
-    from tests.test_passkey_helpers import PasskeyClient
+    from tests.support.passkeys import PasskeyClient
 
     passkeys = PasskeyClient(service)
     user = passkeys.new_user(email=f"auto-{uuid.uuid4().hex[:6]}@example.com")

@@ -41,9 +41,9 @@ from identityctl.store.models import CeremonySession, PasskeyCredential
 from tests.conftest import Service, free_port
 from tests.support.authenticator import SoftAuthenticator, b64url, b64url_decode
 from tests.support.flows import FlowClient, credential_inputs
+from tests.support.passkeys import PasskeyClient
 from tests.support.threads import served_in_thread
 from tests.test_flow_execution import make_application
-from tests.test_passkey_helpers import PasskeyClient
 
 EXAMPLES = 60
 ERROR_FIELDS = {"code", "message", "description"}

@@ -24,10 +24,10 @@ from identityctl.services.directory import users as directory
 from tests.conftest import Service, start_service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.flows import FlowClient
+from tests.support.oauth import register_client
+from tests.support.passkeys import PasskeyClient, assert_error
 from tests.test_flow_execution import PASSWORD, make_application, new_username, sign_up
-from tests.test_oauth_helpers import register_client
 from tests.test_oauth_throttle import session_from, token_request, works
-from tests.test_passkey_helpers import PasskeyClient, assert_error
 
 ATTACKER, VICTIM = "127.0.0.2", "127.0.0.3"
 

@@ -46,8 +46,8 @@ from tests.support.authenticator import SoftAuthenticator
 from tests.support.browser import PasskeyPage, chromium, needs_chromium
 from tests.support.https import https_publisher
 from tests.support.mcp_clients import ALL_TOOLS, SPEC_TOOLS, run
-from tests.test_oauth_helpers import OAuthDriver, query_of
-from tests.test_passkey_helpers import PasskeyClient
+from tests.support.oauth import OAuthDriver, query_of
+from tests.support.passkeys import PasskeyClient
 
 pytestmark = needs_chromium
 

@@ -19,9 +19,9 @@ from identityctl.services.admin.bootstrap import open_store
 from identityctl.store import db
 from tests.conftest import Service, deployment_with, free_port, make_deployment
 from tests.support.authenticator import SoftAuthenticator
+from tests.support.oauth import OAuthDriver, register_client
+from tests.support.passkeys import PasskeyClient
 from tests.support.processes import stop, wait_for_health
-from tests.test_oauth_helpers import OAuthDriver, register_client
-from tests.test_passkey_helpers import PasskeyClient
 
 
 def scrape(url: str, **headers: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -27,16 +27,16 @@ from identityctl.services.oauth.registration import remove_idle_clients
 from identityctl.store import audit
 from identityctl.store.models import Application
 from tests.conftest import Service, added_applications, deployment_with
-from tests.support.openid_client import ec_key, needs_openid_client, public, signer, step
-from tests.test_dpop import claims_of
-from tests.test_oauth_helpers import (
+from tests.support.oauth import (
     OAuthDriver,
     RegisteredClient,
     assert_oauth_error,
     query_of,
     register_client,
 )
-from tests.test_passkey_helpers import assert_error
+from tests.support.openid_client import ec_key, needs_openid_client, public, signer, step
+from tests.support.passkeys import assert_error
+from tests.test_dpop import claims_of
 from tests.test_pushed_requests import sign_in_at
 
 OFF = 'dynamic_registration = "off"'

@@ -17,7 +17,7 @@ from identityctl.services import catalog
 from identityctl.services.directory import users as directory
 from identityctl.store.models import AuthorizationCode
 from tests.conftest import Service
-from tests.test_oauth_helpers import (
+from tests.support.oauth import (
     OAuthDriver,
     RegisteredClient,
     assert_oauth_error,
@@ -357,26 +357,27 @@ def test_a_locked_user_cannot_refresh(rp: OAuthDriver) -> None:
                        "user_inactive")
 
 
-def _allow_only(client: RegisteredClient, user_type: str) -> None:
-    """An administrator narrows who may use the client's application."""
+def allow_only(client: RegisteredClient, user_type: str) -> None:
+    """An administrator narrows who may use the client's application (the device grant's
+    and token exchange's tests do too)."""
     application = catalog.applications.get_application(client.application_id)
     catalog.applications.update_application({**application, "allowedUserTypes": [user_type]})
 
 
 def test_a_user_whose_type_the_application_no_longer_allows_gets_no_tokens(
         rp: OAuthDriver) -> None:
-    """One rule (services.directory.may_use) at authorize, the code exchange and refresh:
-    the type by name or by id."""
+    """One rule (services.directory.may_use) at authorize, the code exchange and refresh
+    (the device grant and token exchange: in their own tests): the type by name or by id."""
     client = register_client("SPA")
     signed_in = rp.authorization(client)
     tokens = rp.tokens(signed_in)
     pending = rp.authorization(client)  # a code not yet exchanged
     person = directory.require_user_type(signed_in.user.user_type_id)
-    _allow_only(client, person["id"])  # allowed by id: refresh goes on
+    allow_only(client, person["id"])  # allowed by id: refresh goes on
     refreshed = rp.refresh(client, tokens["refresh_token"])
     assert refreshed.status_code == 200, refreshed.text
     directory.create_user_type(name="contractor", actor="test")
-    _allow_only(client, "contractor")
+    allow_only(client, "contractor")
     assert_oauth_error(rp.refresh(client, refreshed.json()["refresh_token"]), 400,
                        "invalid_grant", "user_type_not_allowed")
     assert_oauth_error(rp.exchange(pending), 400, "invalid_grant", "user_type_not_allowed")

@@ -24,7 +24,7 @@ from identityctl.services.context import ServiceContext
 from identityctl.services.tokens import TokenService
 from identityctl.store import audit
 from tests.conftest import Service, start_service
-from tests.test_oauth_helpers import (
+from tests.support.oauth import (
     OAuthDriver,
     RegisteredClient,
     assert_oauth_error,

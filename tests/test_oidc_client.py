@@ -32,7 +32,7 @@ from identityctl.oauth.discovery import CALLBACK_PATH
 from identityctl.services.admin import bootstrap
 from identityctl.services.directory import users as directory
 from tests.conftest import Service, start_service
-from tests.test_oauth_helpers import RegisteredClient, query_of, register_client
+from tests.support.oauth import RegisteredClient, query_of, register_client
 
 PASSWORD = "correct horse battery staple"
 SCOPE = "openid profile email"

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 
 from tests.conftest import Service
-from tests.test_passkey_helpers import PasskeyClient
+from tests.support.passkeys import PasskeyClient
 
 EXAMPLES_PER_MODE = 10
 BUDGET_SECONDS = 90

@@ -11,7 +11,7 @@ from identityctl.store import audit
 from identityctl.store import passkeys as passkey_store
 from tests.conftest import Service
 from tests.support.authenticator import COSE_ALGS, SoftAuthenticator, b64url
-from tests.test_passkey_helpers import PasskeyClient, assert_error
+from tests.support.passkeys import PasskeyClient, assert_error
 
 RFC3339_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 

@@ -9,7 +9,7 @@ from typing import Any
 from identityctl.store import audit
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator
-from tests.test_passkey_helpers import PasskeyClient, assert_error
+from tests.support.passkeys import PasskeyClient, assert_error
 
 
 def test_list_rename_and_delete_a_users_passkeys(service: Service,

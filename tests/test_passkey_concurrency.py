@@ -12,7 +12,7 @@ from identityctl.services.tokens import TokenService
 from identityctl.store import passkeys as passkey_store
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator
-from tests.test_passkey_helpers import PasskeyClient, second_instance
+from tests.support.passkeys import PasskeyClient, second_instance
 
 PARALLEL = 10
 

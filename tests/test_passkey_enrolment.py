@@ -20,7 +20,7 @@ from identityctl.store import passkeys as passkey_store
 from identityctl.store.directory import UserRecord
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator
-from tests.test_passkey_helpers import PasskeyClient, assert_error
+from tests.support.passkeys import PasskeyClient, assert_error
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from identityctl.store import passkeys as passkey_store
 from identityctl.store.models import CeremonySession
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator, b64url, b64url_decode
-from tests.test_passkey_helpers import PasskeyClient, assert_error, second_instance
+from tests.support.passkeys import PasskeyClient, assert_error, second_instance
 
 
 @pytest.fixture

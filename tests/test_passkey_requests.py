@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator, b64url, b64url_decode
-from tests.test_passkey_helpers import PasskeyClient, assert_error
+from tests.support.passkeys import PasskeyClient, assert_error
 
 ENDPOINTS = ["/register/passkey/start", "/register/passkey/finish", "/auth/passkey/start",
              "/auth/passkey/finish"]

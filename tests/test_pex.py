@@ -26,8 +26,8 @@ import requests
 from identityctl.config import load_config
 from tests.conftest import Service, free_port
 from tests.support.authenticator import SoftAuthenticator
+from tests.support.passkeys import PasskeyClient
 from tests.support.processes import stop
-from tests.test_passkey_helpers import PasskeyClient
 
 pytest.importorskip("pex", reason="pex is not installed: pip install -e '.[build]'")
 

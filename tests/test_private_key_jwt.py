@@ -20,6 +20,7 @@ import pytest
 from identityctl.errors import InvalidField
 from tests.conftest import Service, start_service
 from tests.support.https import Publisher, https_publisher
+from tests.support.oauth import assert_oauth_error, register_client
 from tests.support.openid_client import (
     ec_key,
     needs_openid_client,
@@ -28,7 +29,6 @@ from tests.support.openid_client import (
     signer,
     step,
 )
-from tests.test_oauth_helpers import assert_oauth_error, register_client
 
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 

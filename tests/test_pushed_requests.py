@@ -16,14 +16,14 @@ import pytest
 from identityctl.oauth.pushed_requests import REQUEST_URI_PREFIX
 from identityctl.store.models import PushedRequest
 from tests.conftest import Service
-from tests.support.openid_client import ec_key, needs_openid_client, public, step
-from tests.test_oauth_helpers import (
+from tests.support.oauth import (
     OAuthDriver,
     RegisteredClient,
     assert_oauth_error,
     query_of,
     register_client,
 )
+from tests.support.openid_client import ec_key, needs_openid_client, public, step
 
 REDIRECT = "https://app.example/callback"
 

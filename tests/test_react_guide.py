@@ -30,8 +30,8 @@ from identityctl.services.directory import users as directory
 from tests.conftest import Service, free_port, start_service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.browser import PasskeyPage, needs_chromium
+from tests.support.passkeys import PasskeyClient
 from tests.test_mcp_react_sdk import snippets
-from tests.test_passkey_helpers import PasskeyClient
 
 NODE_MODULES = Path(__file__).resolve().parent / "node" / "node_modules"
 VITE = NODE_MODULES / "vite" / "bin" / "vite.js"

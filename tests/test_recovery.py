@@ -24,10 +24,10 @@ from identityctl.store import recovery as recovery_store
 from tests.conftest import QUICK_DELIVERIES, Service, start_service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.flows import FlowClient
+from tests.support.oauth import OAuthDriver, register_client
+from tests.support.passkeys import PasskeyClient, assert_error
 from tests.support.smtp import SmtpServer, code_in, text_of
 from tests.test_account import Account
-from tests.test_oauth_helpers import OAuthDriver, register_client
-from tests.test_passkey_helpers import PasskeyClient, assert_error
 
 PASSWORD = "correct horse battery"
 

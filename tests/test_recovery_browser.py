@@ -21,9 +21,9 @@ from identityctl.services.directory import users as directory
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.browser import PasskeyPage, needs_chromium
+from tests.support.passkeys import PasskeyClient
 from tests.support.smtp import SmtpServer, code_in, text_of
 from tests.test_hosted_ui import REDIRECT_URI, Browser
-from tests.test_passkey_helpers import PasskeyClient
 
 pytestmark = needs_chromium
 

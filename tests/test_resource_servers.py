@@ -25,9 +25,9 @@ from typer.testing import CliRunner
 from identityctl.cli.main import app as cli_app
 from identityctl.services.directory import roles
 from tests.conftest import Service, free_port
+from tests.support.oauth import OAuthDriver, assert_oauth_error, query_of, register_client
 from tests.support.processes import stop
 from tests.test_mcp_sign_in import Person, sign_in_with_the_sdk
-from tests.test_oauth_helpers import OAuthDriver, assert_oauth_error, query_of, register_client
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "notes_mcp_server.py"
 NOTES_TOOLS = {"list_notes", "add_note"}

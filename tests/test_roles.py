@@ -15,7 +15,7 @@ from identityctl.oauth.pkce import s256_challenge
 from identityctl.services.directory import roles
 from identityctl.store import audit
 from tests.conftest import Service
-from tests.test_oauth_helpers import OAuthDriver, assert_oauth_error, query_of, register_client
+from tests.support.oauth import OAuthDriver, assert_oauth_error, query_of, register_client
 
 PKCE = {"code_challenge": s256_challenge("v" * 43), "code_challenge_method": "S256"}
 

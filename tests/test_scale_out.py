@@ -30,11 +30,11 @@ from tests.conftest import PG_URL_ENV, Service, free_port
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.flows import FlowClient
 from tests.support.logout import confirmed_logout
+from tests.support.oauth import OAuthDriver, RegisteredClient, query_of
+from tests.support.passkeys import PasskeyClient
 from tests.support.postgres import empty_database
 from tests.support.processes import stop, wait_for_health
 from tests.test_cli_process import identityctl
-from tests.test_oauth_helpers import OAuthDriver, RegisteredClient, query_of
-from tests.test_passkey_helpers import PasskeyClient
 
 pytestmark = pytest.mark.postgres
 

@@ -17,7 +17,7 @@ from identityctl.services.directory import users as directory
 from identityctl.services.flows.execution import BROWSER_COOKIE
 from tests.conftest import Service, deployment_with
 from tests.support.flows import FlowClient
-from tests.test_oauth_helpers import OAuthDriver, query_of, register_client
+from tests.support.oauth import OAuthDriver, query_of, register_client
 
 PASSWORD = "correct horse battery"
 

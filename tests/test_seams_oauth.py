@@ -38,15 +38,15 @@ from identityctl.store import catalog as catalog_store
 from tests.conftest import Service, start_service
 from tests.support.flows import FlowClient
 from tests.support.https import Answer, Publisher, https_publisher
-from tests.test_consent import Person
-from tests.test_flow_execution import make_application, new_username, sign_up
-from tests.test_oauth_helpers import (
+from tests.support.oauth import (
     OAuthDriver,
     RegisteredClient,
     assert_oauth_error,
     query_of,
     register_client,
 )
+from tests.test_consent import Person
+from tests.test_flow_execution import make_application, new_username, sign_up
 from tests.test_oauth_throttle import session_from
 from tests.test_outbound_deadlines import PATIENCE, Staller, federated_callback, published
 

@@ -30,8 +30,8 @@ from identityctl.store.models import OutboxMessage
 from identityctl.ui import gate
 from tests.conftest import Service, deployment_mailing_to
 from tests.support.flows import FlowClient
+from tests.support.oauth import register_client
 from tests.support.smtp import SmtpServer, code_in, smtp_server, text_of
-from tests.test_oauth_helpers import register_client
 
 VISHING = "Security team: call +1-555-0100 now"
 LOOPBACK = "http://127.0.0.1:33418/callback"

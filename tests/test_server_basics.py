@@ -6,7 +6,7 @@ import json
 
 from identityctl import __version__
 from tests.conftest import Service
-from tests.test_oauth_helpers import basic_auth
+from tests.support.oauth import basic_auth
 
 
 def assert_error(response, status: int, code: str) -> dict:
@@ -50,7 +50,7 @@ def test_x_forwarded_for_counts_only_from_a_trusted_proxy(service: Service) -> N
     """The client address (throttles, audit) comes from X-Forwarded-For only when the peer is
     one of server.trusted_proxies; waitress must hand the header through for that."""
     from identityctl.store import audit
-    from tests.test_passkey_helpers import second_instance
+    from tests.support.passkeys import second_instance
 
     def audited_address(target: Service) -> str:
         target.post("/auth/passkey/finish", {"publicKeyCredential": {}, "sessionToken": "x"},
@@ -67,7 +67,7 @@ def test_x_forwarded_for_counts_only_from_a_trusted_proxy(service: Service) -> N
 def test_access_log_writes_one_line_per_request_when_turned_on(service: Service) -> None:
     """Off by default (the proxy in front logs requests; the audit log has every security
     event); ``server.access_log = true`` logs method, path without query, status, client."""
-    from tests.test_passkey_helpers import second_instance
+    from tests.support.passkeys import second_instance
 
     assert service.config.server.access_log is False
     log_on = lambda text: text.replace("access_log = false", "access_log = true")  # noqa: E731
@@ -82,7 +82,7 @@ def test_access_log_writes_one_line_per_request_when_turned_on(service: Service)
 
 
 def test_json_logs_are_one_object_per_line_with_the_request_id(service: Service) -> None:
-    from tests.test_passkey_helpers import second_instance
+    from tests.support.passkeys import second_instance
 
     def json_lines(text: str) -> str:
         return text.replace("access_log = false", "access_log = true").replace(

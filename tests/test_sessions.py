@@ -33,12 +33,12 @@ from tests.support.logout import (
     logout_question,
     press_sign_out,
 )
+from tests.support.oauth import OAuthDriver, RegisteredClient, query_of, register_client
+from tests.support.passkeys import assert_error
 from tests.support.processes import stop, wait_for_health
 from tests.support.relying_party import RelyingParty, relying_party
 from tests.test_account import Account
 from tests.test_consent import self_registered
-from tests.test_oauth_helpers import OAuthDriver, RegisteredClient, query_of, register_client
-from tests.test_passkey_helpers import assert_error
 from tests.test_scale_out import _serve
 
 

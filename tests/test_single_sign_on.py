@@ -29,9 +29,9 @@ from identityctl.services.directory import users as directory
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.browser import PasskeyPage, needs_chromium, sign_in_with_password
+from tests.support.oauth import query_of
+from tests.support.passkeys import PasskeyClient
 from tests.support.relying_party import RelyingParty, relying_party
-from tests.test_oauth_helpers import query_of
-from tests.test_passkey_helpers import PasskeyClient
 
 pytestmark = needs_chromium
 

@@ -376,7 +376,7 @@ def test_a_previous_key_retires_only_once_it_stopped_signing_long_enough_ago(
 def own_statements() -> Iterator[None]:
     """Statements a test makes are not the store's: forget them afterwards (every connect
     compiles every statement made)."""
-    from identityctl.store.db import CompiledQuery
+    from identityctl.store.compiled import CompiledQuery
 
     made = len(CompiledQuery.every)
     yield
@@ -385,7 +385,7 @@ def own_statements() -> Iterator[None]:
 
 def test_a_compiled_query_binds_values_by_name_whatever_order_peewee_emits_them(
         store_url: str, own_statements: None) -> None:
-    from identityctl.store.db import CompiledQuery
+    from identityctl.store.compiled import CompiledQuery
     from identityctl.store.models import User
 
     carol = make_user("carol")
@@ -404,7 +404,7 @@ def test_a_compiled_query_binds_values_by_name_whatever_order_peewee_emits_them(
 
 def test_a_statement_constant_is_a_parameter_with_a_default(store_url: str,
                                                             own_statements: None) -> None:
-    from identityctl.store.db import CompiledQuery
+    from identityctl.store.compiled import CompiledQuery
     from identityctl.store.models import User
 
     carol = make_user("carol")
@@ -416,7 +416,7 @@ def test_a_statement_constant_is_a_parameter_with_a_default(store_url: str,
 
 def test_a_builder_that_cannot_be_bound_by_name_is_refused_when_compiled(
         store_url: str, own_statements: None) -> None:
-    from identityctl.store.db import CompiledQuery, StatementError
+    from identityctl.store.compiled import CompiledQuery, StatementError
     from identityctl.store.models import User
 
     hidden_constant = CompiledQuery(lambda username: User.select(User.id).where(
@@ -430,12 +430,12 @@ def test_a_builder_that_cannot_be_bound_by_name_is_refused_when_compiled(
 
 
 def test_every_statement_of_the_store_compiles_on_this_database(store_url: str) -> None:
-    from identityctl.store import db
+    from identityctl.store import compiled, db
 
-    db.compile_statements()  # what connect() did: it would have raised
+    compiled.compile_statements()  # what connect() did: it would have raised
     kind = type(db.database.obj)
-    assert len(db.CompiledQuery.every) >= 20
-    for statement in db.CompiledQuery.every:
+    assert len(compiled.CompiledQuery.every) >= 20
+    for statement in compiled.CompiledQuery.every:
         assert any(key[0] is kind for key in statement._compiled), statement._build
 
 

@@ -19,13 +19,14 @@ from identityctl.services.context import ServiceContext
 from identityctl.services.directory import users as directory
 from identityctl.store import audit
 from tests.conftest import Service
-from tests.support.openid_client import needs_openid_client, step
-from tests.test_oauth_helpers import (
+from tests.support.oauth import (
     OAuthDriver,
     RegisteredClient,
     assert_oauth_error,
     register_client,
 )
+from tests.support.openid_client import needs_openid_client, step
+from tests.test_oauth_server import allow_only
 
 GRANT = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN = "urn:ietf:params:oauth:token-type:access_token"
@@ -122,6 +123,17 @@ def test_identityctl_itself_is_no_target_and_a_deleted_person_has_nothing_to_giv
     directory.delete_user(user_id)
     assert_oauth_error(exchange(service, assistant, subject_token), 400, "invalid_grant",
                        "user_inactive")
+
+
+def test_a_user_whose_type_the_application_no_longer_allows_has_nothing_to_give(
+        service: Service, resources: None) -> None:
+    """services.directory.may_use at the exchange too, for the application that exchanges."""
+    assistant = agent()
+    _, subject_token = users_token(service, assistant)
+    directory.create_user_type(name="contractor", actor="test")
+    allow_only(assistant, "contractor")
+    assert_oauth_error(exchange(service, assistant, subject_token), 400, "invalid_grant",
+                       "user_type_not_allowed")
 
 
 def test_a_revoked_subject_token_is_not_exchanged(service: Service, resources: None) -> None:

@@ -74,12 +74,12 @@ def audit_list(
 
 def _show(*, since: str | None, user: str | None, event: str | None, limit: int,
           as_json: bool) -> None:
-    from identityctl.services import audit_log
+    from identityctl.services import audit
     from identityctl.services.directory.users import require_user
 
     Session.connected()
     user_id = require_user(user).id if user else None
-    events = audit_log.events(since=parse_since(since) if since else None, user_id=user_id,
+    events = audit.events(since=parse_since(since) if since else None, user_id=user_id,
                           event=event, limit=limit)
     rows = [{**e, "time": datetime.fromtimestamp(e["at"], UTC).strftime("%Y-%m-%d %H:%M:%S")}
             for e in events]
@@ -101,9 +101,9 @@ def audit_purge(as_json: bool = JsonOption) -> None:
     """Delete events older than security.audit_retention_days. `serve` does this at start;
     for a server that runs for months, run this daily (cron, a systemd timer)."""
     from identityctl.cli.output import done
-    from identityctl.services import audit_log
+    from identityctl.services import audit
 
     config = Session.connected()
-    removed = audit_log.purge(config.security.audit_retention_days)
+    removed = audit.purge(config.security.audit_retention_days)
     done(f"removed {removed} event(s) older than {config.security.audit_retention_days} days",
          as_json=as_json, data={"removed": removed})

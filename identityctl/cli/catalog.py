@@ -15,8 +15,15 @@ import typer
 from rich.panel import Panel
 from rich.table import Table
 
-from identityctl.cli.common import Session, command, read_json_file
-from identityctl.cli.directory import ACTOR, YesOption, confirm_and_delete, when
+from identityctl.cli.common import (
+    ACTOR,
+    Session,
+    YesOption,
+    command,
+    confirm_and_delete,
+    read_json_file,
+    when,
+)
 from identityctl.cli.output import JsonOption, console, done, emit_json, show_record, show_table
 from identityctl.errors import BadRequest, InvalidField, MissingField, NotFound
 

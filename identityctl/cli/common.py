@@ -1,9 +1,11 @@
-"""What every CLI command shares: the config it runs against and how errors are shown."""
+"""What every CLI command shares: the config it runs against, how errors are shown, and the
+helpers the command groups have in common (the audit actor, --yes, times, secrets)."""
 
 from __future__ import annotations
 
 import functools
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -11,9 +13,9 @@ from typing import Any, TypeVar
 import typer
 from rich.markup import escape
 
-from identityctl.cli.output import emit_json, errors
+from identityctl.cli.output import done, emit_json, errors
 from identityctl.config import Config, load_config, resolve_config_path
-from identityctl.errors import ConfigError, IdentityError
+from identityctl.errors import ConfigError, IdentityError, InvalidField
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -111,3 +113,54 @@ def read_json_file(path: Path) -> Any:
         raise IdentityError(f"{path} nests JSON too deeply.", code="malformed_json") from None
     except ValueError as exc:  # not JSON, not UTF-8, or a number of too many digits
         raise IdentityError(f"{path} is not valid JSON: {exc}", code="malformed_json") from None
+
+
+#: Who the audit events of the command line name.
+ACTOR = "cli"
+
+YesOption = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation (scripts).")
+
+
+def confirm_and_delete(what: str, record_id: str, delete: Callable[..., None], *, yes: bool,
+                       as_json: bool, shown: dict[str, Any]) -> None:
+    """Ask first (unless --yes), delete through the service, report what went.
+
+    The question goes to stderr so that --json output stays one clean document.
+    """
+    if not yes:
+        typer.confirm(f"Delete {what}? This cannot be undone.", abort=True, err=True)
+    delete(record_id, actor=ACTOR)
+    done(f"deleted {what}", as_json=as_json, data={"deleted": record_id, **shown})
+
+
+def when(epoch: float | None) -> str:
+    """An epoch time as people read it (UTC)."""
+    return "-" if epoch is None else time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(epoch))
+
+
+def parse_assignments(pairs: list[str], option: str) -> dict[str, str]:
+    """NAME=VALUE arguments as a dict (a value may itself contain '=')."""
+    values = {}
+    for pair in pairs:
+        name, separator, value = pair.partition("=")
+        if not separator or not name.strip():
+            raise InvalidField(option, f"{pair!r} is not NAME=VALUE")
+        values[name.strip()] = value
+    return values
+
+
+def read_secret(prompt: str, *, from_stdin: bool) -> str:
+    """One line of standard input, or a hidden prompt asked twice (never an argument)."""
+    if from_stdin:
+        return typer.get_text_stream("stdin").readline().rstrip("\r\n")
+    return typer.prompt(prompt, hide_input=True, confirmation_prompt=True, err=True)
+
+
+def end_sessions(user_id: str, reason: str) -> int:
+    """A changed credential or standing ends the user's sign-in sessions everywhere (their
+    clients are told by back-channel logout)."""
+    from identityctl.services.accounts import sessions
+    from identityctl.services.context import ServiceContext
+
+    return sessions.end_user_sessions(ServiceContext.for_config(Session.config()), user_id,
+                                      actor=ACTOR, reason=reason)

@@ -8,22 +8,29 @@ for.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from identityctl.cli.common import Session, command, read_json_file
+from identityctl.cli.common import (
+    ACTOR,
+    Session,
+    YesOption,
+    command,
+    confirm_and_delete,
+    end_sessions,
+    parse_assignments,
+    read_json_file,
+    read_secret,
+    when,
+)
 from identityctl.cli.output import JsonOption, console, done, show_record, show_table
-from identityctl.errors import BadRequest, InvalidField
+from identityctl.errors import BadRequest
 
 if TYPE_CHECKING:
     from identityctl.services.directory.users import Recovery
     from identityctl.store.directory import UserRecord
-
-ACTOR = "cli"
 
 user_app = typer.Typer(
     help="Users: create, list, show, update, delete; set passwords; disable, enable, unlock.",
@@ -33,43 +40,6 @@ ou_app = typer.Typer(help="Organization units: the tree users and user types bel
 user_type_app = typer.Typer(
     help="User types: the attribute schema of a kind of user and whether people may sign "
          "themselves up.", no_args_is_help=True)
-
-YesOption = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation (scripts).")
-
-
-def confirm_and_delete(what: str, record_id: str, delete: Callable[..., None], *, yes: bool,
-                       as_json: bool, shown: dict[str, Any]) -> None:
-    """Ask first (unless --yes), delete through the service, report what went.
-
-    The question goes to stderr so that --json output stays one clean document.
-    """
-    if not yes:
-        typer.confirm(f"Delete {what}? This cannot be undone.", abort=True, err=True)
-    delete(record_id, actor=ACTOR)
-    done(f"deleted {what}", as_json=as_json, data={"deleted": record_id, **shown})
-
-
-def when(epoch: float | None) -> str:
-    """An epoch time as people read it (UTC)."""
-    return "-" if epoch is None else time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(epoch))
-
-
-def parse_assignments(pairs: list[str], option: str) -> dict[str, str]:
-    """NAME=VALUE arguments as a dict (a value may itself contain '=')."""
-    values = {}
-    for pair in pairs:
-        name, separator, value = pair.partition("=")
-        if not separator or not name.strip():
-            raise InvalidField(option, f"{pair!r} is not NAME=VALUE")
-        values[name.strip()] = value
-    return values
-
-
-def read_secret(prompt: str, *, from_stdin: bool) -> str:
-    """One line of standard input, or a hidden prompt asked twice (never an argument)."""
-    if from_stdin:
-        return typer.get_text_stream("stdin").readline().rstrip("\r\n")
-    return typer.prompt(prompt, hide_input=True, confirmation_prompt=True, err=True)
 
 
 def read_new_password(from_stdin: bool) -> str:
@@ -310,16 +280,6 @@ def user_set_password(
                                                   else ""), as_json=as_json,
          data={"id": found.id, "username": found.username, "hasPassword": True,
                "sessionsEnded": ended})
-
-
-def end_sessions(user_id: str, reason: str) -> int:
-    """A changed credential or standing ends the user's sign-in sessions everywhere (their
-    clients are told by back-channel logout)."""
-    from identityctl.services.accounts import sessions
-    from identityctl.services.context import ServiceContext
-
-    return sessions.end_user_sessions(ServiceContext.for_config(Session.config()), user_id,
-                                      actor=ACTOR, reason=reason)
 
 
 def _change_status(user: str, change: str, as_json: bool) -> None:

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from identityctl.cli.common import Session, command
-from identityctl.cli.directory import when
+from identityctl.cli.common import Session, command, when
 from identityctl.cli.output import JsonOption, done, show_table
 
 email_app = typer.Typer(help="E-mail: send a test message, see the outbox.",

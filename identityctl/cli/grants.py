@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from identityctl.cli.common import Session, command
-from identityctl.cli.directory import ACTOR, YesOption, when
+from identityctl.cli.common import ACTOR, Session, YesOption, command, when
 from identityctl.cli.output import JsonOption, done, show_table
 
 grant_app = typer.Typer(help="Grants: what people let clients have (list, revoke).",

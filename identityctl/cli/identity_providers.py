@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import typer
 
-from identityctl.cli.common import Session, command
-from identityctl.cli.directory import ACTOR, YesOption, confirm_and_delete, parse_assignments
+from identityctl.cli.common import (
+    ACTOR,
+    Session,
+    YesOption,
+    command,
+    confirm_and_delete,
+    parse_assignments,
+    read_secret,
+)
 from identityctl.cli.output import JsonOption, console, show_record, show_table
 
 idp_app = typer.Typer(
@@ -55,7 +62,6 @@ def idp_add(
 
     The default sign-in flow then offers "Continue with <name>" on the hosted page.
     """
-    from identityctl.cli.directory import read_secret
     from identityctl.services.accounts import federation
     from identityctl.services.context import ServiceContext
 

@@ -147,7 +147,7 @@ def serve(
     if workers > 1:
         _metrics_shared_by_workers()
     from identityctl.server.runtime import serve as run_server
-    from identityctl.services import audit_log
+    from identityctl.services import audit
     from identityctl.services.admin.bootstrap import open_store, seed
     from identityctl.services.context import ServiceContext
     from identityctl.services.oauth.registration import remove_idle_clients
@@ -156,7 +156,7 @@ def serve(
     seed(config)
     # security.audit_retention_days applies at every start (cron `identityctl audit purge`
     # for servers that run for months).
-    audit_log.purge(config.security.audit_retention_days)
+    audit.purge(config.security.audit_retention_days)
     # Self-registered clients unused for oauth.registration_idle_days go at every start.
     remove_idle_clients(ServiceContext.for_config(config))
 

@@ -8,8 +8,15 @@ from __future__ import annotations
 
 import typer
 
-from identityctl.cli.common import Session, command
-from identityctl.cli.directory import ACTOR, YesOption, confirm_and_delete, when
+from identityctl.cli.common import (
+    ACTOR,
+    Session,
+    YesOption,
+    command,
+    confirm_and_delete,
+    end_sessions,
+    when,
+)
 from identityctl.cli.output import JsonOption, done, show_table
 
 passkey_app = typer.Typer(help="A user's passkeys (WebAuthn credentials): list, rename, delete.",
@@ -60,7 +67,6 @@ def passkey_delete(user: str = UserArgument, credential_id: str = CredentialArgu
                    yes: bool = YesOption, as_json: bool = JsonOption) -> None:
     """Remove one of USER's passkeys; it can no longer sign in, and the user's sessions
     end (it may have been lost; asks first unless --yes)."""
-    from identityctl.cli.directory import end_sessions
     from identityctl.services.accounts.passkeys import admin
 
     Session.connected()

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from identityctl.cli.common import Session, command
-from identityctl.cli.directory import ACTOR, when
+from identityctl.cli.common import ACTOR, Session, command, when
 from identityctl.cli.output import JsonOption, console, emit_json
 
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from identityctl.cli.common import Session, command
-from identityctl.cli.directory import ACTOR, YesOption, confirm_and_delete
+from identityctl.cli.common import ACTOR, Session, YesOption, command, confirm_and_delete
 from identityctl.cli.output import JsonOption, show_record, show_table
 
 resource_server_app = typer.Typer(

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from identityctl.cli.common import Session, command
-from identityctl.cli.directory import ACTOR, YesOption, confirm_and_delete
+from identityctl.cli.common import ACTOR, Session, YesOption, command, confirm_and_delete
 from identityctl.cli.output import JsonOption, done, show_record, show_table
 
 role_app = typer.Typer(help="Roles: the scopes users hold and may grant to clients (list, "

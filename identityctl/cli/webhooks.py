@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import typer
 
-from identityctl.cli.common import Session, command
-from identityctl.cli.directory import ACTOR, YesOption, confirm_and_delete, when
+from identityctl.cli.common import ACTOR, Session, YesOption, command, confirm_and_delete, when
 from identityctl.cli.output import JsonOption, console, emit_json, show_record, show_table
 
 webhook_app = typer.Typer(help="Event webhooks: audit events to your HTTPS endpoints (add, "

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any, Final, cast
+
+from identityctl.answers import json_answer
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -216,17 +217,17 @@ class McpWsgiBridge:
         if method in ("GET", "HEAD", "DELETE") and self._is_endpoint(environ):
             return _json_error(
                 start_response,
-                "405 Method Not Allowed",
+                405,
                 "Method Not Allowed: this MCP endpoint is stateless; use POST",
                 extra_headers=[("Allow", "POST")],
                 head=method == "HEAD",
             )
         if self._closed:
-            return _json_error(start_response, "503 Service Unavailable", "MCP server stopped")
+            return _json_error(start_response, 503, "MCP server stopped")
         self.start()
         wsgi_app = self._wsgi_app
         if wsgi_app is None:  # closed concurrently
-            return _json_error(start_response, "503 Service Unavailable", "MCP server stopped")
+            return _json_error(start_response, 503, "MCP server stopped")
         return wsgi_app(environ, _without_hop_by_hop(start_response))
 
     def _is_endpoint(self, environ: WSGIEnvironment) -> bool:
@@ -375,17 +376,17 @@ def _without_hop_by_hop(start_response: StartResponse) -> StartResponse:
 
 def _json_error(
     start_response: StartResponse,
-    status: str,
+    status: int,
     message: str,
     *,
     extra_headers: Iterable[tuple[str, str]] = (),
     head: bool = False,
 ) -> list[bytes]:
-    body = json.dumps(
-        {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": message}}
-    ).encode()
-    headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
-    start_response(status, [*headers, *extra_headers])
+    """A refusal of the bridge's own, as JSON-RPC's error object (what an MCP client reads)."""
+    status_line, headers, body = json_answer(
+        status, {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": message}}
+    )
+    start_response(status_line, [*headers, *extra_headers])
     return [] if head else [body]
 
 

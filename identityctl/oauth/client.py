@@ -8,10 +8,6 @@ from typing import Any
 
 from identityctl.oauth.errors import UnauthorizedClient
 
-AUTHORIZATION_CODE = "authorization_code"
-REFRESH_TOKEN = "refresh_token"
-CLIENT_CREDENTIALS = "client_credentials"
-
 
 @dataclass(slots=True)
 class Client:

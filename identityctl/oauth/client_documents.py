@@ -10,11 +10,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from identityctl.oauth.registration import (
-    ClientMetadata,
-    InvalidClientMetadata,
-    validate_client_metadata,
-)
+from identityctl.oauth.errors import InvalidClientMetadata
+from identityctl.oauth.registration import ClientMetadata, validate_client_metadata
 
 #: A document URL is stored as the client id (at most 255 characters in every database).
 MAX_URL_LENGTH = 255

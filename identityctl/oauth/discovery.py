@@ -6,9 +6,7 @@ from typing import Any
 
 from identityctl.oauth import client_auth, pkce
 from identityctl.oauth.claims import OPENID, SCOPE_CLAIMS
-from identityctl.oauth.client import AUTHORIZATION_CODE, CLIENT_CREDENTIALS, REFRESH_TOKEN
-from identityctl.oauth.grants.device_code import GRANT_TYPE as DEVICE_CODE
-from identityctl.oauth.grants.token_exchange import GRANT_TYPE as TOKEN_EXCHANGE
+from identityctl.oauth.grants import GRANT_TYPES
 from identityctl.security.jwks import ASYMMETRIC_ALGORITHMS
 
 AUTHORIZE_PATH = "/oauth2/authorize"
@@ -58,8 +56,7 @@ def provider_metadata(*, issuer: str, base_url: str, signing_algorithms: list[st
         "scopes_supported": [OPENID, *SCOPE_CLAIMS],
         "response_types_supported": ["code"],
         "response_modes_supported": ["query"],
-        "grant_types_supported": [AUTHORIZATION_CODE, REFRESH_TOKEN, CLIENT_CREDENTIALS,
-                                  DEVICE_CODE, TOKEN_EXCHANGE],
+        "grant_types_supported": list(GRANT_TYPES),
         "subject_types_supported": ["public"],
         "id_token_signing_alg_values_supported": signing_algorithms,
         "token_endpoint_auth_methods_supported": list(client_auth.METHODS),

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 import jwt
 from joserfc.jwk import JWKRegistry
 
-from identityctl.oauth.errors import OAuthError
+from identityctl.oauth.errors import InvalidDpopProof, UseDpopNonce
 from identityctl.security.jwks import ASYMMETRIC_ALGORITHMS
 
 #: The HTTP header that carries a proof, and the scheme that presents a bound token.
@@ -34,20 +34,6 @@ MAX_AGE = 300
 LEEWAY = 5
 #: A nonce is good for the period it was made in and the next one.
 NONCE_PERIOD = 300
-
-
-class InvalidDpopProof(OAuthError):
-    """RFC 9449 §7.1 / §12.2: the proof is missing, malformed, or does not fit the request."""
-
-    error = code = "invalid_dpop_proof"
-    message = "The DPoP proof is not valid."
-
-
-class UseDpopNonce(OAuthError):
-    """§8: the server wants a proof carrying the nonce it sends in ``DPoP-Nonce``."""
-
-    error = code = "use_dpop_nonce"
-    message = "The DPoP proof needs the server's nonce."
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,10 +18,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from identityctl.errors import InvalidField
-from identityctl.oauth.client import AUTHORIZATION_CODE, REFRESH_TOKEN
 from identityctl.oauth.client_assertion import check_client_keys
 from identityctl.oauth.client_auth import NONE, PRIVATE_KEY_JWT
-from identityctl.oauth.errors import OAuthError
+from identityctl.oauth.errors import InvalidClientMetadata, InvalidRedirectUri
+from identityctl.oauth.grants import authorization_code, refresh_token
 from identityctl.oauth.parameters import MAX_URI_LENGTH, parse_scope
 
 #: Hosts of a loopback redirect URI (RFC 8252 §7.3 names the IP literals; ``localhost`` is
@@ -29,23 +29,11 @@ from identityctl.oauth.parameters import MAX_URI_LENGTH, parse_scope
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 MAX_REDIRECT_URIS = 10
 MAX_NAME_LENGTH = 100
-GRANT_TYPES = (AUTHORIZATION_CODE, REFRESH_TOKEN)
+#: What a client may register itself for: a person signs in to it (identityctl.oauth.grants
+#: offers more, to clients an administrator makes).
+REGISTRABLE_GRANT_TYPES = (authorization_code.GRANT_TYPE, refresh_token.GRANT_TYPE)
 #: No secret is ever handed out: a client is public, or proves itself with its own key.
 AUTH_METHODS = (NONE, PRIVATE_KEY_JWT)
-
-
-class InvalidClientMetadata(OAuthError):
-    """RFC 7591 §3.2.2: a metadata field is invalid or not allowed here."""
-
-    error = code = "invalid_client_metadata"
-    message = "The client metadata is not valid."
-
-
-class InvalidRedirectUri(OAuthError):
-    """RFC 7591 §3.2.2: a redirect URI is invalid or not allowed here."""
-
-    error = code = "invalid_redirect_uri"
-    message = "A redirect URI is not valid."
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +139,9 @@ def validate_client_metadata(document: Any, *, allowed_scopes: tuple[str, ...],
             "with a key it registers ('private_key_jwt' with jwks or jwks_uri).",
             code="confidential_registration_unsupported")
     keys = _client_keys(document, method)
-    grant_types = _strings(document, "grant_types", default=[AUTHORIZATION_CODE])
-    if AUTHORIZATION_CODE not in grant_types or not set(grant_types) <= set(GRANT_TYPES):
+    grant_types = _strings(document, "grant_types", default=[authorization_code.GRANT_TYPE])
+    if authorization_code.GRANT_TYPE not in grant_types \
+            or not set(grant_types) <= set(REGISTRABLE_GRANT_TYPES):
         raise InvalidClientMetadata(f"grant_types must be authorization_code, optionally with "
                                     f"refresh_token; got {grant_types}.")
     response_types = _strings(document, "response_types", default=["code"])

@@ -10,21 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from identityctl.oauth.errors import InvalidRequest, OAuthError
-
-
-class LoginRequired(OAuthError):
-    """OIDC Core §3.1.2.6: ``prompt=none``, and no session answers the request."""
-
-    error = code = "login_required"
-    message = "The user must sign in."
-
-
-class ConsentRequired(OAuthError):
-    """OIDC Core §3.1.2.6: ``prompt=none``, and the person has not approved this client."""
-
-    error = code = "consent_required"
-    message = "The user must approve the client."
+from identityctl.oauth.errors import InvalidRequest
 
 
 def parse_max_age(value: str | None) -> int | None:

@@ -13,14 +13,13 @@ with :func:`error_answer`.
 
 from __future__ import annotations
 
-import json
 import logging
-from http import HTTPStatus
 from typing import Any
 
 import falcon
 
 from identityctl import i18n
+from identityctl.answers import json_answer
 from identityctl.config import Config
 from identityctl.errors import IdentityError
 from identityctl.server.middleware import SECURITY_HEADERS
@@ -70,14 +69,8 @@ def error_answer(error: IdentityError, *headers: tuple[str, str]
     The body is ``error.to_dict()``; the headers are the security headers every answer
     carries, the JSON content type and length, then ``headers`` and ``error.headers``.
     """
-    body = json.dumps(error.to_dict(), ensure_ascii=False).encode()
-    try:
-        phrase = HTTPStatus(error.status).phrase
-    except ValueError:
-        phrase = "Error"
-    return f"{error.status} {phrase}", [
-        *_WSGI_SECURITY_HEADERS, ("Content-Type", falcon.MEDIA_JSON),
-        ("Content-Length", str(len(body))), *headers, *error.headers.items()], body
+    status, content, body = json_answer(error.status, error.to_dict())
+    return status, [*_WSGI_SECURITY_HEADERS, *content, *headers, *error.headers.items()], body
 
 
 def _write(resp: falcon.Response, status: int, body: dict[str, str],

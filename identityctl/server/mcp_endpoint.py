@@ -38,7 +38,7 @@ from identityctl.server.errors import error_answer
 from identityctl.server.heap import settle_heap
 from identityctl.server.middleware import ClientAddress, log_access
 from identityctl.server.requests import presented_token
-from identityctl.services import audit_log
+from identityctl.services import audit
 from identityctl.services.clients.bearer import scheme_of, verify_presented
 from identityctl.services.context import ServiceContext
 from identityctl.store import db
@@ -176,7 +176,7 @@ class McpDispatcher:
 def _audited_request(environ: WSGIEnvironment) -> Iterator[None]:
     """The changes a tool makes are audited with the caller's address and the request's id
     (as REST calls are), though tools run on the SDK's threads."""
-    with audit_log.request_address(str(environ.get(CLIENT_ADDRESS_ENVIRON_KEY, ""))), \
+    with audit.request_address(str(environ.get(CLIENT_ADDRESS_ENVIRON_KEY, ""))), \
             logs.request_id_scope(str(environ.get(REQUEST_ID_ENVIRON_KEY, ""))):
         yield
 

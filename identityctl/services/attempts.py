@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from identityctl.errors import IdentityError
 from identityctl.passkey.verification import VerificationError
-from identityctl.services import throttle
+from identityctl.services import audit, throttle
 from identityctl.services.context import ServiceContext
-from identityctl.store import audit
 
 #: Failures that are refusals of a genuine-looking request rather than bad input.
 _DENIED_CODES = frozenset({"possible_clone", "account_unavailable", "backup_eligibility_changed"})

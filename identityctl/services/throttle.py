@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from identityctl.config import SecurityConfig
 from identityctl.errors import TooManyRequests
 from identityctl.security.usernames import username_key
+from identityctl.services import audit
 from identityctl.services.context import ServiceContext
-from identityctl.store import audit
 from identityctl.store import throttle as store
 from identityctl.store.throttle import Counter
 

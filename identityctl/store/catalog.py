@@ -9,7 +9,7 @@ from peewee import fn
 
 from identityctl.errors import NotFound
 from identityctl.store import crud
-from identityctl.store.db import CompiledQuery, Row
+from identityctl.store.compiled import CompiledQuery, Row
 from identityctl.store.models import (
     Application,
     AuthorizationCode,

@@ -10,7 +10,7 @@ import peewee
 from identityctl.errors import NotFound
 from identityctl.security.usernames import username_key
 from identityctl.store import crud
-from identityctl.store.db import CompiledQuery, Row
+from identityctl.store.compiled import CompiledQuery, Row
 from identityctl.store.models import OrganizationUnit, User, UserType, now
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from identityctl.store.db import CompiledQuery, Row
+from identityctl.store.compiled import CompiledQuery, Row
 from identityctl.store.models import FlowExecution, new_id
 
 INCOMPLETE = "INCOMPLETE"

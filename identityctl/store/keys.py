@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from identityctl.store.db import database, transaction
+from identityctl.store.connection import database
+from identityctl.store.db import transaction
 from identityctl.store.models import ServiceSecret, SigningKey, now
 
 

@@ -13,7 +13,7 @@ import time
 
 import peewee
 
-from identityctl.store.db import database
+from identityctl.store.connection import database
 
 
 def new_id() -> str:

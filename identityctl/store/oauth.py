@@ -14,7 +14,8 @@ from typing import Any
 
 import peewee
 
-from identityctl.store.db import CompiledQuery, Row, transaction
+from identityctl.store.compiled import CompiledQuery, Row
+from identityctl.store.db import transaction
 from identityctl.store.models import (
     AuthorizationCode,
     AuthorizationRequest,

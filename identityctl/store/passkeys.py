@@ -17,7 +17,8 @@ import peewee
 
 from identityctl.errors import NotFound
 from identityctl.store import crud
-from identityctl.store.db import CompiledQuery, Row, transaction
+from identityctl.store.compiled import CompiledQuery, Row
+from identityctl.store.db import transaction
 from identityctl.store.directory import UserRecord, owner_columns, owner_record
 from identityctl.store.models import CeremonySession, PasskeyCredential, User, UserType
 

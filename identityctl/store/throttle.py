@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import peewee
 
-from identityctl.store.db import CompiledQuery, transaction
+from identityctl.store.compiled import CompiledQuery
+from identityctl.store.db import transaction
 from identityctl.store.models import Throttle
 
 

@@ -9,6 +9,8 @@ from identityctl.oauth import pkce
 from identityctl.oauth.client import Client
 from identityctl.oauth.errors import InvalidGrant
 
+GRANT_TYPE = "authorization_code"
+
 
 class IssuedCode(Protocol):
     """What the grant reads of a stored authorization code."""

@@ -6,6 +6,8 @@ from identityctl.oauth.client import Client
 from identityctl.oauth.errors import UnauthorizedClient
 from identityctl.oauth.parameters import granted_scope
 
+GRANT_TYPE = "client_credentials"
+
 
 def validate_client_credentials(client: Client, *,
                                 requested_scope: tuple[str, ...]) -> tuple[str, ...]:

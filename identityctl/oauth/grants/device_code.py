@@ -11,7 +11,13 @@ import secrets
 from dataclasses import dataclass
 
 from identityctl.oauth.client import Client
-from identityctl.oauth.errors import InvalidGrant, OAuthError
+from identityctl.oauth.errors import (
+    AccessDenied,
+    AuthorizationPending,
+    ExpiredToken,
+    InvalidGrant,
+    SlowDown,
+)
 
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code"
 #: §6.1's alphabet: upper-case consonants (no vowels: no words; no O or I beside 0 and 1,
@@ -27,25 +33,9 @@ POLL_SLACK = 0.5
 PENDING, APPROVED, DENIED, USED = "pending", "approved", "denied", "used"
 
 
-class AuthorizationPending(OAuthError):
-    error = code = "authorization_pending"
-    message = "The person has not answered yet."
+class DeviceAccessDenied(AccessDenied):
+    """§3.5 access_denied, at the token endpoint: the person said no."""
 
-
-class SlowDown(OAuthError):
-    error = code = "slow_down"
-    message = "Poll less often."
-
-
-class ExpiredToken(OAuthError):
-    error = code = "expired_token"
-    message = "The device code has expired."
-
-
-class DeviceAccessDenied(OAuthError):
-    """§3.5 access_denied, at the token endpoint (400, as RFC 6749 §5.2 errors are)."""
-
-    error = code = "access_denied"
     message = "The person denied the request."
 
 

@@ -9,6 +9,8 @@ from identityctl.oauth.client import Client
 from identityctl.oauth.errors import InvalidGrant
 from identityctl.oauth.parameters import granted_scope, parse_scope
 
+GRANT_TYPE = "refresh_token"
+
 
 class IssuedRefreshToken(Protocol):
     """What the grant reads of a stored refresh token."""

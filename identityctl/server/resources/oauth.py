@@ -15,7 +15,8 @@ from identityctl.errors import BadRequest
 from identityctl.oauth import discovery
 from identityctl.oauth.dpop import HEADER as DPOP_HEADER
 from identityctl.oauth.errors import InvalidRequest
-from identityctl.server.openapi import error_response, json_body, json_response
+from identityctl.server.openapi import error_response, json_response
+from identityctl.server.openapi import json_body as json_request_body
 from identityctl.server.requests import (
     bearer_token,
     json_object,
@@ -87,243 +88,9 @@ def _no_store(resp: falcon.Response) -> None:
     resp.set_header("Pragma", "no-cache")
 
 
-class _OAuthResource:
-    def __init__(self, context: ServiceContext) -> None:
-        self.context = context
-
-
-class _PostResource(_OAuthResource):
-    """An endpoint browsers' scripts may POST to (with ``_cross_origin``): its preflight."""
-
-    def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
-        _preflight(resp, "POST")
-
-
-class AuthorizeResource(_OAuthResource):
-    """GET (or form POST, OIDC Core §3.1.2.1) /oauth2/authorize -> 302."""
-
-    def _authorize(self, req: falcon.Request, resp: falcon.Response,
-                   parameters: dict[str, Any]) -> None:
-        resp.status = falcon.HTTP_302
-        resp.location = authorization.authorize(
-            self.context, parameters, client_address=req.context.client_address,
-            session_cookie=req.cookies.get(sessions.COOKIE), browser=browser_secret(req, resp))
-
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self._authorize(req, resp, req.params)
-
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self._authorize(req, resp, _form(req))
-
-
-def _set_session_cookie(resp: falcon.Response, value: str, max_age: int) -> None:
-    """The browser session (services/accounts/sessions.py): ``__Host-`` with Secure and path /,
-    HttpOnly (no script reads it), SameSite=Lax (sent on top-level navigations to
-    /oauth2/authorize, never on another site's POST or fetch)."""
-    resp.set_cookie(sessions.COOKIE, value, max_age=max_age, path="/", secure=True,
-                    http_only=True, same_site="Lax")
-
-
-class CallbackResource(_OAuthResource):
-    """POST /oauth2/auth/callback {authId, assertion} -> {redirect_uri} (or a consent
-    question); {authId, resume: "session"} when the browser's session signed the person in
-    and only their consent is missing."""
-
-    json_body = True
-
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = json_object(req)
-        auth_id = string_field(body, "authId")
-        cookie = req.cookies.get(sessions.COOKIE)
-        if body.get("resume") == "session":
-            handed = authorization.resume_with_session(
-                self.context, auth_id=auth_id, session_cookie=cookie,
-                client_address=req.context.client_address)
-        else:
-            handed = authorization.complete_authorization(
-                self.context, auth_id=auth_id, assertion=string_field(body, "assertion"),
-                client_address=req.context.client_address, user_agent=req.user_agent or "",
-                session_cookie=cookie)
-        if handed.new_session:
-            _set_session_cookie(resp, handed.new_session,
-                                self.context.config.session.absolute_timeout)
-        resp.media = handed.to_api()
-
-
-class ConsentResource(_OAuthResource):
-    """POST /oauth2/auth/consent {authId, consentToken, decision} -> {redirect_uri}."""
-
-    json_body = True
-
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = json_object(req)
-        decision = string_field(body, "decision")
-        if decision not in ("allow", "deny"):
-            raise BadRequest("decision must be 'allow' or 'deny'.", code="invalid_field")
-        resp.media = authorization.decide_consent(
-            self.context, auth_id=string_field(body, "authId"),
-            consent_token=string_field(body, "consentToken"), approve=decision == "allow",
-            client_address=req.context.client_address).to_api()
-
-
-@falcon.before(_cross_origin)
-class TokenResource(_PostResource):
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        _no_store(resp)
-        resp.media = token_endpoint.token(self.context, _form(req), **_with_proof(req))
-        resp.set_headers(dpop.nonce_headers(self.context))
-
-
-@falcon.before(_cross_origin)
-class PushedRequestResource(_PostResource):
-    """POST /oauth2/par (RFC 9126) -> 201 {request_uri, expires_in}."""
-
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        _no_store(resp)
-        resp.status = falcon.HTTP_201
-        resp.media = pushed_requests.push(self.context, _form(req), **_with_proof(req))
-        resp.set_headers(dpop.nonce_headers(self.context))
-
-
-@falcon.before(_cross_origin)
-class DeviceAuthorizationResource(_PostResource):
-    """POST /oauth2/device_authorization (RFC 8628 §3.1) -> {device_code, user_code, ...}."""
-
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        _no_store(resp)
-        resp.media = device.start(self.context, _form(req), **_client(req))
-
-
-@falcon.before(_cross_origin)
-class UserinfoResource(_OAuthResource):
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        _no_store(resp)
-        resp.media = resource_access.userinfo(
-            self.context, presented_token(req, self.context.config.base_url))
-
-    on_post = on_get
-
-    def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
-        _preflight(resp, "GET, POST")
-
-
-@falcon.before(_cross_origin)
-class RevokeResource(_PostResource):
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        revocation.revoke(self.context, _form(req), **_client(req))
-        resp.status = falcon.HTTP_200
-
-
-class IntrospectResource(_OAuthResource):
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        _no_store(resp)
-        resp.media = resource_access.introspect(self.context, _form(req), **_client(req))
-
-
-@falcon.before(_cross_origin)
-class JwksResource(_OAuthResource):
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        # Short caching: a rotated key must reach verifiers well within a token's lifetime.
-        resp.set_header("Cache-Control", "public, max-age=300")
-        resp.media = provider.jwks()
-
-
-@falcon.before(_cross_origin)
-class MetadataResource(_OAuthResource):
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.set_header("Cache-Control", "public, max-age=300")
-        resp.media = provider.metadata(self.context)
-
-
-class LogoutResource(_OAuthResource):
-    """RP-initiated logout: back to the client's registered URI, or a signed-out page; a
-    request no ID token vouches for asks the person first (a form posting back here)."""
-
-    def _logout(self, req: falcon.Request, resp: falcon.Response,
-                parameters: dict[str, Any]) -> None:
-        config, language = self.context.config, language_of(req)
-        answer = logout.logout(self.context, parameters,
-                               session_cookie=req.cookies.get(sessions.COOKIE),
-                               confirmation=parameters.get(logout.CONFIRMATION_FIELD))
-        account_url = config.base_url + ACCOUNT_PATH
-        if answer.confirmation:
-            write_page(resp, gate.logout_question_page(
-                config, action=config.base_url + discovery.LOGOUT_PATH,
-                confirmation=answer.confirmation, parameters=answer.parameters,
-                account_url=account_url, application_id=answer.application_id,
-                language=language))
-            return
-        _set_session_cookie(resp, "", 0)  # the browser forgets it
-        if answer.location is None:
-            write_page(resp, gate.signed_out_page(config, account_url=account_url,
-                                                  application_id=answer.application_id,
-                                                  language=language))
-        else:
-            resp.status = falcon.HTTP_302
-            resp.location = answer.location
-
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self._logout(req, resp, req.params)
-
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self._logout(req, resp, _form(req))
-
-
-@falcon.before(_cross_origin)
-class RegisterResource(_PostResource):
-    """POST /oauth2/register: Dynamic Client Registration (RFC 7591)."""
-
-    json_body = True
-
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        _no_store(resp)
-        resp.status = falcon.HTTP_201
-        # RFC 7591 §3.2.2: a body that is not an object is invalid_client_metadata.
-        resp.media = registration.register(self.context, json_value(req),
-                                           access_token=presented_token(
-                                               req, self.context.config.base_url),
-                                           client_address=req.context.client_address)
-
-
-@falcon.before(_cross_origin)
-class RegistrationResource(_OAuthResource):
-    """GET / DELETE /oauth2/register/{client_id}: a client's own registration (RFC 7592),
-    with its registration access token."""
-
-    def on_get(self, req: falcon.Request, resp: falcon.Response, client_id: str) -> None:
-        _no_store(resp)
-        resp.media = registration.read_registration(self.context, client_id,
-                                                    bearer_token(req))
-
-    def on_delete(self, req: falcon.Request, resp: falcon.Response, client_id: str) -> None:
-        registration.delete_registration(self.context, client_id, bearer_token(req),
-                                         client_address=req.context.client_address)
-        resp.status = falcon.HTTP_204
-
-    def on_options(self, req: falcon.Request, resp: falcon.Response, client_id: str) -> None:
-        _preflight(resp, "GET, DELETE")
-
-
-def add_oauth_routes(app: falcon.App, context: ServiceContext) -> None:
-    app.add_route(discovery.AUTHORIZE_PATH, AuthorizeResource(context))
-    app.add_route(discovery.CALLBACK_PATH, CallbackResource(context))
-    app.add_route(discovery.CONSENT_PATH, ConsentResource(context))
-    app.add_route(discovery.TOKEN_PATH, TokenResource(context))
-    app.add_route(discovery.PAR_PATH, PushedRequestResource(context))
-    app.add_route(discovery.DEVICE_AUTHORIZATION_PATH, DeviceAuthorizationResource(context))
-    app.add_route(discovery.USERINFO_PATH, UserinfoResource(context))
-    app.add_route(discovery.REVOKE_PATH, RevokeResource(context))
-    app.add_route(discovery.INTROSPECT_PATH, IntrospectResource(context))
-    app.add_route(discovery.JWKS_PATH, JwksResource(context))
-    app.add_route(discovery.LOGOUT_PATH, LogoutResource(context))
-    app.add_route(discovery.REGISTER_PATH, RegisterResource(context))
-    app.add_route(discovery.REGISTER_PATH + "/{client_id}", RegistrationResource(context))
-    metadata = MetadataResource(context)
-    app.add_route(discovery.OPENID_CONFIGURATION_PATH, metadata)
-    app.add_route(discovery.AUTHORIZATION_SERVER_PATH, metadata)
-
-
-# --- OpenAPI --------------------------------------------------------------------------------
+# --- OpenAPI vocabulary: what the resources' operations share ----------------------------
+# Each resource carries its operations (``openapi``). openapi.json_body is imported as
+# json_request_body: a resource's own ``json_body = True`` hides that name in its class body.
 
 _OAUTH_ERROR = {
     "type": "object", "required": ["code", "message", "description", "error",
@@ -438,8 +205,25 @@ _REGISTERED = {"type": "object", "required": ["client_id"], "properties": {
     "registration_client_uri": {"type": "string", "format": "uri"},
     **_CLIENT_METADATA["properties"]}}
 
-OPENAPI_PATHS = {
-    discovery.AUTHORIZE_PATH: {"get": {
+
+# --- Resources -------------------------------------------------------------------------------
+
+class _OAuthResource:
+    def __init__(self, context: ServiceContext) -> None:
+        self.context = context
+
+
+class _PostResource(_OAuthResource):
+    """An endpoint browsers' scripts may POST to (with ``_cross_origin``): its preflight."""
+
+    def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _preflight(resp, "POST")
+
+
+class AuthorizeResource(_OAuthResource):
+    """GET (or form POST, OIDC Core §3.1.2.1) /oauth2/authorize -> 302."""
+
+    openapi = {"get": {
         "summary": "Start an authorization (code flow): on to the hosted sign-in UI",
         "operationId": "oauthAuthorize", "parameters": [*_AUTHORIZE_QUERY, {
             "name": "request_uri", "in": "query", "required": False,
@@ -455,53 +239,45 @@ OPENAPI_PATHS = {
                                    "repeated_parameter..., login_required, server_error)."},
             "400": _page("An HTML error page, never a redirect: client_id_missing, "
                          "unknown_client, redirect_uri_missing, redirect_uri_mismatch, "
-                         "repeated_parameter.")}}},
-    discovery.REGISTER_PATH: {"post": {
-        "summary": "Register a client (RFC 7591 Dynamic Client Registration): public, or "
-                   "with its own keys",
-        "operationId": "oauthRegister",
-        "description": "Open when oauth.dynamic_registration is \"open\"; with \"token\" it "
-                       "needs an initial access token (scope client_registration) as Bearer.",
-        "requestBody": json_body(_CLIENT_METADATA),
-        "responses": {
-            "201": json_response("The registered client (client_id, client_id_issued_at, "
-                                 "the metadata as registered, and the RFC 7592 "
-                                 "registration_access_token and registration_client_uri).",
-                                 _REGISTERED),
-            "400": _oauth_error("invalid_client_metadata (confidential_registration_unsupported, "
-                                "scope_not_allowed), invalid_redirect_uri."),
-            "401": error_response("missing_token, invalid_token (\"token\" mode)."),
-            "403": error_response("insufficient_scope (\"token\" mode)."),
-            "404": error_response("registration_disabled (oauth.dynamic_registration off)."),
-            "429": error_response("too_many_attempts (oauth.registrations_per_address).")}}},
-    discovery.REGISTER_PATH + "/{client_id}": {
-        "parameters": [{"name": "client_id", "in": "path", "required": True,
-                        "schema": {"type": "string"}}],
-        "get": {
-            "summary": "Read a client's own registration (RFC 7592 §2.1)",
-            "operationId": "oauthRegistrationRead",
-            "description": "Authorization: Bearer <registration_access_token>.",
-            "responses": {
-                "200": json_response("The registration, as registered.", _REGISTERED),
-                "401": error_response("invalid_token: no token, a wrong one, or an unknown "
-                                      "client (not told apart).")}},
-        "delete": {
-            "summary": "Delete a client's own registration (RFC 7592 §2.3)",
-            "operationId": "oauthRegistrationDelete",
-            "description": "Authorization: Bearer <registration_access_token>. The client, its "
-                           "grants and every token it holds end at once.",
-            "responses": {
-                "204": {"description": "Deleted."},
-                "401": error_response("invalid_token: no token, a wrong one, or an unknown "
-                                      "client (not told apart).")}}},
-    discovery.CALLBACK_PATH: {"post": {
+                         "repeated_parameter.")}}}
+
+    def _authorize(self, req: falcon.Request, resp: falcon.Response,
+                   parameters: dict[str, Any]) -> None:
+        resp.status = falcon.HTTP_302
+        resp.location = authorization.authorize(
+            self.context, parameters, client_address=req.context.client_address,
+            session_cookie=req.cookies.get(sessions.COOKIE), browser=browser_secret(req, resp))
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self._authorize(req, resp, req.params)
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self._authorize(req, resp, _form(req))
+
+
+def _set_session_cookie(resp: falcon.Response, value: str, max_age: int) -> None:
+    """The browser session (services/accounts/sessions.py): ``__Host-`` with Secure and path /,
+    HttpOnly (no script reads it), SameSite=Lax (sent on top-level navigations to
+    /oauth2/authorize, never on another site's POST or fetch)."""
+    resp.set_cookie(sessions.COOKIE, value, max_age=max_age, path="/", secure=True,
+                    http_only=True, same_site="Lax")
+
+
+class CallbackResource(_OAuthResource):
+    """POST /oauth2/auth/callback {authId, assertion} -> {redirect_uri} (or a consent
+    question); {authId, resume: "session"} when the browser's session signed the person in
+    and only their consent is missing."""
+
+    json_body = True
+
+    openapi = {"post": {
         "summary": "Hand a completed sign-in back: the hosted UI's last step",
         "operationId": "oauthCallback",
         "description": "A completed sign-in starts the browser's session: the answer sets "
                        "the __Host-identityctl-session cookie (single sign-on). With "
                        "{authId, resume: \"session\"} instead of an assertion, the browser's "
                        "session is who signed in (the consent page after single sign-on).",
-        "requestBody": json_body({"type": "object", "required": ["authId"],
+        "requestBody": json_request_body({"type": "object", "required": ["authId"],
                                   "properties": {"authId": _string("From the gate link."),
                                                  "assertion": _string("From the flow."),
                                                  "resume": {"enum": ["session"]}}}),
@@ -514,11 +290,36 @@ OPENAPI_PATHS = {
             "400": error_response("missing_field, authorization_request_invalid (unknown, "
                                   "expired or used)."),
             "401": error_response("invalid_token (the assertion), assertion_reused, "
-                                  "session_expired (resume without a live session).")}}},
-    discovery.CONSENT_PATH: {"post": {
+                                  "session_expired (resume without a live session).")}}}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = json_object(req)
+        auth_id = string_field(body, "authId")
+        cookie = req.cookies.get(sessions.COOKIE)
+        if body.get("resume") == "session":
+            handed = authorization.resume_with_session(
+                self.context, auth_id=auth_id, session_cookie=cookie,
+                client_address=req.context.client_address)
+        else:
+            handed = authorization.complete_authorization(
+                self.context, auth_id=auth_id, assertion=string_field(body, "assertion"),
+                client_address=req.context.client_address, user_agent=req.user_agent or "",
+                session_cookie=cookie)
+        if handed.new_session:
+            _set_session_cookie(resp, handed.new_session,
+                                self.context.config.session.absolute_timeout)
+        resp.media = handed.to_api()
+
+
+class ConsentResource(_OAuthResource):
+    """POST /oauth2/auth/consent {authId, consentToken, decision} -> {redirect_uri}."""
+
+    json_body = True
+
+    openapi = {"post": {
         "summary": "The person's answer to a consent question of the hosted UI",
         "operationId": "oauthConsent",
-        "requestBody": json_body({"type": "object",
+        "requestBody": json_request_body({"type": "object",
                                   "required": ["authId", "consentToken", "decision"],
                                   "properties": {"authId": _string("From the gate link."),
                                                  "consentToken": _string("From the callback."),
@@ -527,8 +328,22 @@ OPENAPI_PATHS = {
             "200": json_response("Where the browser goes next: redirect_uri with a code, or "
                                  "error=access_denied after a denial.", _HAND_OFF),
             "400": error_response("missing_field, invalid_field, consent_invalid (unknown, "
-                                  "expired, answered, or another page's token).")}}},
-    discovery.TOKEN_PATH: {"post": {
+                                  "expired, answered, or another page's token).")}}}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = json_object(req)
+        decision = string_field(body, "decision")
+        if decision not in ("allow", "deny"):
+            raise BadRequest("decision must be 'allow' or 'deny'.", code="invalid_field")
+        resp.media = authorization.decide_consent(
+            self.context, auth_id=string_field(body, "authId"),
+            consent_token=string_field(body, "consentToken"), approve=decision == "allow",
+            client_address=req.context.client_address).to_api()
+
+
+@falcon.before(_cross_origin)
+class TokenResource(_PostResource):
+    openapi = {"post": {
         "summary": "Exchange a grant for tokens (authorization_code, refresh_token, "
                    "client_credentials, device_code, token-exchange)",
         "operationId": "oauthToken",
@@ -558,8 +373,19 @@ OPENAPI_PATHS = {
                 "refresh_token_reused, resource_not_authorized); invalid_scope "
                 "(scope_not_allowed); invalid_target (invalid_resource); " + _CLIENT_ERRORS),
             "401": _oauth_error("invalid_client (see 400)."),
-            "503": error_response("database_busy.")}}},
-    discovery.PAR_PATH: {"post": {
+            "503": error_response("database_busy.")}}}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _no_store(resp)
+        resp.media = token_endpoint.token(self.context, _form(req), **_with_proof(req))
+        resp.set_headers(dpop.nonce_headers(self.context))
+
+
+@falcon.before(_cross_origin)
+class PushedRequestResource(_PostResource):
+    """POST /oauth2/par (RFC 9126) -> 201 {request_uri, expires_in}."""
+
+    openapi = {"post": {
         "summary": "Push an authorization request (RFC 9126); the browser then carries only "
                    "client_id and the request_uri to /oauth2/authorize",
         "operationId": "oauthPushAuthorizationRequest",
@@ -580,8 +406,20 @@ OPENAPI_PATHS = {
                 "request_uri_not_allowed, pkce_required...), unsupported_response_type, "
                 "unauthorized_client, invalid_scope, invalid_target; " + _CLIENT_ERRORS),
             "401": _oauth_error("invalid_client (see 400)."),
-            "503": error_response("database_busy.")}}},
-    discovery.DEVICE_AUTHORIZATION_PATH: {"post": {
+            "503": error_response("database_busy.")}}}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _no_store(resp)
+        resp.status = falcon.HTTP_201
+        resp.media = pushed_requests.push(self.context, _form(req), **_with_proof(req))
+        resp.set_headers(dpop.nonce_headers(self.context))
+
+
+@falcon.before(_cross_origin)
+class DeviceAuthorizationResource(_PostResource):
+    """POST /oauth2/device_authorization (RFC 8628 §3.1) -> {device_code, user_code, ...}."""
+
+    openapi = {"post": {
         "summary": "Start a device's sign-in (RFC 8628): the device shows the user code and "
                    "polls the token endpoint with the device code",
         "operationId": "oauthDeviceAuthorization",
@@ -599,8 +437,16 @@ OPENAPI_PATHS = {
                                 "the device_code grant); invalid_scope; invalid_target; "
                                 + _CLIENT_ERRORS),
             "401": _oauth_error("invalid_client (see 400)."),
-            "503": error_response("database_busy.")}}},
-    discovery.USERINFO_PATH: {"get": {
+            "503": error_response("database_busy.")}}}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _no_store(resp)
+        resp.media = device.start(self.context, _form(req), **_client(req))
+
+
+@falcon.before(_cross_origin)
+class UserinfoResource(_OAuthResource):
+    openapi = {"get": {
         "summary": "Claims about the signed-in user (OIDC Core §5.3)",
         "operationId": "oauthUserinfo",
         "responses": {
@@ -608,16 +454,37 @@ OPENAPI_PATHS = {
                                  {"type": "object", "required": ["sub"]}),
             "401": _oauth_error("invalid_token (missing_token, invalid_token, user_inactive), "
                                 "with WWW-Authenticate: Bearer."),
-            "403": _oauth_error("insufficient_scope: the token has no openid scope.")}}},
-    discovery.REVOKE_PATH: {"post": {
+            "403": _oauth_error("insufficient_scope: the token has no openid scope.")}}}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _no_store(resp)
+        resp.media = resource_access.userinfo(
+            self.context, presented_token(req, self.context.config.base_url))
+
+    on_post = on_get
+
+    def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _preflight(resp, "GET, POST")
+
+
+@falcon.before(_cross_origin)
+class RevokeResource(_PostResource):
+    openapi = {"post": {
         "summary": "Revoke a refresh token (its whole grant) or an access token (RFC 7009)",
         "operationId": "oauthRevoke",
         "requestBody": _form_body({"token": _string("The token."),
                                    "token_type_hint": _string("Ignored."), **_CLIENT_FIELDS},
                                   ["token"]),
         "responses": {"200": {"description": "Revoked, or not a token of this client."},
-                      "400": _oauth_error(_CLIENT_ERRORS), "401": _oauth_error(_CLIENT_ERRORS)}}},
-    discovery.INTROSPECT_PATH: {"post": {
+                      "400": _oauth_error(_CLIENT_ERRORS), "401": _oauth_error(_CLIENT_ERRORS)}}}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        revocation.revoke(self.context, _form(req), **_client(req))
+        resp.status = falcon.HTTP_200
+
+
+class IntrospectResource(_OAuthResource):
+    openapi = {"post": {
         "summary": "Is this token active, and whose (RFC 7662; confidential clients)",
         "operationId": "oauthIntrospect",
         "requestBody": _form_body({"token": _string("The token."),
@@ -628,14 +495,49 @@ OPENAPI_PATHS = {
                                  {"type": "object", "required": ["active"]}),
             "400": _oauth_error("unauthorized_client (introspection_not_allowed: a public "
                                 "or self-registered client); " + _CLIENT_ERRORS),
-            "401": _oauth_error(_CLIENT_ERRORS)}}},
-    discovery.JWKS_PATH: {"get": {
+            "401": _oauth_error(_CLIENT_ERRORS)}}}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _no_store(resp)
+        resp.media = resource_access.introspect(self.context, _form(req), **_client(req))
+
+
+@falcon.before(_cross_origin)
+class JwksResource(_OAuthResource):
+    openapi = {"get": {
         "summary": "Public keys that verify the service's tokens (current and previous)",
         "operationId": "oauthJwks",
         "responses": {"200": json_response("JWK Set (RFC 7517).", {
             "type": "object", "required": ["keys"],
-            "properties": {"keys": {"type": "array", "items": {"type": "object"}}}})}}},
-    discovery.LOGOUT_PATH: {"get": {
+            "properties": {"keys": {"type": "array", "items": {"type": "object"}}}})}}}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        # Short caching: a rotated key must reach verifiers well within a token's lifetime.
+        resp.set_header("Cache-Control", "public, max-age=300")
+        resp.media = provider.jwks()
+
+
+@falcon.before(_cross_origin)
+class MetadataResource(_OAuthResource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.set_header("Cache-Control", "public, max-age=300")
+        resp.media = provider.metadata(self.context)
+
+
+def _metadata_operations(summary: str, operation_id: str) -> dict[str, Any]:
+    """MetadataResource's operation at one of the two discovery paths it answers."""
+    return {"get": {
+        "summary": summary, "operationId": operation_id,
+        "responses": {"200": json_response("Provider metadata.", {
+            "type": "object", "required": ["issuer", "authorization_endpoint",
+                                           "token_endpoint", "jwks_uri"]})}}}
+
+
+class LogoutResource(_OAuthResource):
+    """RP-initiated logout: back to the client's registered URI, or a signed-out page; a
+    request no ID token vouches for asks the person first (a form posting back here)."""
+
+    openapi = {"get": {
         "summary": "RP-initiated logout: ends the browser's session and the grant named by "
                    "the ID token's sid; without a valid id_token_hint the person confirms "
                    "first (a form posting back here with its confirmation)",
@@ -650,15 +552,151 @@ OPENAPI_PATHS = {
             "200": _page("The signed-out page (with a way back to the application or the "
                          "account page), or the \"Sign out of …?\" question."),
             "400": _page("An HTML error page: invalid_id_token_hint, client_id_mismatch, "
-                         "logout_client_unknown, redirect_uri_mismatch.")}}},
-    **{path: {"get": {
-        "summary": summary, "operationId": operation_id,
-        "responses": {"200": json_response("Provider metadata.", {
-            "type": "object", "required": ["issuer", "authorization_endpoint",
-                                           "token_endpoint", "jwks_uri"]})}}}
-       for path, summary, operation_id in (
-           (discovery.OPENID_CONFIGURATION_PATH, "OpenID Connect discovery",
-            "oidcDiscovery"),
-           (discovery.AUTHORIZATION_SERVER_PATH, "OAuth 2.0 authorization server metadata "
-                                                 "(RFC 8414)", "oauthMetadata"))},
+                         "logout_client_unknown, redirect_uri_mismatch.")}}}
+
+    def _logout(self, req: falcon.Request, resp: falcon.Response,
+                parameters: dict[str, Any]) -> None:
+        config, language = self.context.config, language_of(req)
+        answer = logout.logout(self.context, parameters,
+                               session_cookie=req.cookies.get(sessions.COOKIE),
+                               confirmation=parameters.get(logout.CONFIRMATION_FIELD))
+        account_url = config.base_url + ACCOUNT_PATH
+        if answer.confirmation:
+            write_page(resp, gate.logout_question_page(
+                config, action=config.base_url + discovery.LOGOUT_PATH,
+                confirmation=answer.confirmation, parameters=answer.parameters,
+                account_url=account_url, application_id=answer.application_id,
+                language=language))
+            return
+        _set_session_cookie(resp, "", 0)  # the browser forgets it
+        if answer.location is None:
+            write_page(resp, gate.signed_out_page(config, account_url=account_url,
+                                                  application_id=answer.application_id,
+                                                  language=language))
+        else:
+            resp.status = falcon.HTTP_302
+            resp.location = answer.location
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self._logout(req, resp, req.params)
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self._logout(req, resp, _form(req))
+
+
+@falcon.before(_cross_origin)
+class RegisterResource(_PostResource):
+    """POST /oauth2/register: Dynamic Client Registration (RFC 7591)."""
+
+    json_body = True
+
+    openapi = {"post": {
+        "summary": "Register a client (RFC 7591 Dynamic Client Registration): public, or "
+                   "with its own keys",
+        "operationId": "oauthRegister",
+        "description": "Open when oauth.dynamic_registration is \"open\"; with \"token\" it "
+                       "needs an initial access token (scope client_registration) as Bearer.",
+        "requestBody": json_request_body(_CLIENT_METADATA),
+        "responses": {
+            "201": json_response("The registered client (client_id, client_id_issued_at, "
+                                 "the metadata as registered, and the RFC 7592 "
+                                 "registration_access_token and registration_client_uri).",
+                                 _REGISTERED),
+            "400": _oauth_error("invalid_client_metadata (confidential_registration_unsupported, "
+                                "scope_not_allowed), invalid_redirect_uri."),
+            "401": error_response("missing_token, invalid_token (\"token\" mode)."),
+            "403": error_response("insufficient_scope (\"token\" mode)."),
+            "404": error_response("registration_disabled (oauth.dynamic_registration off)."),
+            "429": error_response("too_many_attempts (oauth.registrations_per_address).")}}}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _no_store(resp)
+        resp.status = falcon.HTTP_201
+        # RFC 7591 §3.2.2: a body that is not an object is invalid_client_metadata.
+        resp.media = registration.register(self.context, json_value(req),
+                                           access_token=presented_token(
+                                               req, self.context.config.base_url),
+                                           client_address=req.context.client_address)
+
+
+@falcon.before(_cross_origin)
+class RegistrationResource(_OAuthResource):
+    """GET / DELETE /oauth2/register/{client_id}: a client's own registration (RFC 7592),
+    with its registration access token."""
+
+    openapi = {
+        "parameters": [{"name": "client_id", "in": "path", "required": True,
+                        "schema": {"type": "string"}}],
+        "get": {
+            "summary": "Read a client's own registration (RFC 7592 §2.1)",
+            "operationId": "oauthRegistrationRead",
+            "description": "Authorization: Bearer <registration_access_token>.",
+            "responses": {
+                "200": json_response("The registration, as registered.", _REGISTERED),
+                "401": error_response("invalid_token: no token, a wrong one, or an unknown "
+                                      "client (not told apart).")}},
+        "delete": {
+            "summary": "Delete a client's own registration (RFC 7592 §2.3)",
+            "operationId": "oauthRegistrationDelete",
+            "description": "Authorization: Bearer <registration_access_token>. The client, its "
+                           "grants and every token it holds end at once.",
+            "responses": {
+                "204": {"description": "Deleted."},
+                "401": error_response("invalid_token: no token, a wrong one, or an unknown "
+                                      "client (not told apart).")}}}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, client_id: str) -> None:
+        _no_store(resp)
+        resp.media = registration.read_registration(self.context, client_id,
+                                                    bearer_token(req))
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, client_id: str) -> None:
+        registration.delete_registration(self.context, client_id, bearer_token(req),
+                                         client_address=req.context.client_address)
+        resp.status = falcon.HTTP_204
+
+    def on_options(self, req: falcon.Request, resp: falcon.Response, client_id: str) -> None:
+        _preflight(resp, "GET, DELETE")
+
+
+def add_oauth_routes(app: falcon.App, context: ServiceContext) -> None:
+    app.add_route(discovery.AUTHORIZE_PATH, AuthorizeResource(context))
+    app.add_route(discovery.CALLBACK_PATH, CallbackResource(context))
+    app.add_route(discovery.CONSENT_PATH, ConsentResource(context))
+    app.add_route(discovery.TOKEN_PATH, TokenResource(context))
+    app.add_route(discovery.PAR_PATH, PushedRequestResource(context))
+    app.add_route(discovery.DEVICE_AUTHORIZATION_PATH, DeviceAuthorizationResource(context))
+    app.add_route(discovery.USERINFO_PATH, UserinfoResource(context))
+    app.add_route(discovery.REVOKE_PATH, RevokeResource(context))
+    app.add_route(discovery.INTROSPECT_PATH, IntrospectResource(context))
+    app.add_route(discovery.JWKS_PATH, JwksResource(context))
+    app.add_route(discovery.LOGOUT_PATH, LogoutResource(context))
+    app.add_route(discovery.REGISTER_PATH, RegisterResource(context))
+    app.add_route(discovery.REGISTER_PATH + "/{client_id}", RegistrationResource(context))
+    metadata = MetadataResource(context)
+    app.add_route(discovery.OPENID_CONFIGURATION_PATH, metadata)
+    app.add_route(discovery.AUTHORIZATION_SERVER_PATH, metadata)
+
+
+# --- OpenAPI --------------------------------------------------------------------------------
+
+#: Each route's operations, as add_oauth_routes mounts them (server/openapi.py reads this).
+OPENAPI_PATHS = {
+    discovery.AUTHORIZE_PATH: AuthorizeResource.openapi,
+    discovery.CALLBACK_PATH: CallbackResource.openapi,
+    discovery.CONSENT_PATH: ConsentResource.openapi,
+    discovery.TOKEN_PATH: TokenResource.openapi,
+    discovery.PAR_PATH: PushedRequestResource.openapi,
+    discovery.DEVICE_AUTHORIZATION_PATH: DeviceAuthorizationResource.openapi,
+    discovery.USERINFO_PATH: UserinfoResource.openapi,
+    discovery.REVOKE_PATH: RevokeResource.openapi,
+    discovery.INTROSPECT_PATH: IntrospectResource.openapi,
+    discovery.JWKS_PATH: JwksResource.openapi,
+    discovery.LOGOUT_PATH: LogoutResource.openapi,
+    discovery.REGISTER_PATH: RegisterResource.openapi,
+    discovery.REGISTER_PATH + "/{client_id}": RegistrationResource.openapi,
+    discovery.OPENID_CONFIGURATION_PATH: _metadata_operations("OpenID Connect discovery",
+                                                              "oidcDiscovery"),
+    discovery.AUTHORIZATION_SERVER_PATH: _metadata_operations(
+        "OAuth 2.0 authorization server metadata (RFC 8414)", "oauthMetadata"),
 }

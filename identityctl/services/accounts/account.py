@@ -22,6 +22,7 @@ from identityctl.oauth.consent import scope_description
 from identityctl.oauth.dpop import PresentedToken
 from identityctl.passkey.codec import CredentialReader
 from identityctl.security.tokens import ENROLMENT_LINK_TYP, require_scope
+from identityctl.services import audit
 from identityctl.services.accounts import email_codes, recovery, sessions
 from identityctl.services.accounts.passkeys import ceremonies
 from identityctl.services.accounts.passkeys import sessions as ceremony_sessions
@@ -35,8 +36,8 @@ from identityctl.services.delivery import mail
 from identityctl.services.directory import users as directory_service
 from identityctl.services.directory.roles import roles_of
 from identityctl.services.directory.users import is_usable
-from identityctl.store import audit, directory
 from identityctl.store import catalog as catalog_store
+from identityctl.store import directory
 from identityctl.store import email_codes as code_store
 from identityctl.store import grants as grant_store
 from identityctl.store import oauth as oauth_store

@@ -29,11 +29,12 @@ import time
 from identityctl.errors import BadRequest, TooManyRequests
 from identityctl.security import codes
 from identityctl.security.email_address import EMAIL, checked_address
+from identityctl.services import audit
 from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.context import ServiceContext
 from identityctl.services.delivery import mail
 from identityctl.services.directory import users as directory_service
-from identityctl.store import audit, db, directory, outbox
+from identityctl.store import db, directory, outbox
 from identityctl.store import email_codes as code_store
 from identityctl.store import keys as key_store
 from identityctl.store import recovery as recovery_store

@@ -46,10 +46,11 @@ from identityctl.federation import (
     verify_id_token,
 )
 from identityctl.security.email_address import EMAIL, address_or_none
+from identityctl.services import audit
 from identityctl.services.accounts import upstream
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import users as directory_service
-from identityctl.store import audit, db, directory
+from identityctl.store import db, directory
 from identityctl.store import identity_providers as store
 from identityctl.store import recovery as recovery_store
 from identityctl.store.directory import UserRecord

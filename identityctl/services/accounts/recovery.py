@@ -23,11 +23,12 @@ from identityctl.errors import BadRequest, Forbidden
 from identityctl.security import codes
 from identityctl.security.email_address import EMAIL, checked_address
 from identityctl.security.tokens import ENROLMENT_LINK_TYP
+from identityctl.services import audit
 from identityctl.services.clients.client import client_of
 from identityctl.services.context import ServiceContext
 from identityctl.services.delivery import mail
 from identityctl.services.directory import users as directory_service
-from identityctl.store import audit, db
+from identityctl.store import db
 from identityctl.store import keys as key_store
 from identityctl.store import recovery as recovery_store
 from identityctl.store.directory import UserRecord

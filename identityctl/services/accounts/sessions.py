@@ -18,15 +18,16 @@ import re
 import time
 
 from identityctl.security.secrets import new_token, token_hash
+from identityctl.services import audit
 from identityctl.services.catalog.applications import oauth_config
 from identityctl.services.clients.client import client_of
 from identityctl.services.clients.revocation import end_grant
 from identityctl.services.context import ServiceContext
 from identityctl.services.delivery.outbox import BACKCHANNEL_LOGOUT
 from identityctl.services.directory.users import is_usable, require_user
-from identityctl.store import audit, outbox
 from identityctl.store import catalog as catalog_store
 from identityctl.store import directory as directory_store
+from identityctl.store import outbox
 from identityctl.store import sessions as store
 from identityctl.store.db import transaction
 from identityctl.store.models import new_id

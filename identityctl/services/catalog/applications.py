@@ -12,10 +12,10 @@ from urllib.parse import urlsplit
 from identityctl.errors import BadRequest, Conflict, InvalidField, NotFound
 from identityctl.oauth import client_auth
 from identityctl.oauth.client_assertion import check_client_keys
-from identityctl.oauth.grants import device_code, token_exchange
+from identityctl.oauth.grants import GRANT_TYPES, device_code, token_exchange
 from identityctl.oauth.registration import exact_uri_problem
 from identityctl.security import passwords
-from identityctl.services import shapes
+from identityctl.services import audit, shapes
 from identityctl.services.catalog.flows import (
     DEFAULT_AUTH_FLOW,
     DEFAULT_REGISTRATION_FLOW,
@@ -23,11 +23,9 @@ from identityctl.services.catalog.flows import (
 )
 from identityctl.services.catalog.themes import require_theme
 from identityctl.services.directory.users import require_ou
-from identityctl.store import audit, catalog
+from identityctl.store import catalog
 
 THEME_PLACEHOLDER = "<THEME_ID>"
-GRANT_TYPES = ("authorization_code", "refresh_token", "client_credentials",
-               device_code.GRANT_TYPE, token_exchange.GRANT_TYPE)
 AUTH_METHODS = client_auth.METHODS
 
 _BROWSER_SCOPES = ["openid", "profile", "email"]

@@ -6,8 +6,8 @@ from typing import Any
 
 from identityctl.errors import InvalidField, NotFound
 from identityctl.flow.definition import FLOW_TYPES, validate_flow
-from identityctl.services import shapes
-from identityctl.store import audit, catalog
+from identityctl.services import audit, shapes
+from identityctl.store import catalog
 
 DEFAULT_AUTH_FLOW = "default-basic-passkey-flow"
 DEFAULT_REGISTRATION_FLOW = "default-basic-passkey-flow"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from identityctl.errors import NotFound
-from identityctl.services import shapes
+from identityctl.services import audit, shapes
 from identityctl.services.directory.users import check_handle
-from identityctl.store import audit, catalog
+from identityctl.store import catalog
 from identityctl.theme import stylesheet as theme_grammar
 
 

@@ -19,15 +19,15 @@ from identityctl.oauth.errors import InvalidClient, OAuthError, UntrustedRedirec
 from identityctl.oauth.parameters import Parameters
 from identityctl.security import passwords
 from identityctl.security.jwks import ASYMMETRIC_ALGORITHMS
+from identityctl.services import audit, outbound, throttle
 from identityctl.services import catalog as catalog_service
-from identityctl.services import outbound, throttle
 from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.catalog.applications import oauth_config
 from identityctl.services.clients import resource_servers
 from identityctl.services.clients.keys import client_jwks
 from identityctl.services.context import ServiceContext
-from identityctl.store import audit, replay
 from identityctl.store import catalog as catalog_store
+from identityctl.store import replay
 
 
 def client_of(application: dict[str, Any]) -> Client:

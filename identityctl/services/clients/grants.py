@@ -7,13 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from identityctl.errors import NotFound
-from identityctl.services import catalog
+from identityctl.services import audit, catalog
 from identityctl.services.catalog.applications import require_application_by_client_id
 from identityctl.services.clients.client import client_of
 from identityctl.services.clients.revocation import end_grant
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory.users import require_user
-from identityctl.store import audit
 from identityctl.store import grants as store
 from identityctl.store.grants import GrantRecord
 

@@ -21,9 +21,9 @@ from identityctl.oauth.resource_indicators import (
     scope_within_targets,
     token_audience,
 )
+from identityctl.services import audit
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory.roles import checked_scopes
-from identityctl.store import audit
 from identityctl.store import resource_servers as store
 from identityctl.store.resource_servers import ResourceServerRecord
 

@@ -11,9 +11,9 @@ from identityctl.oauth.discovery import REVOKE_PATH
 from identityctl.oauth.parameters import RawParameters, read_parameters, require
 from identityctl.security.secrets import token_hash
 from identityctl.security.tokens import LEEWAY_SECONDS
+from identityctl.services import audit
 from identityctl.services.clients.client import authenticate_client
 from identityctl.services.context import ServiceContext
-from identityctl.store import audit
 from identityctl.store import oauth as oauth_store
 from identityctl.store.oauth import IssuedToken
 

@@ -32,11 +32,11 @@ from standardwebhooks.webhooks import Webhook
 from identityctl.errors import IdentityError, NotFound
 from identityctl.oauth.claims import logout_token_claims
 from identityctl.security.tokens import LOGOUT_TOKEN_TYP
-from identityctl.services import outbound
+from identityctl.services import audit, outbound
 from identityctl.services.context import ServiceContext
 from identityctl.services.delivery import mail
 from identityctl.services.outbound import DeliveryFailed
-from identityctl.store import audit, db, outbox
+from identityctl.store import db, outbox
 from identityctl.store import webhooks as webhook_store
 from identityctl.store.outbox import OutboxRecord
 

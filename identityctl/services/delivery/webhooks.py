@@ -13,7 +13,8 @@ from urllib.parse import urlsplit
 
 from identityctl.config import LOCAL_HOSTS
 from identityctl.errors import InvalidField
-from identityctl.store import audit, db, outbox
+from identityctl.services import audit
+from identityctl.store import db, outbox
 from identityctl.store import webhooks as store
 from identityctl.store.webhooks import WEBHOOK, SubscriptionRecord
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from identityctl.errors import Conflict, InvalidField, NotFound
+from identityctl.services import audit
 from identityctl.services.directory.users import check_handle, require_user
-from identityctl.store import audit
 from identityctl.store import roles as store
 from identityctl.store.roles import RoleRecord
 

@@ -17,8 +17,8 @@ from identityctl.errors import Conflict, Forbidden, InvalidField, NotFound
 from identityctl.security import passwords
 from identityctl.security.email_address import EMAIL, checked_address
 from identityctl.security.secrets import b64url_encode
-from identityctl.services import throttle
-from identityctl.store import audit, directory
+from identityctl.services import audit, throttle
+from identityctl.store import directory
 from identityctl.store import recovery as recovery_store
 from identityctl.store.directory import UserRecord
 

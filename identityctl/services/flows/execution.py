@@ -20,13 +20,14 @@ from identityctl.errors import BadRequest, Conflict, Forbidden, InvalidField, No
 from identityctl.flow.definition import FLOW_TYPES
 from identityctl.flow.engine import COMPLETE, ERROR, INCOMPLETE, FlowGraph
 from identityctl.security.secrets import constant_time_equal, token_hash
+from identityctl.services import audit
 from identityctl.services import catalog as catalog_service
 from identityctl.services.accounts import federation, recovery
 from identityctl.services.accounts.passkeys import sessions
 from identityctl.services.context import ServiceContext
 from identityctl.services.flows.registry import task_runner
 from identityctl.services.flows.step import StepRequest
-from identityctl.store import audit, catalog
+from identityctl.store import catalog
 from identityctl.store import flows as store
 
 #: Expired executions are kept this long so a late step hears "expired", not "unknown".

@@ -4,7 +4,9 @@
 - ``authorization``: ``/oauth2/authorize`` and the hand-off from the hosted sign-in.
 - ``pushed_requests``: pushed authorization requests (RFC 9126).
 - ``device``: the device authorization grant (RFC 8628).
-- ``token_endpoint``: ``/oauth2/token``; the grants' rules are in ``identityctl.oauth.grants``.
+- ``request_checks``: which checks run at authorize, the push and the device request.
+- ``token_endpoint``: ``/oauth2/token``, a handler per grant of the registry
+  (``identityctl.oauth.grants``, where the grants' rules are).
 - ``registration``: dynamic client registration (RFC 7591).
 - ``resource_access``: userinfo and introspection (RFC 7662).
 - ``logout``: RP-Initiated Logout.

@@ -19,34 +19,33 @@ from identityctl.oauth.authorization import (
     AuthorizationParameters,
     error_response_url,
     success_response_url,
-    trusted_redirect_uri,
-    validate_request,
 )
 from identityctl.oauth.client import Client
 from identityctl.oauth.consent import ConsentRequest, consent_required
-from identityctl.oauth.discovery import PAR_PATH
+from identityctl.oauth.discovery import AUTHORIZE_PATH
 from identityctl.oauth.errors import (
     AccessDenied,
-    InvalidRequest,
+    ConsentRequired,
+    LoginRequired,
     OAuthError,
     ServerError,
     UntrustedRedirect,
 )
 from identityctl.oauth.parameters import RawParameters, parse_scope, read_parameters
-from identityctl.oauth.sso import ConsentRequired, LoginRequired, session_answers
+from identityctl.oauth.sso import session_answers
 from identityctl.security.secrets import new_token, token_hash
-from identityctl.services import catalog
+from identityctl.services import audit, catalog
 from identityctl.services.accounts import sessions
 from identityctl.services.catalog.applications import oauth_config
-from identityctl.services.clients import resource_servers
 from identityctl.services.clients.client import client_of, find_client_application
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import roles
 from identityctl.services.directory.users import is_usable, may_use
 from identityctl.services.flows import execution as flow_execution
 from identityctl.services.oauth import pushed_requests
-from identityctl.store import audit, directory, grants
+from identityctl.services.oauth.request_checks import EndpointRequest, run_checks
 from identityctl.store import catalog as catalog_store
+from identityctl.store import directory, grants
 from identityctl.store import oauth as oauth_store
 from identityctl.store.db import transaction
 from identityctl.store.directory import UserRecord
@@ -78,19 +77,16 @@ def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = 
     request_uri = parameters.get("request_uri")
     if request_uri is not None:  # RFC 9126 §4: the request the client pushed, used up
         parameters = pushed_requests.take(client.application_id, client_id, request_uri)
-    redirect_uri = trusted_redirect_uri(client, parameters.get("redirect_uri"))
     state = parameters.get("state")
+    checking = EndpointRequest(ctx=ctx, client=client, parameters=parameters,
+                               pushed=request_uri is not None)
     try:
-        if request_uri is None and (client.par_required or
-                                    ctx.config.oauth.require_pushed_authorization_requests):
-            raise InvalidRequest("This client's authorization requests must be pushed to "
-                                 f"{PAR_PATH} first (RFC 9126).", code="par_required")
-        request = validate_request(client, parameters, redirect_uri=redirect_uri)
-        resource_servers.check_requested_resources(ctx, request.resources, request.scope)
+        run_checks(AUTHORIZE_PATH, checking)
+        request = checking.checked()
         request_id = new_token(24)
         oauth_store.create_authorization_request(
             request_id=request_id, application_id=client.application_id,
-            redirect_uri=redirect_uri, scope=" ".join(request.scope), state=state,
+            redirect_uri=request.redirect_uri, scope=" ".join(request.scope), state=state,
             nonce=request.nonce, code_challenge=request.code_challenge,
             code_challenge_method=request.code_challenge_method,
             extra=_request_extra(request),
@@ -106,10 +102,13 @@ def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = 
         if "none" in request.prompts:
             raise LoginRequired("prompt=none, and no sign-in session answers this request.")
         first_step = _start_sign_in(ctx, client, request_id, client_address, browser)
+    except UntrustedRedirect:
+        raise  # the redirect URI is not trusted (yet): a page says it, never a redirect
     except OAuthError as error:
         audit.record("oauth.authorize", "failure", actor=client.client_id,
                      client_address=client_address, details={"error": error.code})
-        return error_response_url(redirect_uri, error, state=state, issuer=ctx.config.issuer)
+        return error_response_url(checking.redirect_uri, error, state=state,
+                                  issuer=ctx.config.issuer)
     if first_step is None:  # an application's own page starts the flow it drives
         return _gate_link(ctx, request_id, client, ui_locales=parameters.get("ui_locales"))
     execution_id = str(first_step["executionId"])

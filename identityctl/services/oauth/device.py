@@ -20,28 +20,22 @@ from identityctl.oauth.consent import ConsentRequest
 from identityctl.oauth.discovery import DEVICE_AUTHORIZATION_PATH, DEVICE_PATH
 from identityctl.oauth.errors import ServerError
 from identityctl.oauth.grants.device_code import (
-    GRANT_TYPE,
     new_user_code,
     normalized_user_code,
     readable_user_code,
 )
-from identityctl.oauth.parameters import (
-    RawParameters,
-    granted_scope,
-    parse_scope,
-    read_parameters,
-)
+from identityctl.oauth.parameters import RawParameters, parse_scope, read_parameters
 from identityctl.security.secrets import new_token, token_hash
-from identityctl.services import catalog
+from identityctl.services import audit, catalog
 from identityctl.services.accounts.account import AccountHolder
 from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.catalog.applications import oauth_config
-from identityctl.services.clients import resource_servers
 from identityctl.services.clients.client import authenticate_client, client_of
 from identityctl.services.context import ServiceContext
 from identityctl.services.oauth.authorization import user_refusal
-from identityctl.store import audit, grants
+from identityctl.services.oauth.request_checks import EndpointRequest, run_checks
 from identityctl.store import device as device_store
+from identityctl.store import grants
 from identityctl.store.db import transaction
 from identityctl.store.device import StoredDeviceAuthorization
 
@@ -57,10 +51,9 @@ def start(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
     parameters = read_parameters(raw)
     client = authenticate_client(ctx, parameters, authorization, client_address=client_address,
                                  endpoint=DEVICE_AUTHORIZATION_PATH)
-    client.require_grant(GRANT_TYPE)
-    scope = granted_scope(parse_scope(parameters.get("scope")), allowed=client.scopes,
-                          default=client.scopes)
-    resource_servers.check_requested_resources(ctx, parameters.resources, scope)
+    request = EndpointRequest(ctx=ctx, client=client, parameters=parameters)
+    run_checks(DEVICE_AUTHORIZATION_PATH, request)
+    scope = request.scope
     oauth, device_code = ctx.config.oauth, new_token(32)
     for _ in range(_DRAWS):
         user_code = new_user_code()

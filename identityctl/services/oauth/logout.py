@@ -10,11 +10,11 @@ from identityctl.oauth.authorization import trusted_redirect_uri, with_query
 from identityctl.oauth.errors import OAuthError, UntrustedRedirect
 from identityctl.oauth.parameters import RawParameters, read_parameters
 from identityctl.security.secrets import constant_time_equal, token_hash
+from identityctl.services import audit
 from identityctl.services.accounts import sessions
 from identityctl.services.clients.client import client_of
 from identityctl.services.clients.revocation import end_grant
 from identityctl.services.context import ServiceContext
-from identityctl.store import audit
 from identityctl.store import catalog as catalog_store
 
 #: The form field of the confirming POST that carries :attr:`LogoutAnswer.confirmation`.

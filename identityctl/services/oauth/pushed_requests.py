@@ -1,9 +1,10 @@
 """``POST /oauth2/par`` (RFC 9126): a client pushes its authorization request over the back
 channel and gets a one-time ``request_uri`` for the browser to carry instead.
 
-The push is checked as ``/oauth2/authorize`` would check it (the same functions) and answered
-with the error at once; ``/oauth2/authorize?client_id&request_uri`` then takes the stored
-request, once, and goes on as with any other (services/oauth/authorization.py).
+The push is checked as ``/oauth2/authorize`` would check it (the same checks, named in
+services/oauth/request_checks.py) and answered with the error at once;
+``/oauth2/authorize?client_id&request_uri`` then takes the stored request, once, and goes on
+as with any other (services/oauth/authorization.py).
 """
 
 from __future__ import annotations
@@ -11,21 +12,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from identityctl.oauth.authorization import trusted_redirect_uri, validate_request
 from identityctl.oauth.discovery import PAR_PATH
 from identityctl.oauth.errors import InvalidRequest, OAuthError, UntrustedRedirect
 from identityctl.oauth.parameters import Parameters, RawParameters, read_parameters
-from identityctl.oauth.pushed_requests import (
-    LIFETIME,
-    REQUEST_URI_PREFIX,
-    pushed_parameters,
-    request_reference,
-)
+from identityctl.oauth.pushed_requests import LIFETIME, REQUEST_URI_PREFIX, request_reference
 from identityctl.security.secrets import new_token, token_hash
-from identityctl.services.clients import dpop, resource_servers
+from identityctl.services import audit
 from identityctl.services.clients.client import authenticate_client
 from identityctl.services.context import ServiceContext
-from identityctl.store import audit
+from identityctl.services.oauth.request_checks import EndpointRequest, run_checks
 from identityctl.store import oauth as oauth_store
 
 
@@ -36,17 +31,10 @@ def push(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
     parameters = read_parameters(raw)
     client = authenticate_client(ctx, parameters, authorization, client_address=client_address,
                                  endpoint=PAR_PATH)
+    request = EndpointRequest(ctx=ctx, client=client, parameters=parameters,
+                              dpop_proof=dpop_proof)
     try:
-        kept = pushed_parameters(parameters)
-        if dpop_proof is not None:
-            proof = dpop.checked_proof(ctx, dpop_proof, method="POST",
-                                       url=ctx.config.base_url + PAR_PATH)
-            if kept.setdefault("dpop_jkt", proof.jkt) != proof.jkt:
-                raise InvalidRequest("dpop_jkt is not the thumbprint of the DPoP proof's key.",
-                                     code="dpop_jkt_mismatch")
-        redirect_uri = trusted_redirect_uri(client, parameters.get("redirect_uri"))
-        request = validate_request(client, parameters, redirect_uri=redirect_uri)
-        resource_servers.check_requested_resources(ctx, request.resources, request.scope)
+        run_checks(PAR_PATH, request)
     except UntrustedRedirect as refusal:  # here it is an error answer like any other
         raise InvalidRequest(refusal.description, code=refusal.code) from None
     except OAuthError as refusal:
@@ -55,7 +43,8 @@ def push(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
         raise
     reference = new_token(32)
     oauth_store.create_pushed_request(key=token_hash(reference),
-                                      application_id=client.application_id, parameters=kept,
+                                      application_id=client.application_id,
+                                      parameters=request.kept,
                                       expires_at=time.time() + LIFETIME)
     return {"request_uri": REQUEST_URI_PREFIX + reference, "expires_in": LIFETIME}
 

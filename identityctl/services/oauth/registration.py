@@ -20,13 +20,13 @@ from identityctl.oauth.errors import OAuthError
 from identityctl.oauth.registration import validate_client_metadata
 from identityctl.security.secrets import new_token, token_hash
 from identityctl.security.tokens import require_scope
+from identityctl.services import audit, throttle
 from identityctl.services import catalog as catalog_service
-from identityctl.services import throttle
 from identityctl.services.clients import resource_servers
 from identityctl.services.clients.bearer import verify_presented
 from identityctl.services.clients.grants import remove_client
 from identityctl.services.context import ServiceContext
-from identityctl.store import audit, client_registrations
+from identityctl.store import client_registrations
 from identityctl.store.db import transaction
 
 REGISTER_ACTION = "oauth.register"

@@ -1,8 +1,10 @@
 """``POST /oauth2/token`` (RFC 6749 §3.2, §5): authenticate the client, run its grant, issue.
 
-Each grant reads what it needs, applies its rules (``identityctl.oauth.grants``: one module
-per RFC grant, pure), then writes what it issues and audits. A replayed code or refresh token
-ends what was issued with it before the refusal goes out (RFC 9700 §4.4.1, §4.14.2).
+The grant type is looked up in the registry (``identityctl.oauth.grants.GRANT_TYPES``) and
+runs its handler (:data:`HANDLERS`): it reads what it needs, applies its rules (one pure
+module per RFC grant in ``identityctl.oauth.grants``), then writes what it issues and audits.
+A replayed code or refresh token ends what was issued with it before the refusal goes out
+(RFC 9700 §4.4.1, §4.14.2).
 """
 
 from __future__ import annotations
@@ -21,31 +23,31 @@ from identityctl.oauth.claims import (
     id_token_claims,
     user_claims,
 )
-from identityctl.oauth.client import (
-    AUTHORIZATION_CODE,
-    CLIENT_CREDENTIALS,
-    REFRESH_TOKEN,
-    Client,
-)
+from identityctl.oauth.client import Client
 from identityctl.oauth.discovery import TOKEN_PATH
-from identityctl.oauth.dpop import InvalidDpopProof, Proof
+from identityctl.oauth.dpop import Proof
 from identityctl.oauth.errors import (
+    AuthorizationPending,
+    InvalidDpopProof,
     InvalidGrant,
     InvalidTarget,
     OAuthError,
+    SlowDown,
     UnsupportedGrantType,
 )
+from identityctl.oauth.grants import GRANT_TYPES
+from identityctl.oauth.grants.authorization_code import GRANT_TYPE as AUTHORIZATION_CODE
 from identityctl.oauth.grants.authorization_code import CodeReplayed, validate_code_redemption
+from identityctl.oauth.grants.client_credentials import GRANT_TYPE as CLIENT_CREDENTIALS
 from identityctl.oauth.grants.client_credentials import validate_client_credentials
 from identityctl.oauth.grants.device_code import GRANT_TYPE as DEVICE_CODE
 from identityctl.oauth.grants.device_code import (
     SLOW_DOWN_STEP,
-    AuthorizationPending,
     DeviceGrant,
-    SlowDown,
     check_poll,
     status_of,
 )
+from identityctl.oauth.grants.refresh_token import GRANT_TYPE as REFRESH_TOKEN
 from identityctl.oauth.grants.refresh_token import RefreshTokenReplayed, validate_refresh
 from identityctl.oauth.grants.token_exchange import (
     ACCESS_TOKEN_TYPE,
@@ -64,14 +66,15 @@ from identityctl.oauth.parameters import (
 from identityctl.oauth.resource_indicators import token_audience
 from identityctl.security.secrets import new_token, token_hash
 from identityctl.security.tokens import ACCESS_TOKEN_TYP, ID_TOKEN_TYP
+from identityctl.services import audit
 from identityctl.services.clients import dpop, resource_servers
 from identityctl.services.clients.client import authenticate_client
 from identityctl.services.clients.revocation import end_grant
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import roles
 from identityctl.services.directory.users import is_usable, may_use
-from identityctl.store import audit, directory
 from identityctl.store import device as device_store
+from identityctl.store import directory
 from identityctl.store import oauth as oauth_store
 from identityctl.store import recovery as recovery_store
 from identityctl.store.db import transaction
@@ -86,10 +89,9 @@ def token(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
     ``dpop_proof``: the request's DPoP header; its key binds the tokens (RFC 9449 §5)."""
     parameters = read_parameters(raw)
     grant_type = require(parameters, "grant_type")
-    grant = _GRANTS.get(grant_type)
-    if grant is None:
+    if grant_type not in GRANT_TYPES:
         raise UnsupportedGrantType(f"grant_type {grant_type!r} is not supported (supported: "
-                                   f"{', '.join(_GRANTS)}).", code="grant_type_unsupported")
+                                   f"{', '.join(GRANT_TYPES)}).", code="grant_type_unsupported")
     client = authenticate_client(ctx, parameters, authorization,
                                  client_address=client_address)
     try:
@@ -100,7 +102,7 @@ def token(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
         if proof is None and client.dpop_required:
             raise InvalidDpopProof("This client's tokens are bound to its key: send a DPoP "
                                    "proof.", code="dpop_proof_missing")
-        issued = grant(ctx, client, parameters, client_address, proof)
+        issued = HANDLERS[grant_type](ctx, client, parameters, client_address, proof)
         metrics.count(metrics.TOKENS, grant_type)
         return issued
     except (AuthorizationPending, SlowDown):
@@ -323,8 +325,12 @@ def _redeem_device_code(ctx: ServiceContext, client: Client, parameters: Paramet
     return issued.response
 
 
-_GRANTS: dict[str, Callable[[ServiceContext, Client, Parameters, str, Proof | None],
-                            dict[str, Any]]] = {
+#: What the token endpoint runs for a grant: the context, the authenticated client, the
+#: request's parameters, the client's address and its checked DPoP proof; the token response.
+GrantHandler = Callable[[ServiceContext, Client, Parameters, str, Proof | None], dict[str, Any]]
+
+#: The handler of each grant type of the registry (identityctl.oauth.grants.GRANT_TYPES).
+HANDLERS: dict[str, GrantHandler] = {
     AUTHORIZATION_CODE: _exchange_code,
     REFRESH_TOKEN: _refresh,
     CLIENT_CREDENTIALS: _client_credentials,

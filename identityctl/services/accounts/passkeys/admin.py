@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from identityctl.errors import MissingField
+from identityctl.services import audit
 from identityctl.services.accounts.passkeys.ceremonies import valid_credential_name
 from identityctl.services.directory.users import require_user
-from identityctl.store import audit
 from identityctl.store import passkeys as store
 
 

@@ -37,7 +37,7 @@ from identityctl.passkey.verification import (
     verify_registration,
 )
 from identityctl.security.usernames import username_key
-from identityctl.services import throttle
+from identityctl.services import audit, throttle
 from identityctl.services.accounts.passkeys.sessions import (
     ceremony_scope,
     consume_session,
@@ -48,7 +48,7 @@ from identityctl.services.accounts.passkeys.sessions import (
 from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory.users import ensure_usable, is_usable
-from identityctl.store import audit, directory
+from identityctl.store import directory
 from identityctl.store import keys as key_store
 from identityctl.store import passkeys as store
 from identityctl.store.db import transaction

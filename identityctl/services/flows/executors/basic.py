@@ -10,11 +10,12 @@ from typing import Any
 from identityctl.flow.engine import SUCCESS, TaskOutcome
 from identityctl.security import passwords
 from identityctl.security.email_address import EMAIL, checked_address
+from identityctl.services import audit
 from identityctl.services.accounts import signin
 from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.directory import users as directory_service
 from identityctl.services.flows.step import StepRequest
-from identityctl.store import audit, directory
+from identityctl.store import directory
 
 PASSWORD_ACTION = "flow.password"
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from identityctl.flow.engine import SUCCESS, TaskOutcome
 from identityctl.security import codes
+from identityctl.services import audit
 from identityctl.services.accounts.email_codes import (
     CODE_SECRET,
     RECOVERY_MAILS_PER_HOUR,
@@ -18,7 +19,7 @@ from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.delivery import mail
 from identityctl.services.directory import users as directory_service
 from identityctl.services.flows.step import StepRequest
-from identityctl.store import audit, db, directory, outbox
+from identityctl.store import db, directory, outbox
 from identityctl.store import keys as key_store
 from identityctl.store import recovery as recovery_store
 from identityctl.store.passkeys import NOBODY

@@ -16,10 +16,11 @@ from identityctl.federation import (
     start_authorization,
 )
 from identityctl.flow.engine import SUCCESS, TaskOutcome
+from identityctl.services import audit
 from identityctl.services.accounts import federation
 from identityctl.services.directory import users as directory_service
 from identityctl.services.flows.step import StepRequest
-from identityctl.store import audit, db, directory
+from identityctl.store import db, directory
 from identityctl.store import identity_providers as store
 from identityctl.store.identity_providers import ProviderRecord
 

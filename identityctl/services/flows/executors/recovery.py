@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from identityctl.flow.engine import SUCCESS, TaskOutcome
+from identityctl.services import audit
 from identityctl.services.accounts.email_codes import account_named
 from identityctl.services.accounts.recovery import (
     RECOVERY_CODE_ACTION,
@@ -15,7 +16,6 @@ from identityctl.services.accounts.recovery import (
 from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.directory import users as directory_service
 from identityctl.services.flows.step import StepRequest
-from identityctl.store import audit
 from identityctl.store import recovery as recovery_store
 from identityctl.store.passkeys import NOBODY
 

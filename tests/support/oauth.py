@@ -1,6 +1,6 @@
 """What the OAuth tests share: registering clients and driving the code flow over HTTP.
 
-No tests here; the specifications live in the other tests/test_oauth_*.py files. The user's
+No tests here; the specifications live in the tests/test_oauth_*.py files. The user's
 sign-in is a real passkey ceremony on the atomic API (software authenticator): its assertion
 is the same proof the hosted UI hands back after a flow, so these tests do not depend on
 any particular flow definition.
@@ -25,7 +25,7 @@ from identityctl.services.directory import roles as roles_service
 from identityctl.store.directory import UserRecord
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator
-from tests.test_passkey_helpers import PasskeyClient
+from tests.support.passkeys import PasskeyClient
 
 REDIRECT_URI = "https://app.example/callback"
 

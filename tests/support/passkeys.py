@@ -1,6 +1,6 @@
 """What the passkey API tests share: a client for the four endpoints and small assertions.
 
-No tests here; the specifications live in the other tests/test_passkey_*.py files.
+No tests here; the specifications live in the tests/test_passkey_*.py files.
 """
 
 from __future__ import annotations
