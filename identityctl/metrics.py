@@ -6,7 +6,7 @@ there and a scrape answered by any worker adds them all up (prometheus_client's
 multiprocess mode).
 
 Sign-ins, passkey registrations and throttle refusals are counted from the audit events
-(store/audit.py records each once, wherever it happens); requests by the HTTP middleware;
+(services/audit.py records each once, wherever it happens); requests by the HTTP middleware;
 tokens and flow executions where they are issued and end.
 """
 

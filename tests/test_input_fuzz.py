@@ -429,5 +429,3 @@ def test_fuzzed_passkey_inputs_of_a_flow_never_fail_the_server(
     elif answer.status_code >= 400:
         flow.execution_id = execution_id
         assert flow.act("passkey_verify", **inputs)["flowStatus"] == "COMPLETE", step
-
-

@@ -391,4 +391,3 @@ def wait_for_entry(to: str, done: Any) -> outbox.OutboxEntry:
             return entry
         assert time.monotonic() < deadline, entry
         time.sleep(0.1)
-

@@ -150,4 +150,3 @@ def assert_page_error(answer: Any, code: str) -> None:
     """An error shown on a page (no redirect: nothing trusted to redirect to)."""
     assert answer.status_code == 400, answer.text
     assert code in answer.text, answer.text
-

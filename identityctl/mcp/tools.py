@@ -57,6 +57,7 @@ from identityctl.mcp.schemas import (
 from identityctl.services import catalog as catalog_service
 from identityctl.services.accounts import federation
 from identityctl.services.accounts import sessions as sessions_service
+from identityctl.services.catalog.applications import THEME_PLACEHOLDER
 from identityctl.services.context import ServiceContext
 from identityctl.services.delivery import webhooks as webhooks_service
 from identityctl.services.directory import roles as roles_service
@@ -75,8 +76,7 @@ hosted sign-in page, and read its organization units and user types.
 Rules:
 - Before creating an SPA, Mobile or Server application, call svc_list_themes and put a real
   theme id in themeId: the svc_get_application_templates templates carry the placeholder
-  {catalog_service.applications.THEME_PLACEHOLDER}, which is refused. M2M applications have no
-  login page
+  {THEME_PLACEHOLDER}, which is refused. M2M applications have no login page
   and need no theme.
 - svc_update_application and svc_update_flow replace the whole record: read it first, change
   what you need, send all of it back.
@@ -236,7 +236,7 @@ def svc_get_application_templates() -> ApplicationTemplates:
 
     Fill one in and pass it to svc_create_application. SPA, Mobile and Server templates carry
     a placeholder themeId: call svc_list_themes and replace it. M2M needs no theme."""
-    placeholder = catalog_service.applications.THEME_PLACEHOLDER
+    placeholder = THEME_PLACEHOLDER
     return ApplicationTemplates(
         templates=catalog_service.applications.application_templates(), rules=[
         f"SPA, Mobile and Server: themeId is the placeholder {placeholder}; call "
@@ -612,4 +612,3 @@ def build_server(context: ServiceContext) -> MCPServer[Any]:
     # The SDK logs every stateless request and expected tool error at INFO.
     logging.getLogger("mcp").setLevel(logging.WARNING)
     return server
-

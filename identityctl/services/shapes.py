@@ -7,8 +7,8 @@ ignore the rest; a misspelt key (``isRegistrationFlowEnable``) would be dropped 
 word, and the real key fall back to its default. So every entry point walks the document
 against its shape first (:func:`check`): a key its kind does not know is refused, naming its
 path and the known key it is nearest to. The values themselves are the validators' business
-(services/catalog.py, flow/definition.py, theme/stylesheet.py): a shape says only which keys
-exist.
+(services/catalog/applications.py, flow/definition.py, theme/stylesheet.py): a shape says
+only which keys exist.
 
 A shape is a mapping of the known keys to the shape of their values: another mapping, a list
 of objects (:class:`Each`), or ``None`` for a value whose keys are free (names an admin
@@ -49,7 +49,7 @@ OAUTH_CONFIG: Shape = {
     "requirePushedAuthorizationRequests": None, "dpopBoundAccessTokens": None,
     "tokenExchange": {"targets": None, "subjectAudiences": None},
     "jwks": None, "jwksUri": None, "tokenEndpointAuthSigningAlg": None,
-    # What the service records of a client that described itself (services/catalog.py's
+    # What the service records of a client that described itself (services/catalog/applications.py's
     # ``marks``): shown, dropped when an admin's document replaces the settings.
     "selfRegistered": None, "clientDocument": None, "documentExpiresAt": None,
     "logoUri": None, "secretRef": None,

@@ -320,5 +320,3 @@ def close() -> None:
     for connection in list(_SQLITE_CONNECTIONS):  # other threads' (SQLite)
         with contextlib.suppress(Exception):
             connection.close()
-
-

@@ -92,7 +92,7 @@ class User(BaseModel):
     user_type = peewee.ForeignKeyField(UserType, on_delete="RESTRICT")
     ou = peewee.ForeignKeyField(OrganizationUnit, on_delete="RESTRICT")
     password_hash = peewee.TextField(null=True)
-    #: active | disabled | locked (services.directory.Standing)
+    #: active | disabled | locked (services.directory.users.Standing)
     status = peewee.CharField(default="active")
     created_at = peewee.DoubleField(default=now)
     updated_at = peewee.DoubleField(default=now)

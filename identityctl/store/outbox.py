@@ -142,7 +142,6 @@ def depth_by_kind() -> dict[str, int]:
     return {row.kind: row.n for row in rows}
 
 
-
 def sent_to_since(kind: str, target: str, since: float) -> int:
     """Messages of ``kind`` queued for ``target`` since ``since`` (a rate bound)."""
     return OutboxMessage.select().where(

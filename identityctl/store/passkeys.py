@@ -104,7 +104,7 @@ def create_session(*, token_hash: str, ceremony: str, user_id: str | None, scope
                    rp_id: str, challenge: str, state: dict[str, Any], now: float,
                    expires_at: float) -> None:
     """Store a new session; it supersedes the open sessions of the same user, ``ceremony``
-    and ``scope`` (who started it: see services.passkeys.sessions), and no others."""
+    and ``scope`` (who started it: see services.accounts.passkeys.sessions), and no others."""
     with transaction():
         # Also without a user (usernameless, or a decoy for a name nobody has): the same
         # statement, on nobody, so a start by username takes as long whether the name

@@ -136,4 +136,3 @@ def grants_of(session_ids: list[str]) -> list[SessionGrantRecord]:
                                client_id=row.application.client_id, user_id=row.user_id)
             for row in SessionGrant.select(SessionGrant, Application.id, Application.client_id)
             .join(Application).where(SessionGrant.session.in_(session_ids))]
-

@@ -2,7 +2,7 @@
 
 Any number of ``identityctl serve`` (or ``init``) processes may start at once on one empty
 database. Each applies the pending migrations and then creates the default records that are
-missing (``services.bootstrap.seed``: the signing key, the default OU, user type, theme and
+missing (``services.admin.bootstrap.seed``: the signing key, the default OU, user type, theme and
 flows). Those steps read "is it there?" and then write, so two instances doing them at the
 same moment would both write: two signing keys, or a unique-violation that ends one of them.
 :func:`startup_lock` makes them take turns; whoever comes second finds everything made.

@@ -93,4 +93,3 @@ logfile = {directory / "pgbouncer.log"}
             process.kill()
             process.wait()
         shutil.rmtree(directory, ignore_errors=True)
-

@@ -36,7 +36,7 @@ def _cross_origin(req: falcon.Request, resp: falcon.Response, resource: FlowExec
 
 
 def browser_secret(req: falcon.Request, resp: falcon.Response | None = None) -> str:
-    """The request's browser secret (services/flow_execution.BROWSER_COOKIE); with ``resp``,
+    """The request's browser secret (services/flows/execution.BROWSER_COOKIE); with ``resp``,
     one is made and set when the browser has none. ``__Host-``, HttpOnly, SameSite=Lax: sent
     by the hosted pages' own requests, never by another site's."""
     secret = req.cookies.get(flow_execution.BROWSER_COOKIE, "")
@@ -74,7 +74,6 @@ class FlowExecuteResource:
             self.context, execution_id=string_field(body, "executionId"),
             action=string_field(body, "action"), inputs=_inputs(body),
             client_address=address, language=language, verbose=verbose, browser=browser)
-
 
     def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
         """The CORS preflight of an application's own pages (the Origin decides)."""

@@ -2,7 +2,7 @@
 
 Thin adapters over identityctl.services.accounts.passkeys.ceremonies (docs/passkey-api.md describes
 the wire format and every error code). Enrolment needs a bearer token: see
-``services.passkeys.enrolment.authorize_enrolment``.
+``services.accounts.passkeys.enrolment.authorize_enrolment``.
 """
 
 from __future__ import annotations

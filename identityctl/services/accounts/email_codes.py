@@ -54,12 +54,6 @@ HOUR = 3600
 ADDRESS_CODE_ACTION = "account.email_code"
 
 
-
-
-
-
-
-
 def account_named(name: str) -> UserRecord | None:
     """The account a person names by username or by its verified address (both looked up
     for a name with an @, found or not: the same work either way)."""
@@ -69,10 +63,6 @@ def account_named(name: str) -> UserRecord | None:
         by_address = directory.find_user_by_id(user_id or NOBODY)
         user = user or by_address
     return user
-
-
-
-
 
 
 # --- the account page: confirming (or changing) the address --------------------------------
@@ -156,4 +146,3 @@ def confirm_address_code(ctx: ServiceContext, user: UserRecord, code: object, *,
         directory_service.address_proven(user.id, pending.address, actor=actor, how="code",
                                          client_address=client_address)
     return pending.address
-

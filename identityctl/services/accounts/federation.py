@@ -307,12 +307,6 @@ def _github_identity(ctx: ServiceContext, provider: ProviderRecord, code: str,
 # --- the accounts it makes and links -----------------------------------------------------
 
 
-
-
-
-
-
-
 def someone_proved(address: str) -> bool:
     """Whether an account proved ``address``: only a proven address is anyone's (a copy
     nobody proved blocks nobody, and nobody learns it is there). A value that is not one
@@ -353,7 +347,3 @@ def _free_username(wanted: str, provider: ProviderRecord, identity: UpstreamIden
     while directory.find_user_by_username(candidate) is not None:
         candidate = f"{base}-{secrets.token_hex(2)}"
     return candidate
-
-
-
-

@@ -97,10 +97,6 @@ def recovery_codes_left(user_id: str) -> int:
     return recovery_store.codes_left(user_id)
 
 
-
-
-
-
 def invite(ctx: ServiceContext, id_or_username: str, *, send_email: bool,
            days: int = INVITE_DAYS, actor: str) -> dict[str, Any]:
     """A one-time link with which the user enrols a passkey (their first, or another),

@@ -150,4 +150,3 @@ def list_user_sessions(ctx: ServiceContext, user: str) -> list[SessionRecord]:
     person = require_user(user)
     return store.live_sessions_of(person.id,
                                   idle_since=time.time() - ctx.config.session.idle_timeout)
-

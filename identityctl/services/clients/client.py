@@ -118,6 +118,7 @@ def _from_document(ctx: ServiceContext, url: str, known: dict[str, Any] | None,
                  details={"applicationId": application["id"], "maxAge": fetched.max_age})
     return application
 
+
 def _check_assertion(ctx: ServiceContext, assertion: str, config: dict[str, Any],
                      endpoint: str, client_address: str) -> None:
     """private_key_jwt: signed by one of the client's keys, for us, used once."""

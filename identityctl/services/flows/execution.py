@@ -92,6 +92,8 @@ def resumable_in(execution_id: str, browser: str) -> bool:
     return (execution is not None and execution.status == INCOMPLETE
             and execution.context.get(BROWSER_BINDING) is not None
             and _bound_to(execution, browser))
+
+
 #: The input of an action that signs in through an upstream provider: the page offers one
 #: "Continue with …" per provider (``additionalData.identityProviders``).
 FEDERATED_INPUT = "idpId"

@@ -72,4 +72,3 @@ def authorize_registration_finish(ctx: ServiceContext, *, presented: PresentedTo
     if session is not None and session.ceremony == store.REGISTRATION \
             and session.user_id != subject:
         raise _refuse_other_user()
-
