@@ -33,11 +33,15 @@ wheel="$(echo "$wheels"/identityctl-*.whl)"
 # [postgres]: the driver for several instances on one PostgreSQL database is inside too.
 # --venv: on first run the PEX unpacks into ~/.cache/pex once; later starts skip zip imports,
 # which makes `identityctl --help` start in well under a second.
+# --python-path: the wheels are resolved for the Python pex runs on, once. Searching PATH
+# instead finds each copy of that Python (pyenv's, the system's, every venv's) and resolves
+# the same wheels again for each: the same file, at several times the cost.
 "$tools/bin/pex" "./$wheel[postgres]" \
   --console-script identityctl \
   --output-file "$out" \
   --venv prepend \
   --interpreter-constraint 'CPython>=3.11,<4' \
+  --python-path "$tools/bin" \
   --python-shebang '/usr/bin/env python3' \
   --no-pre-install-wheels
 # The package data (hosted UI, default flows, password list, sample config) must be inside:

@@ -156,6 +156,24 @@ class McpConfig:
 
 
 @dataclass(frozen=True)
+class AdminConfig:
+    #: Serve the admin console at {base_url}/admin and its API at {base_url}/admin/api/v1.
+    enabled: bool = True
+    #: Audience a bearer token for the admin API must carry; empty means
+    #: {base_url}/admin/api.
+    audience: str = ""
+    #: Scope a bearer token for the admin API must carry (the role ``admin`` grants it).
+    required_scope: str = "admin"
+    #: Destructive changes need a passkey sign-in at most this many seconds old (step-up).
+    step_up_seconds: int = 300
+    #: Mutating MCP tools propose their change instead of making it; an admin approves the
+    #: exact change with a passkey in the console (or ``identityctl change approve``).
+    approve_mcp_changes: bool = False
+    #: A proposed change nobody approved within this many seconds expires.
+    change_ttl: int = 7 * 86400
+
+
+@dataclass(frozen=True)
 class FlowConfig:
     execution_ttl: int = 600
 
@@ -291,6 +309,7 @@ class Config:
     oauth: OAuthConfig = field(default_factory=OAuthConfig)
     gate_client: GateClientConfig = field(default_factory=GateClientConfig)
     mcp: McpConfig = field(default_factory=McpConfig)
+    admin: AdminConfig = field(default_factory=AdminConfig)
     flow: FlowConfig = field(default_factory=FlowConfig)
     session: SessionConfig = field(default_factory=SessionConfig)
     deliveries: DeliveriesConfig = field(default_factory=DeliveriesConfig)
@@ -323,6 +342,10 @@ class Config:
     @property
     def mcp_audience(self) -> str:
         return self.mcp.audience or f"{self.base_url}/mcp"
+
+    @property
+    def admin_audience(self) -> str:
+        return self.admin.audience or f"{self.base_url}/admin/api"
 
     def resolve(self, name: str) -> Path:
         """A path from the configuration: relative ones are relative to the file."""
@@ -500,7 +523,8 @@ def _validate(path: str, config: Config) -> Iterator[ConfigError]:
             yield ConfigError(path, f"metrics.allow[{index}]",
                               f"{network!r} is not an IP address or CIDR network")
     for key, value in (("oauth.issuer", oauth.issuer), ("gate_client.url", config.gate_client.url),
-                       ("mcp.audience", config.mcp.audience)):
+                       ("mcp.audience", config.mcp.audience),
+                       ("admin.audience", config.admin.audience)):
         if value:
             yield from _require_url(path, key, value)
 

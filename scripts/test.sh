@@ -53,6 +53,9 @@ fi
 
 .venv/bin/ruff check .
 .venv/bin/lint-imports --no-cache >/dev/null || .venv/bin/lint-imports --no-cache  # the layering (pyproject), printed only when broken
-# One worker per core, a test file to one worker (its module fixtures are shared); the ten
-# slowest tests are named at the end of the run.
+# The package's byte code, written once: where PYTHONDONTWRITEBYTECODE is set, each of the
+# many `identityctl` processes the tests start would compile what it imports again.
+.venv/bin/python -m compileall -q identityctl >/dev/null
+# One worker per core, a test file to one worker (its module fixtures are shared; the longest
+# files start first: tests/conftest.py); the ten slowest tests are named at the end of the run.
 .venv/bin/python -m pytest -n auto --dist loadfile --durations=10 "$@"

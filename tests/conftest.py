@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -12,14 +14,16 @@ from typing import Any
 
 import pytest
 import requests
-from typer.testing import CliRunner
+import typer.main
+import typer.testing
+from typer.testing import CliRunner, Result
 
 from identityctl.cli.main import app as cli_app
 from identityctl.config import Config, load_config
 from identityctl.server.runtime import make_server
 from identityctl.services.admin import bootstrap
-from identityctl.services.admin.bootstrap import open_store
-from identityctl.store import db
+from identityctl.services.admin.bootstrap import open_store, sqlite_file
+from identityctl.store import db, migrations
 from identityctl.store.models import ALL_MODELS
 from tests.support.smtp import SmtpServer, smtp_server
 from tests.support.threads import served_in_thread
@@ -52,6 +56,35 @@ def _database_of_this_worker() -> None:
 
 
 _database_of_this_worker()
+
+# Typer's test runner builds the whole command tree again from every command's signature at
+# each call (tens of ms, hundreds of calls); the tree never changes, so it is built once.
+typer.testing._get_command = functools.cache(typer.main.get_command)
+
+#: The test files that take longest on a 2-core machine (a PEX build, `identityctl` processes,
+#: PostgreSQL races, browsers), longest first. `--dist loadfile` gives each file to one
+#: worker, and xdist would hand out the files with the most tests first: these, most of them
+#: with few tests, came last and left one worker running one alone at the end.
+LONGEST_FILES = (
+    "test_pex.py", "test_pg_startup.py", "test_mcp_tools.py", "test_configuration_as_code.py",
+    "test_federation.py", "test_openapi_fuzz.py", "test_pg_faults.py", "test_cli_process.py",
+    "test_backups.py", "test_email.py", "test_hosted_ui.py", "test_hardening.py",
+    "test_mcp_sign_in.py", "test_store.py", "test_account_page.py", "test_accessibility.py",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist would hand out the files with the most tests first: the collection's order
+    # (below) is the one to keep.
+    config.option.loadscopereorder = False
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest files first, then the others as collected (a stable sort, after pytest's
+    own ordering: each file's tests keep theirs)."""
+    rank = {name: place for place, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 def free_port() -> int:
@@ -95,6 +128,28 @@ class Service:
         return self.http.get(self.url(path), timeout=30, **kwargs)
 
 
+@functools.cache
+def _migrated_sqlite() -> bytes:
+    """An empty SQLite store that every migration made, once per test process."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "store.db"
+        db.connect(f"sqlite:///{path}")
+        migrations.upgrade()
+        db.close()
+        return path.read_bytes()
+
+
+def open_new_store(config: Config) -> None:
+    """Open, migrate and seed a deployment's store, as `identityctl init` does. A new SQLite
+    file starts as a copy of a migrated store: the migrations' DDL would cost more than all
+    the rest of starting a deployment, which most tests do."""
+    path = sqlite_file(config)
+    if path is not None and not path.exists():
+        path.write_bytes(_migrated_sqlite())
+    open_store(config, create=True)
+    bootstrap.seed(config)
+
+
 def start_service(directory: Path, *, database_url: str | None = None,
                   overrides: str = "", settings: dict[str, str] | None = None,
                   threads: int = 8, port: int | None = None
@@ -103,8 +158,7 @@ def start_service(directory: Path, *, database_url: str | None = None,
     config_path = make_deployment(directory, port=port, database_url=database_url,
                                   overrides=overrides, settings=settings)
     config = load_config(config_path)
-    open_store(config, create=True)
-    bootstrap.seed(config)
+    open_new_store(config)
     serving = ExitStack()
     serving.enter_context(served_in_thread(make_server(config, host="127.0.0.1", port=port,
                                                        threads=threads)))
@@ -137,13 +191,15 @@ def service(tmp_path: Path) -> Iterator[Service]:
 
 
 def added_applications() -> list[dict[str, Any]]:
-    """The applications besides the built-in account page's client (every deployment has
-    it: services/admin/bootstrap.py)."""
+    """The applications besides the built-in clients of the account page and the admin
+    console (every deployment has them: services/admin/bootstrap.py)."""
     from identityctl.services import catalog
     from identityctl.services.accounts.account import ACCOUNT_CLIENT_ID
+    from identityctl.services.admin.console import ADMIN_CLIENT_ID
 
     return [app for app in catalog.applications.list_applications()
-            if catalog.applications.oauth_config(app).get("clientId") != ACCOUNT_CLIENT_ID]
+            if catalog.applications.oauth_config(app).get("clientId") not in (
+                ACCOUNT_CLIENT_ID, ADMIN_CLIENT_ID)]
 
 
 def deployment_with(tmp_path: Path, settings: dict[str, str]) -> Iterator[Service]:
@@ -161,8 +217,7 @@ def shared_deployment(tmp_path: Path, settings: dict[str, str]) -> Iterator[tupl
     port = free_port()
     config_path = make_deployment(tmp_path, port=port, settings=settings)
     config = load_config(config_path)
-    open_store(config, create=True)
-    bootstrap.seed(config)
+    open_new_store(config)
     yield config_path, port
     db.close()
 
@@ -209,6 +264,18 @@ def cli(service: Service) -> Callable[..., Any]:
                              input=input, catch_exceptions=False)
 
     return invoke
+
+
+def in_process(*args: str, config: Path | None = None, input: str | None = None) -> Result:
+    """`identityctl [--config CONFIG] ARGS` run in this process, for a deployment no server of
+    this process serves: what arranges and reads one around the commands a test runs as
+    processes (each process costs a second of start-up). The command must succeed; the store
+    connection it opened is closed after it."""
+    options = ["--config", str(config)] if config is not None else []
+    done = CliRunner().invoke(cli_app, [*options, *args], input=input, catch_exceptions=False)
+    db.close()
+    assert done.exit_code == 0, done.output
+    return done
 
 
 def _reset_postgres(url: str) -> None:

@@ -22,8 +22,7 @@ from click.testing import Result
 from typer.testing import CliRunner
 
 from identityctl.cli.main import app as cli_app
-from identityctl.store import db
-from tests.conftest import free_port
+from tests.conftest import free_port, in_process
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.passkeys import PasskeyClient
 from tests.support.processes import stop, wait_for_health
@@ -32,9 +31,8 @@ from tests.test_scale_out import _serve
 
 
 def deployment(directory: Path, port: int) -> Path:
-    made = identityctl("init", "--dir", str(directory), "--base-url",
-                       f"http://localhost:{port}", "--json")
-    assert made.returncode == 0, made.stderr
+    in_process("init", "--dir", str(directory), "--base-url", f"http://localhost:{port}",
+               "--json")
     return directory / "config.toml"
 
 
@@ -52,9 +50,8 @@ def test_a_backup_taken_during_sign_ins_restores_and_signs_the_same_people_in(
         passkeys = passkeys_of(config_path, port)
         people = []
         for _ in range(6):
-            made = identityctl("user", "create", "--username", f"b-{uuid.uuid4().hex[:6]}",
-                               "--json", config=config_path)
-            assert made.returncode == 0, made.stderr
+            made = in_process("user", "create", "--username", f"b-{uuid.uuid4().hex[:6]}",
+                              "--json", config=config_path)
             person = SimpleNamespace(id=json.loads(made.stdout)["id"])
             authenticator = SoftAuthenticator()
             passkeys.enrolled(person, authenticator)  # type: ignore[arg-type]
@@ -168,15 +165,10 @@ class Deployment:
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     directory = tmp_path_factory.mktemp("stopped")
-    runner = CliRunner()
-    made = runner.invoke(cli_app, ["init", "--dir", str(directory), "--base-url",
-                                   f"http://localhost:{free_port()}", "--json"])
-    assert made.exit_code == 0, made.output
+    in_process("init", "--dir", str(directory), "--base-url", f"http://localhost:{free_port()}",
+               "--json")
     config = directory / "config.toml"
-    backed_up = runner.invoke(cli_app, ["--config", str(config), "backup",
-                                        str(directory.parent / "stopped.tar.gz")])
-    assert backed_up.exit_code == 0, backed_up.output
-    db.close()
+    in_process("backup", str(directory.parent / "stopped.tar.gz"), config=config)
     # What the write-ahead log still holds goes into the file now, not when a refused
     # restore first opens it: the file's bytes then say whether the restore changed it.
     with contextlib.closing(sqlite3.connect(directory / "identityctl.db")) as settled:

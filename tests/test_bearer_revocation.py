@@ -46,10 +46,18 @@ ACCOUNT_ROUTES = {"/account/api/" + path for path in (
     # The other device's calls carry a link, not a bearer token (the base class reads one
     # for the routes that need it).
     "enrol/start", "enrol/finish")}
+#: The admin API reads the console's or an automation's token (services/admin/console.py).
+ADMIN_ROUTES = {"/admin/api/v1/" + path for path in (
+    "me", "users", "users/{user_id}", "users/{user_id}/invite", "users/{user_id}/sessions",
+    "users/{user_id}/sessions/{session_id}", "users/{user_id}/passkeys", "applications",
+    "applications/{app_id}", "applications/{app_id}/secret", "audit", "audit/export",
+    "operations", "configuration", "configuration/plan", "configuration/apply", "changes",
+    "changes/{change_id}", "changes/{change_id}/approval", "changes/{change_id}/approve",
+    "changes/{change_id}/reject")}
 #: /metrics compares a static scraper secret (metrics.token), not a token it issued.
 BEARER_ROUTES = {"/oauth2/userinfo", "/register/passkey/start", "/register/passkey/finish",
                  "/oauth2/register", "/oauth2/register/{client_id}", "/mcp", "/metrics",
-                 *ACCOUNT_ROUTES}
+                 *ACCOUNT_ROUTES, *ADMIN_ROUTES}
 PACKAGE = Path(identityctl.__file__).parent
 
 
@@ -135,6 +143,19 @@ def test_a_revoked_system_token_no_longer_runs_mcp_tools(rp: OAuthDriver,
     refused = _mcp_call(service, token)
     assert_error(refused, 401, "invalid_token")
     assert 'error="invalid_token"' in refused.headers["WWW-Authenticate"]
+
+
+def test_a_revoked_admin_token_no_longer_reads_or_changes_anything(rp: OAuthDriver,
+                                                                   service: Service) -> None:
+    client = register_client("M2M", scopes=["admin"])
+    token = _system_token(rp, client, service.config.admin_audience)
+    headers = {"Authorization": f"Bearer {token}"}
+    listed = service.http.get(service.url("/admin/api/v1/users"), headers=headers, timeout=30)
+    assert listed.status_code == 200, listed.text
+    _revoke(rp, client, token)
+    refused = service.http.get(service.url("/admin/api/v1/users"), headers=headers,
+                               timeout=30)
+    assert_error(refused, 401, "invalid_token")
 
 
 def test_a_revoked_system_token_cannot_enrol_an_attackers_passkey(rp: OAuthDriver,

@@ -55,7 +55,8 @@ def test_an_spa_from_its_template_is_a_public_client_without_secret(cli: Cli) ->
     assert shop["themeId"] == ok_json(cli, "theme", "show", "default")["id"]
     shown = ok_json(cli, "app", "show", oauth(shop)["clientId"])
     assert shown == {key: value for key, value in shop.items() if key != "clientSecret"}
-    assert [app["name"] for app in ok_json(cli, "app", "list")] == ["Shop", "Your account"]
+    assert [app["name"] for app in ok_json(cli, "app", "list")] == ["Admin console", "Shop",
+                                                                  "Your account"]
 
 
 def test_an_application_gets_the_default_flows_or_the_ones_named(cli: Cli) -> None:

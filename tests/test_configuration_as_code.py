@@ -20,7 +20,7 @@ import yaml
 from typer.testing import CliRunner
 
 from identityctl.cli.main import app as cli_app
-from tests.conftest import free_port, make_deployment
+from tests.conftest import free_port, in_process, make_deployment
 from tests.support.processes import stop, wait_for_health
 from tests.test_cli_process import identityctl
 from tests.test_scale_out import _serve
@@ -34,13 +34,13 @@ def _ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess
 
 
 def _deployment(directory: Path, port: int = 8090) -> Path:
-    _ok(identityctl("init", "--dir", str(directory), "--base-url",
-                    f"http://localhost:{port}", "--json"))
+    in_process("init", "--dir", str(directory), "--base-url", f"http://localhost:{port}",
+               "--json")
     return directory / "config.toml"
 
 
 def _export(config: Path) -> dict[str, Any]:
-    return yaml.safe_load(_ok(identityctl("export", config=config)).stdout)
+    return yaml.safe_load(in_process("export", config=config).stdout)
 
 
 def _apply(config: Path, document: dict[str, Any], *extra: str,
@@ -57,8 +57,8 @@ def _changes(result: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
 
 
 def _audit_count(config: Path) -> int:
-    return len(json.loads(_ok(identityctl("audit", "list", "--limit", "1000", "--json",
-                                          config=config)).stdout))
+    return len(json.loads(in_process("audit", "list", "--limit", "1000", "--json",
+                                     config=config).stdout))
 
 
 @pytest.fixture(scope="module")
@@ -69,38 +69,43 @@ def configured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
     theme = {"handle": "ocean", "displayName": "Ocean", "description": "Blue",
              "theme": {"colorSchemes": {"light": {"primary": "#005f87"}}}}
     (directory / "theme.json").write_text(json.dumps(theme))
-    _ok(identityctl("theme", "create", "--file", str(directory / "theme.json"), config=config))
-    flow = json.loads(_ok(identityctl("flow", "show", "default-basic-flow", "--json",
-                                      config=config)).stdout)
+    in_process("theme", "create", "--file", str(directory / "theme.json"), config=config)
+    flow = json.loads(in_process("flow", "show", "default-basic-flow", "--json",
+                                 config=config).stdout)
     custom = {"handle": "staff-password", "name": "Staff sign-in",
               "flowType": flow["flowType"], "nodes": flow["nodes"]}
     (directory / "flow.json").write_text(json.dumps(custom))
-    _ok(identityctl("flow", "create", "--file", str(directory / "flow.json"), config=config))
-    _ok(identityctl("ou", "create", "--handle", "sales", "--name", "Sales", config=config))
-    _ok(identityctl("ou", "create", "--handle", "emea", "--name", "EMEA", "--parent", "sales",
-                    config=config))
-    _ok(identityctl("user-type", "create", "--name", "partner", "--ou", "emea",
-                    config=config))
-    _ok(identityctl("role", "create", "orders-admin", "--scope", "orders:write", "--scope",
-                    "orders:read", "--description", "Runs the shop", config=config))
-    _ok(identityctl("resource-server", "add", NOTES, "--scope", "notes:read", "--scope",
-                    "notes:write", "--name", "Team notes", config=config))
+    in_process("flow", "create", "--file", str(directory / "flow.json"), config=config)
+    in_process("ou", "create", "--handle", "sales", "--name", "Sales", config=config)
+    in_process("ou", "create", "--handle", "emea", "--name", "EMEA", "--parent", "sales",
+               config=config)
+    in_process("user-type", "create", "--name", "partner", "--ou", "emea", config=config)
+    in_process("role", "create", "orders-admin", "--scope", "orders:write", "--scope",
+               "orders:read", "--description", "Runs the shop", config=config)
+    in_process("resource-server", "add", NOTES, "--scope", "notes:read", "--scope",
+               "notes:write", "--name", "Team notes", config=config)
     github_secret = secrets.token_urlsafe(24)
-    _ok(identityctl("idp", "add", "github", "--client-id", "Iv1.cac", "--client-secret-stdin",
-                    "--web-url", "https://github.example.com",
-                    "--api-url", "https://github.example.com/api/v3",
-                    input=github_secret + "\n", config=config))
-    _ok(identityctl("idp", "add", "microsoft", "--client-id", "ms-app", "--tenant",
-                    "organizations", "--client-secret-stdin", input="ms secret\n",
-                    config=config))
-    _ok(identityctl("app", "create", "--template", "SPA", "--name", "Shop", "--redirect-uri",
-                    "https://shop.example.com/callback", "--theme", "ocean",
-                    "--sign-in-flow", "staff-password", config=config))
-    made = json.loads(_ok(identityctl("app", "create", "--template", "M2M", "--name",
-                                      "Orders worker", "--json", config=config)).stdout)
+    in_process("idp", "add", "github", "--client-id", "Iv1.cac", "--client-secret-stdin",
+               "--web-url", "https://github.example.com",
+               "--api-url", "https://github.example.com/api/v3",
+               input=github_secret + "\n", config=config)
+    in_process("idp", "add", "microsoft", "--client-id", "ms-app", "--tenant",
+               "organizations", "--client-secret-stdin", input="ms secret\n", config=config)
+    in_process("app", "create", "--template", "SPA", "--name", "Shop", "--redirect-uri",
+               "https://shop.example.com/callback", "--theme", "ocean",
+               "--sign-in-flow", "staff-password", config=config)
+    made = json.loads(in_process("app", "create", "--template", "M2M", "--name",
+                                 "Orders worker", "--json", config=config).stdout)
     client_id = made["inboundAuthConfig"][0]["config"]["clientId"]
     return config, {"client_id": client_id, "secret": made["clientSecret"],
                     "github": github_secret}
+
+
+@pytest.fixture(scope="module")
+def exported(configured: tuple[Path, dict[str, str]]) -> str:
+    """`identityctl export` of the configured deployment, run as a process; no test changes
+    that deployment, so each reads its own copy of the document from this text."""
+    return _ok(identityctl("export", config=configured[0])).stdout
 
 
 def _environment(document: dict[str, Any]) -> dict[str, str]:
@@ -114,13 +119,12 @@ def _environment(document: dict[str, Any]) -> dict[str, str]:
 
 
 def test_export_names_things_by_handle_and_never_holds_a_secret(
-        configured: tuple[Path, dict[str, str]]) -> None:
-    config, secrets_ = configured
-    text = _ok(identityctl("export", config=config)).stdout
-    document = yaml.safe_load(text)
+        configured: tuple[Path, dict[str, str]], exported: str) -> None:
+    _, secrets_ = configured
+    document = yaml.safe_load(exported)
     assert document["apiVersion"] == "identityctl/v1"
-    assert secrets_["secret"] not in text and secrets_["github"] not in text
-    assert "ms secret" not in text
+    assert secrets_["secret"] not in exported and secrets_["github"] not in exported
+    assert "ms secret" not in exported
     shop = next(app for app in document["applications"] if app["name"] == "Shop")
     assert (shop["themeId"], shop["authFlowId"]) == ("ocean", "staff-password")
     assert "clientSecret" not in shop  # a public client has none
@@ -144,9 +148,8 @@ def test_export_names_things_by_handle_and_never_holds_a_secret(
 
 
 def test_export_then_apply_into_a_fresh_deployment_gives_the_same_export(
-        configured: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
-    config, _ = configured
-    document = _export(config)
+        exported: str, tmp_path: Path) -> None:
+    document = yaml.safe_load(exported)
     fresh = _deployment(tmp_path / "fresh")
     env = _environment(document)
 
@@ -169,11 +172,11 @@ def test_export_then_apply_into_a_fresh_deployment_gives_the_same_export(
 
 
 def test_an_applied_client_secret_is_the_one_its_reference_names(
-        configured: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
-    config, secrets_ = configured
+        configured: tuple[Path, dict[str, str]], exported: str, tmp_path: Path) -> None:
+    _, secrets_ = configured
     port = free_port()
     fresh = _deployment(tmp_path / "fresh", port)
-    document = _export(config)
+    document = yaml.safe_load(exported)
     env = _environment(document)
     _ok(_apply(fresh, document, env=env))
     server = _serve(fresh, port, tmp_path / "serve.log")
@@ -190,9 +193,8 @@ def test_an_applied_client_secret_is_the_one_its_reference_names(
 
 
 def test_a_changed_document_shows_its_diff_and_a_dry_run_changes_nothing(
-        configured: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
-    config, _ = configured
-    document = _export(config)
+        exported: str, tmp_path: Path) -> None:
+    document = yaml.safe_load(exported)
     fresh = _deployment(tmp_path / "fresh")
     env = _environment(document)
     _ok(_apply(fresh, document, env=env))
@@ -223,10 +225,8 @@ def test_a_changed_document_shows_its_diff_and_a_dry_run_changes_nothing(
     assert after["organizationUnits"] == document["organizationUnits"]
 
 
-def test_a_section_left_out_is_not_touched(configured: tuple[Path, dict[str, str]],
-                                           tmp_path: Path) -> None:
-    config, _ = configured
-    document = _export(config)
+def test_a_section_left_out_is_not_touched(exported: str, tmp_path: Path) -> None:
+    document = yaml.safe_load(exported)
     fresh = _deployment(tmp_path / "fresh")
     _ok(_apply(fresh, document, env=_environment(document)))
     only_roles = {"apiVersion": "identityctl/v1", "kind": "Configuration",
@@ -235,10 +235,8 @@ def test_a_section_left_out_is_not_touched(configured: tuple[Path, dict[str, str
     assert _export(fresh) == document
 
 
-def test_a_bad_entry_changes_nothing_and_is_named(configured: tuple[Path, dict[str, str]],
-                                                  tmp_path: Path) -> None:
-    config, _ = configured
-    document = _export(config)
+def test_a_bad_entry_changes_nothing_and_is_named(exported: str, tmp_path: Path) -> None:
+    document = yaml.safe_load(exported)
     fresh = _deployment(tmp_path / "fresh")
     before = _export(fresh)
     env = _environment(document)
@@ -253,9 +251,8 @@ def test_a_bad_entry_changes_nothing_and_is_named(configured: tuple[Path, dict[s
 
 
 def test_a_secret_is_refused_inline_and_a_new_entry_needs_its_reference_resolved(
-        configured: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
-    config, _ = configured
-    document = _export(config)
+        exported: str, tmp_path: Path) -> None:
+    document = yaml.safe_load(exported)
     fresh = _deployment(tmp_path / "fresh")
     worker = next(app for app in document["applications"] if app["name"] == "Orders worker")
     unresolved = _apply(fresh, document)
@@ -322,9 +319,9 @@ def test_an_alias_bomb_an_oversized_or_a_too_deep_document_is_refused_before_it_
 
 
 def test_a_misspelt_key_anywhere_is_refused_naming_its_path_and_the_key_meant(
-        configured: tuple[Path, dict[str, str]]) -> None:
+        configured: tuple[Path, dict[str, str]], exported: str) -> None:
     config, _ = configured
-    document = _export(config)
+    document = yaml.safe_load(exported)
     shop = next(app for app in document["applications"] if app["name"] == "Shop")
     shop["isRegistrationFlowEnable"] = True
     next(theme for theme in document["themes"] if theme["handle"] == "ocean")["colour"] = "#000"

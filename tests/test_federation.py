@@ -35,7 +35,7 @@ from identityctl.services.directory import users as directory
 from identityctl.store import audit as audit_store
 from identityctl.store import identity_providers as provider_store
 from identityctl.store import recovery as recovery_store
-from tests.conftest import Service, free_port
+from tests.conftest import Service, free_port, in_process
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.browser import PasskeyPage, sign_in_with_password
 from tests.support.flows import FlowClient
@@ -81,9 +81,8 @@ class Upstream:
 def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
     directory_ = tmp_path_factory.mktemp("upstream")
     port = free_port()
-    made = identityctl("init", "--dir", str(directory_), "--base-url",
-                       f"http://localhost:{port}", "--json")
-    assert made.returncode == 0, made.stderr
+    in_process("init", "--dir", str(directory_), "--base-url", f"http://localhost:{port}",
+               "--json")
     config_path = directory_ / "config.toml"
     log = directory_ / "serve.log"
     from tests.test_scale_out import _serve

@@ -177,9 +177,9 @@ def test_application_create_get_update_round_trip(tools: Callable[..., Any]) -> 
         assert "themeId" not in m2m  # no login page, no theme
 
         listed = await call(session, "svc_list_applications")
-        assert listed["total_count"] == 3  # and the account page's client, built in
+        assert listed["total_count"] == 4  # with the account page and the console
         assert {a["name"] for a in listed["applications"]} == {"Storefront v2", "Nightly job",
-                                                               "Your account"}
+                                                               "Your account", "Admin console"}
         assert all("clientSecret" not in a for a in listed["applications"])
         return created
 

@@ -140,8 +140,9 @@ def test_seed_in_threads_at_once_creates_each_default_once(store_url: str,
     created = [item for one in made for item in one]
     # Every default was made by exactly one of the threads: 1 key, OU, user type, theme, flows.
     assert len(created) == len(set(created))
-    # key, OU, user type, theme, the admin role, the account page's client, and the flows
-    assert len(created) == 6 + len(bootstrap.default_flow_documents("localhost"))
+    # key, OU, user type, theme, the admin role, the clients of the account page and the admin
+    # console, and the flows
+    assert len(created) == 7 + len(bootstrap.default_flow_documents("localhost"))
     assert sum(item.startswith("signing key ") for item in created) == 1
     assert bootstrap.seed(config) == []
     assert_seeded_once(store_url)

@@ -20,9 +20,11 @@ from tests.support.oauth import OAuthDriver, assert_oauth_error, query_of, regis
 PKCE = {"code_challenge": s256_challenge("v" * 43), "code_challenge_method": "S256"}
 
 
-def test_init_makes_the_admin_role_carrying_the_mcp_scope(service: Service) -> None:
+def test_init_makes_the_admin_role_carrying_the_console_and_mcp_scopes(
+        service: Service) -> None:
     [admin] = [role for role in roles.list_roles() if role.name == "admin"]
-    assert admin.scopes == [service.config.mcp.required_scope]
+    assert admin.scopes == [service.config.admin.required_scope,
+                            service.config.mcp.required_scope]
 
 
 def test_a_person_without_the_role_cannot_grant_its_scope(service: Service) -> None:
@@ -81,7 +83,7 @@ def test_roles_from_the_cli(cli: Callable[..., Any], service: Service) -> None:
     assert cli("role", "grant", "auditors", "grace").exit_code == 0
     listed = json.loads(cli("role", "list", "--json").output)
     assert {role["name"]: role["scopes"] for role in listed} == {
-        "admin": ["system"], "auditors": ["audit:read"]}
+        "admin": ["admin", "system"], "auditors": ["audit:read"]}
     shown = json.loads(cli("user", "show", "grace", "--json").output)
     assert shown["roles"] == ["admin", "auditors"]
     assert cli("role", "revoke", "auditors", "grace").exit_code == 0

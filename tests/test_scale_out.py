@@ -26,7 +26,7 @@ import requests
 from identityctl.config import load_config
 from identityctl.oauth.pkce import s256_challenge
 from identityctl.services.catalog.applications import oauth_config
-from tests.conftest import PG_URL_ENV, Service, free_port
+from tests.conftest import PG_URL_ENV, Service, free_port, in_process
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.flows import FlowClient
 from tests.support.logout import confirmed_logout
@@ -34,7 +34,6 @@ from tests.support.oauth import OAuthDriver, RegisteredClient, query_of
 from tests.support.passkeys import PasskeyClient
 from tests.support.postgres import empty_database
 from tests.support.processes import stop, wait_for_health
-from tests.test_cli_process import identityctl
 
 pytestmark = pytest.mark.postgres
 
@@ -62,9 +61,8 @@ class Cluster:
     admin_token: str
 
     def new_user_id(self) -> str:
-        made = identityctl("user", "create", "--username", f"u-{uuid.uuid4().hex[:10]}",
-                           "--json", config=self.config_path)
-        assert made.returncode == 0, made.stderr
+        made = in_process("user", "create", "--username", f"u-{uuid.uuid4().hex[:10]}",
+                          "--json", config=self.config_path)
         return json.loads(made.stdout)["id"]
 
 
@@ -79,9 +77,8 @@ def _serve(config_path: Path, port: int, log_path: Path) -> subprocess.Popen[str
 def cluster(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     directory = tmp_path_factory.mktemp("scale-out")
     port_a, port_b = free_port(), free_port()
-    made = identityctl("init", "--dir", str(directory), "--base-url",
-                       f"http://localhost:{port_a}", "--json")
-    assert made.returncode == 0, made.stderr
+    in_process("init", "--dir", str(directory), "--base-url", f"http://localhost:{port_a}",
+               "--json")
     config_path = directory / "config.toml"
     text = config_path.read_text()
     assert 'url = "sqlite:///identityctl.db"' in text
@@ -99,8 +96,7 @@ def cluster(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
             service = Service(config=load_config(config_path), config_path=config_path,
                               base_url=f"http://localhost:{port}", http=requests.Session())
             clients.append(PasskeyClient(service))
-        token = identityctl("token", "--scope", "system", config=config_path)
-        assert token.returncode == 0, token.stderr
+        token = in_process("token", "--scope", "system", config=config_path)
         yield Cluster(a=clients[0], b=clients[1], config_path=config_path,
                       admin_token=token.stdout.strip())
     finally:
@@ -197,17 +193,14 @@ def test_a_registration_token_finished_on_both_instances_at_once_stores_one_pass
                                  {"Authorization": f"Bearer {on.admin_token}"})
 
     _accepted_once(responses, 201, ("unknown_session_token", "credential_already_registered"))
-    listed = identityctl("passkey", "list", user_id, "--json", config=on.config_path)
-    assert listed.returncode == 0, listed.stderr
+    listed = in_process("passkey", "list", user_id, "--json", config=on.config_path)
     assert len(json.loads(listed.stdout)) == 1
 
 
 def _server_app(on: Cluster, redirect_uri: str) -> RegisteredClient:
-    made = identityctl("app", "create", "--template", "Server", "--name",
-                       f"across {uuid.uuid4().hex[:8]}", "--redirect-uri", redirect_uri,
-                       "--sign-in-flow", "default-basic-flow", "--json",
-                       config=on.config_path)
-    assert made.returncode == 0, made.stderr
+    made = in_process("app", "create", "--template", "Server", "--name",
+                      f"across {uuid.uuid4().hex[:8]}", "--redirect-uri", redirect_uri,
+                      "--sign-in-flow", "default-basic-flow", "--json", config=on.config_path)
     created = json.loads(made.stdout)
     settings = oauth_config(created)
     return RegisteredClient(application_id=created["id"], client_id=settings["clientId"],
@@ -218,9 +211,8 @@ def _server_app(on: Cluster, redirect_uri: str) -> RegisteredClient:
 def _password_user(on: Cluster) -> tuple[str, str, str]:
     """A new user with a password: username, password, id."""
     username, password = f"across-{uuid.uuid4().hex[:8]}", "across instances 9c41 pw"
-    user = identityctl("user", "create", "--username", username, "--password-stdin", "--json",
-                       input=password + "\n", config=on.config_path)
-    assert user.returncode == 0, user.stderr
+    user = in_process("user", "create", "--username", username, "--password-stdin", "--json",
+                      input=password + "\n", config=on.config_path)
     return username, password, json.loads(user.stdout)["id"]
 
 

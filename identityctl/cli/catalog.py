@@ -111,28 +111,15 @@ def _show_secret(secret: str) -> None:
                   "`identityctl app rotate-secret`.[/yellow]")
 
 
-def _template(name: str) -> tuple[str, dict[str, Any]]:
-    """The template called ``name`` (any letter case) and its proper name."""
-    from identityctl.services.catalog.applications import application_templates
+def _from_template(name: str | None, template: str) -> tuple[str, dict[str, Any]]:
+    from identityctl.services.catalog.applications import template_named
 
-    templates = application_templates()
-    for key, document in templates.items():
-        if key.lower() == name.lower():
-            return key, document
-    raise InvalidField("template", f"must be one of {', '.join(templates)}")
-
-
-def _from_template(name: str | None, template: str, redirect_uris: list[str],
-                   grants: list[str]) -> dict[str, Any]:
-    chosen, document = _template(template)
+    chosen, document = template_named(template)
     if name is None:
         raise MissingField("name", "--template needs --name for the new application.")
-    if "authorization_code" in (grants or _oauth(document)["grantTypes"]) and not redirect_uris:
-        raise MissingField("redirectUris", f"The {chosen} template needs at least one "
-                                           "--redirect-uri (where users return after sign-in).")
     # Without --theme the default theme applies; the placeholder is for JSON authors.
     document.pop("themeId", None)
-    return document
+    return chosen, document
 
 
 def _grant_types(names: list[str]) -> list[str]:
@@ -251,13 +238,16 @@ def app_create(
     if (file is None) == (template is None):
         raise BadRequest("Give either --file or --template.", code="conflicting_options")
     Session.connected()
+    chosen = None
     if file is not None:
         document = _document(file, "application")
     else:
-        document = _from_template(name, template, redirect_uri or [], list(grant or []))
+        chosen, document = _from_template(name, template)
     _apply_options(document, name=name, redirect_uri=redirect_uri, grant=grant, theme=theme,
                    sign_in_flow=sign_in_flow, sign_up_flow=sign_up_flow,
                    allow_sign_up=allow_sign_up)
+    if chosen is not None:
+        catalog_service.applications.require_own_redirect_uri(chosen, document)
     with console.status("Creating the application..."):
         created, secret = catalog_service.applications.create_application(document, actor=ACTOR)
     if as_json:
@@ -393,7 +383,7 @@ def app_templates(
     from identityctl.services import catalog as catalog_service
 
     if template is not None:
-        emit_json(_template(template)[1])
+        emit_json(catalog_service.applications.template_named(template)[1])
         return
     templates = catalog_service.applications.application_templates()
     rows = [{"name": key, **catalog_service.applications.oauth_config(value)}

@@ -15,6 +15,7 @@ import typer
 from identityctl import __version__
 from identityctl.cli.audit import audit_app
 from identityctl.cli.catalog import app_app, flow_app, theme_app
+from identityctl.cli.changes import change_app
 from identityctl.cli.common import Session, command
 from identityctl.cli.configuration import add_configuration_commands
 from identityctl.cli.directory import ou_app, user_app, user_type_app
@@ -62,6 +63,7 @@ app.add_typer(resource_server_app, name="resource-server")
 app.add_typer(email_app, name="email")
 app.add_typer(idp_app, name="idp")
 app.add_typer(webhook_app, name="webhook")
+app.add_typer(change_app, name="change")
 add_configuration_commands(app)
 
 

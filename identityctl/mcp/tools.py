@@ -28,7 +28,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from identityctl import __version__
-from identityctl.errors import IdentityError
+from identityctl.errors import Forbidden, IdentityError
 from identityctl.federation import KINDS
 from identityctl.mcp import react_sdk
 from identityctl.mcp.schemas import (
@@ -57,6 +57,7 @@ from identityctl.mcp.schemas import (
 from identityctl.services import catalog as catalog_service
 from identityctl.services.accounts import federation
 from identityctl.services.accounts import sessions as sessions_service
+from identityctl.services.admin import changes as changes_service
 from identityctl.services.catalog.applications import THEME_PLACEHOLDER
 from identityctl.services.context import ServiceContext
 from identityctl.services.delivery import webhooks as webhooks_service
@@ -89,7 +90,9 @@ Rules:
 - end_user_sessions signs a user out everywhere (their single sign-on sessions).
 - list_identity_providers, add_identity_provider and remove_identity_provider manage the
   "Continue with Google / Microsoft / GitHub / your OpenID provider" sign-in.
-- list_webhooks, add_webhook and remove_webhook send audit events to HTTPS endpoints."""
+- list_webhooks, add_webhook and remove_webhook send audit events to HTTPS endpoints.
+- Where an administrator approves changes, a changing tool answers "Not applied yet:
+  proposed as change <id>" with the page where they approve it: tell the person."""
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 CREATES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
@@ -97,6 +100,9 @@ REPLACES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempote
                            open_world_hint=False)
 
 _TOOLS: list[tuple[Callable[..., Any], str, ToolAnnotations]] = []
+#: The mutating tools whose change is configuration (as code): with
+#: ``admin.approve_mcp_changes`` they propose it (see _approved_by_a_person).
+_PROPOSABLE: set[str] = set()
 #: The tools whose arguments are a document (an application, a flow): see _keeping_all_keys.
 _TAKE_DOCUMENTS: set[str] = set()
 
@@ -114,11 +120,15 @@ def current_actor() -> str:
     return f"mcp:{token.subject}" if token is not None else STDIO_ACTOR
 
 
-def tool(operation: str, annotations: ToolAnnotations) -> Callable[[F], F]:
-    """Register a module-level function as a tool; ``operation`` names it in error messages."""
+def tool(operation: str, annotations: ToolAnnotations, *, proposable: bool = False
+         ) -> Callable[[F], F]:
+    """Register a module-level function as a tool; ``operation`` names it in error messages;
+    ``proposable``: what it changes is configuration, which a person may approve."""
 
     def register(function: F) -> F:
         _TOOLS.append((function, operation, annotations))
+        if proposable:
+            _PROPOSABLE.add(function.__name__)
         return function
 
     return register
@@ -199,7 +209,7 @@ def svc_get_application_by_client_id(
         catalog_service.applications.require_application_by_client_id(client_id))
 
 
-@tool("create application", CREATES)
+@tool("create application", CREATES, proposable=True)
 @takes_fields_of(ApplicationFields)
 def svc_create_application(**application: Any) -> CreatedApplication:
     """Create an application, optionally with its OAuth configuration (inboundAuthConfig).
@@ -215,7 +225,7 @@ def svc_create_application(**application: Any) -> CreatedApplication:
     return CreatedApplication.model_validate({**created, "clientSecret": secret})
 
 
-@tool("update application", REPLACES)
+@tool("update application", REPLACES, proposable=True)
 @takes_fields_of(ApplicationFields, inspect.Parameter(
     "id", inspect.Parameter.KEYWORD_ONLY, annotation=ApplicationId))
 def svc_update_application(**application: Any) -> Application:
@@ -285,7 +295,7 @@ def svc_get_flow_by_id(id: FlowId) -> Flow:
     return Flow.model_validate(catalog_service.flows.get_flow(id))
 
 
-@tool("create flow", CREATES)
+@tool("create flow", CREATES, proposable=True)
 @takes_fields_of(FlowDefinition)
 def svc_create_flow(**flow: Any) -> Flow:
     """Create an AUTHENTICATION (sign-in), REGISTRATION (sign-up) or RECOVERY flow.
@@ -299,7 +309,7 @@ def svc_create_flow(**flow: Any) -> Flow:
         catalog_service.flows.create_flow(_document(FlowDefinition, flow), actor=current_actor()))
 
 
-@tool("update flow", REPLACES)
+@tool("update flow", REPLACES, proposable=True)
 def svc_update_flow(id: FlowId, name: FlowName,
                     nodes: FlowNodes) -> Flow:
     """Replace a flow's name and nodes (its handle and type stay).
@@ -378,7 +388,7 @@ def list_roles(limit: PageSize = 30, offset: PageOffset = 0) -> Annotated[CallTo
         Role.model_validate(role.to_api()) for role in roles[offset:offset + limit]]))
 
 
-@tool("create role", CREATES)
+@tool("create role", CREATES, proposable=True)
 def create_role(name: Annotated[str, Field(description="Handle: letters, digits, - and _.")],
                 scopes: Annotated[list[str], Field(description="Scopes the role carries.")],
                 description: str = "") -> Role:
@@ -473,6 +483,36 @@ def _reporting_failures(function: F, operation: str) -> F:
                             ) from exc
         finally:
             db.release_connection()
+
+    return call  # type: ignore[return-value]
+
+
+def _approved_by_a_person(function: F, operation: str, context: ServiceContext) -> F:
+    """With ``admin.approve_mcp_changes``, a mutating tool makes no change: a proposable one
+    records it as a proposed change (services/admin/changes.py) and answers its id and where
+    an admin approves it; any other is refused (its change is no configuration to show)."""
+    proposable = function.__name__ in _PROPOSABLE
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not proposable:
+            raise Forbidden(f"This deployment applies changes from an assistant only when an "
+                            f"administrator approves them, and '{operation}' cannot be "
+                            "proposed: ask an administrator to do it in the admin console or "
+                            "with identityctl.", code="approval_required")
+        token = get_access_token()
+        change = changes_service.propose(
+            context, summary=operation, make=lambda: function(*args, **kwargs),
+            client_id=token.client_id if token is not None else STDIO_ACTOR,
+            author=current_actor())
+        url = changes_service.console_url(context, change.id)
+        # An error result: nothing was applied, and a client checks a success against the
+        # tool's output schema, which describes the applied record.
+        return CallToolResult(is_error=True, content=[TextContent(type="text", text=(
+            f"Not applied yet: proposed as change {change.id}. It takes effect when an "
+            f"administrator approves it with a passkey at {url}"))], structured_content={
+            "changeId": change.id, "state": change.state, "approvalUrl": url,
+            "digest": change.digest, "diff": change.diff})
 
     return call  # type: ignore[return-value]
 
@@ -600,6 +640,10 @@ def build_server(context: ServiceContext) -> MCPServer[Any]:
              (list_webhooks, "list webhooks", READ_ONLY),
              (add_webhook, "add webhook", CREATES),
              (remove_webhook, "remove webhook", REPLACES)]
+    if config.admin.approve_mcp_changes:
+        tools = [(function if hints.read_only_hint else
+                  _approved_by_a_person(function, operation, context), operation, hints)
+                 for function, operation, hints in tools]
     served = [Tool.from_function(_reporting_failures(function, operation),
                                  name=function.__name__, annotations=hints,
                                  description=inspect.cleandoc(function.__doc__ or ""))

@@ -18,11 +18,12 @@ from identityctl.oauth.errors import InvalidGrant, InvalidScope, InvalidTarget
 
 #: Scopes about the person, which a token for any resource may carry with the resource's own.
 IDENTITY_SCOPES = frozenset({OPENID, *SCOPE_CLAIMS, "offline_access"})
-#: identityctl's own powers: administration (``system``, which /mcp requires), the account
-#: page's API (``account``) and client registration (``client_registration``). No resource
+#: identityctl's own powers: administration (``system``, which /mcp requires, and ``admin``,
+#: which the admin API requires), the account page's API (``account``) and client
+#: registration (``client_registration``). No resource
 #: server may declare them: its tokens, and what self-registered clients may ask for because
 #: of it, never carry them.
-RESERVED_SCOPES = frozenset({"system", "account", "client_registration"})
+RESERVED_SCOPES = frozenset({"system", "admin", "account", "client_registration"})
 
 #: What is known of a resource: the scopes its tokens may carry, or None for identityctl's
 #: own resources (any scope the client may have).

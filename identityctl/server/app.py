@@ -10,6 +10,8 @@ from identityctl.config import Config
 from identityctl.server import errors, middleware
 from identityctl.server.openapi import OpenApiResource
 from identityctl.server.resources.account import add_account_routes
+from identityctl.server.resources.admin_page import add_admin_page_route
+from identityctl.server.resources.admin_routes import add_admin_routes
 from identityctl.server.resources.flow import add_flow_routes
 from identityctl.server.resources.gate import add_gate_routes
 from identityctl.server.resources.health import HealthResource, HomeResource
@@ -52,6 +54,9 @@ def add_routes(app: falcon.App, context: ServiceContext) -> None:
     add_oauth_routes(app, context)
     add_gate_routes(app, context)
     add_account_routes(app, context)
+    add_admin_page_route(app, context)
+    if context.config.admin.enabled:
+        add_admin_routes(app, context)
     if context.config.mcp.enabled:
         mcp_metadata = ProtectedResourceMetadataResource(context.config)
         app.add_route("/.well-known/oauth-protected-resource", mcp_metadata)

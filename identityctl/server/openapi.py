@@ -17,6 +17,7 @@ from identityctl import __version__
 
 RESOURCE_MODULES: tuple[str, ...] = (
     "identityctl.server.resources.account",
+    "identityctl.server.resources.admin_routes",
     "identityctl.server.resources.flow",
     "identityctl.server.resources.gate",
     "identityctl.server.resources.health",

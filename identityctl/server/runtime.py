@@ -35,7 +35,9 @@ class ConnectionReturning:
     """WSGI: after each request, the thread's PostgreSQL connection goes back to the pool.
 
     Falcon and the /mcp bearer check have done all their database work when the app returns
-    (bodies are built by then; MCP tools run on the SDK's threads and return their own).
+    (bodies are built by then; MCP tools run on the SDK's threads and return their own). A
+    streamed body (the admin API's audit export) reads after that, on a connection it takes
+    and gives back itself.
     """
 
     def __init__(self, app: Callable[..., Any]) -> None:

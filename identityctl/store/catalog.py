@@ -150,6 +150,15 @@ def applications_page(*, limit: int | None = None,
     return total, [_application_api(row) for row in rows]
 
 
+def applications_after(name: str | None, *, limit: int) -> list[dict[str, Any]]:
+    """Up to ``limit`` applications by name, those after ``name`` (keyset: the unique index
+    on the name seeks the page's start)."""
+    query = Application.select()
+    if name is not None:
+        query = query.where(Application.name > name)
+    return [_application_api(row) for row in query.order_by(Application.name).limit(limit)]
+
+
 def list_applications() -> list[dict[str, Any]]:
     return applications_page()[1]
 

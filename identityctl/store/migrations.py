@@ -13,6 +13,7 @@ row that refers to it.)
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import peewee
@@ -31,6 +32,7 @@ from identityctl.store.models import (
     Grant,
     IdentityProvider,
     OutboxMessage,
+    ProposedChange,
     PushedRequest,
     RecoveryCode,
     ResourceServer,
@@ -180,6 +182,50 @@ def _session_browsers_and_email_codes() -> None:
     db.database.create_tables([EmailCode], safe=True)
 
 
+def _user_email_keys() -> None:
+    """``user.email_key``: the ``email`` attribute in lower case, in an index (the admin
+    console finds people by a prefix of it). On PostgreSQL both keys compare bytewise
+    (COLLATE "C", as SQLite's BINARY does): a prefix is found as a range of its index
+    (store/directory.users_page), and under a language's collation that range holds other
+    keys and misses some that start with it (ICU puts "éa" between "e" and "f" and after
+    "ê"). Equality, and so the uniqueness of usernames, is the same under both."""
+    if "email_key" not in _columns("user"):  # a database made by migration 1 of now has it
+        db.database.execute_sql('ALTER TABLE "user" ADD COLUMN "email_key" VARCHAR(255)')
+        table = peewee.Table("user", ("id", "attributes")).bind(db.database)
+        for user_id, attributes in list(table.select(table.id, table.attributes).tuples()):
+            address = json.loads(attributes or "{}").get("email")
+            if isinstance(address, str) and address.strip():
+                table.update(email_key=address.strip().lower()).where(
+                    table.id == user_id).execute()
+    db.database.execute_sql('CREATE INDEX IF NOT EXISTS "user_email_key" '
+                            'ON "user" ("email_key")')
+    if not db.is_sqlite():  # rebuilds the two indexes in the new order
+        for column in ("username_key", "email_key"):
+            db.database.execute_sql(f'ALTER TABLE "user" ALTER COLUMN "{column}" '
+                                    'TYPE VARCHAR(255) COLLATE "C"')
+
+
+#: The audit log's page indexes: (at, id) alone and behind each filter a page may have.
+_AUDIT_PAGE_INDEXES = {"audit_event_at_id": ("at", "id"),
+                       "audit_event_actor_at_id": ("actor", "at", "id"),
+                       "audit_event_user_id_at_id": ("user_id", "at", "id"),
+                       "audit_event_event_at_id": ("event", "at", "id")}
+
+
+def _index_audit_pages() -> None:
+    table = AuditEvent._meta.table_name
+    for name, columns in _AUDIT_PAGE_INDEXES.items():
+        listed = ", ".join(f'"{column}"' for column in columns)
+        db.database.execute_sql(f'CREATE INDEX IF NOT EXISTS "{name}" ON "{table}" ({listed})')
+    # Each single-column index is the start of one above: it only cost every insert.
+    for column in ("at", "event", "user_id"):
+        db.database.execute_sql(f'DROP INDEX IF EXISTS "{table}_{column}"')
+
+
+def _create_proposed_changes() -> None:
+    db.database.create_tables([ProposedChange], safe=True)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (1, "create the initial schema", _create_tables),
     (2, "index the open ceremony sessions of a user", _index_open_ceremony_sessions),
@@ -207,6 +253,12 @@ MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (16, "device authorizations (RFC 8628)", _create_device_authorizations),
     (17, "browser sessions remember the browser they began in (user agent); codes the "
          "account page e-mails to confirm an address", _session_browsers_and_email_codes),
+    (18, "users are found by a prefix of their e-mail address (admin console)",
+     _user_email_keys),
+    (19, "the audit log is paged by time within an actor, a user or an event "
+         "(admin API)", _index_audit_pages),
+    (20, "changes proposed over MCP, waiting for a person's passkey approval",
+     _create_proposed_changes),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -89,6 +89,9 @@ class User(BaseModel):
     #: WebAuthn user handle (Base64URL of 32 random bytes): stable for the user's life.
     user_handle = peewee.CharField(unique=True)
     attributes = JSONField(default=dict)
+    #: The ``email`` attribute in lower case (None without one): what the admin console's
+    #: search finds by prefix, in its index (store/directory.py keeps it in step).
+    email_key = peewee.CharField(null=True, index=True)
     user_type = peewee.ForeignKeyField(UserType, on_delete="RESTRICT")
     ou = peewee.ForeignKeyField(OrganizationUnit, on_delete="RESTRICT")
     password_hash = peewee.TextField(null=True)
@@ -287,16 +290,23 @@ class RevokedToken(BaseModel):
 
 class AuditEvent(BaseModel):
     id = peewee.AutoField()
-    at = peewee.DoubleField(default=now, index=True)
-    event = peewee.CharField(index=True)
+    at = peewee.DoubleField(default=now)
+    event = peewee.CharField()
     #: success | failure | denied | throttled
     outcome = peewee.CharField()
     actor = peewee.CharField(default="")
-    user_id = peewee.CharField(null=True, index=True)
+    user_id = peewee.CharField(null=True)
     client_address = peewee.CharField(default="")
     details = JSONField(default=dict)
     #: The id of the request that caused it (its X-Request-ID and log line); "" for none.
     request_id = peewee.CharField(default="")
+
+    class Meta:
+        # PERF: the log is paged newest first by (at, id), alone or within one actor, user
+        # or event, so each page seeks its start in one of these (store/audit.page;
+        # migration 19, which made them, says so too).
+        indexes = ((("at", "id"), False), (("actor", "at", "id"), False),
+                   (("user_id", "at", "id"), False), (("event", "at", "id"), False))
 
 
 class Throttle(BaseModel):
@@ -554,11 +564,40 @@ class DeviceAuthorization(BaseModel):
     expires_at = peewee.DoubleField(index=True)
 
 
+class ProposedChange(BaseModel):
+    """A change an MCP tool proposed instead of making it (``admin.approve_mcp_changes``):
+    a configuration-as-code fragment, the diff it made when proposed, and what a person
+    decided; kept after the decision as its record."""
+
+    id = peewee.CharField(primary_key=True, default=new_id)
+    #: What the tool did, in its words ("create application").
+    summary = peewee.TextField()
+    #: The configuration-as-code fragment the change applies, and the diff it made then.
+    document = JSONField()
+    diff = JSONField()
+    #: SHA-256 (hex) of document and diff together: an approval's challenge is made of it.
+    digest = peewee.CharField()
+    #: The MCP client that proposed it, and the actor it acted for.
+    client_id = peewee.CharField(default="")
+    author = peewee.CharField(default="")
+    created_at = peewee.DoubleField(default=now)
+    expires_at = peewee.DoubleField()
+    #: pending, approved, rejected, expired or failed.
+    state = peewee.CharField(default="pending")
+    decided_by = peewee.CharField(null=True)
+    decided_at = peewee.DoubleField(null=True)
+    #: Why an approval failed (the deployment moved).
+    reason = peewee.TextField(default="")
+
+    class Meta:
+        indexes = ((("created_at", "id"), False), (("client_id", "state"), False))
+
+
 ALL_MODELS: list[type[BaseModel]] = [
     SchemaVersion, OrganizationUnit, UserType, User, Theme, Flow, Application,
     PasskeyCredential, CeremonySession, FlowExecution, SigningKey, AuthorizationRequest,
     AuthorizationCode, RefreshToken, RevokedToken, AuditEvent, Throttle, ServiceSecret,
     Role, UserRole, Grant, ResourceServer, ClientRegistration, BrowserSession, SessionGrant,
     OutboxMessage, VerifiedEmail, EmailCode, RecoveryCode, IdentityProvider, FederatedIdentity,
-    WebhookSubscription, SpentIdentifier, PushedRequest, DeviceAuthorization,
+    WebhookSubscription, SpentIdentifier, PushedRequest, DeviceAuthorization, ProposedChange,
 ]

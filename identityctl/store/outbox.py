@@ -106,11 +106,15 @@ class OutboxEntry:
         return "retrying" if self.attempts else "queued"
 
 
-def recent(*, kind: str, limit: int) -> list[OutboxEntry]:
-    """The newest ``limit`` messages of ``kind`` (never the unsent stand-ins)."""
-    rows = (OutboxMessage.select().where((OutboxMessage.kind == kind)
+def recent(*, kind: str, limit: int, failed: bool = False) -> list[OutboxEntry]:
+    """The newest ``limit`` messages of ``kind`` (never the unsent stand-ins); ``failed``:
+    only those whose last attempt failed (retrying or given up)."""
+    query = OutboxMessage.select().where((OutboxMessage.kind == kind)
                                          & (OutboxMessage.target != ""))
-            .order_by(OutboxMessage.created_at.desc()).limit(limit))
+    if failed:
+        query = query.where(OutboxMessage.delivered_at.is_null()
+                            & (OutboxMessage.last_error != ""))
+    rows = query.order_by(OutboxMessage.created_at.desc()).limit(limit)
     return [OutboxEntry(id=row.id, kind=row.kind, target=row.target,
                         subject=str((row.payload or {}).get("subject", "")),
                         created_at=row.created_at, attempts=row.attempts,

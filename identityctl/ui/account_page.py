@@ -45,4 +45,4 @@ def page(config: Config, *, mode: str = "account", language: str = i18n.DEFAULT)
         par_required=str(config.oauth.require_pushed_authorization_requests).lower(),
         api_url=config.base_url + ACCOUNT_PATH + "/api")
     return pages.page(title=title, main=main, assets=assets(config, None),
-                      scripts=("webauthn.js", "account.js"), language=language)
+                      scripts=("webauthn.js", "client-page.js", "account.js"), language=language)

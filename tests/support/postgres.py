@@ -18,16 +18,18 @@ import pytest
 
 
 @contextmanager
-def empty_database(server_url: str, *, prefix: str = "identityctl") -> Iterator[str]:
-    """The URL of a new, empty database on the server of ``server_url``; dropped afterwards
-    (with its connections)."""
+def empty_database(server_url: str, *, prefix: str = "identityctl",
+                   options: str = "") -> Iterator[str]:
+    """The URL of a new, empty database on the server of ``server_url``, made with
+    ``options`` of CREATE DATABASE (e.g. its collation); dropped afterwards (with its
+    connections)."""
     psycopg2 = pytest.importorskip("psycopg2")
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     admin = psycopg2.connect(server_url)
     admin.autocommit = True
     try:
         with admin.cursor() as cursor:
-            cursor.execute(f'CREATE DATABASE "{name}"')
+            cursor.execute(f'CREATE DATABASE "{name}" {options}')
         try:
             yield urlunsplit(urlsplit(server_url)._replace(path=f"/{name}"))
         finally:

@@ -89,8 +89,14 @@ def account_holder(ctx: ServiceContext, presented: PresentedToken | None) -> Acc
 
 def require_recent_sign_in(ctx: ServiceContext, holder: AccountHolder) -> None:
     """Changing credentials needs a fresh sign-in (RFC 9470 step-up)."""
-    window = ctx.config.passkey.enrolment_window
-    if time.time() - holder.auth_time > window:
+    require_sign_in_within(holder.auth_time, ctx.config.passkey.enrolment_window)
+
+
+def require_sign_in_within(auth_time: float, window: int) -> None:
+    """RFC 9470 step-up, the one rule of the account API and the admin API: a sign-in more
+    than ``window`` seconds ago is 401 ``insufficient_user_authentication`` with the
+    ``max_age`` the page signs in again with."""
+    if time.time() - auth_time > window:
         raise Unauthorized(
             "This change needs a recent sign-in; sign in again with your passkey.",
             code="sign_in_too_old", headers={"WWW-Authenticate": (

@@ -55,7 +55,9 @@ def backup(config: Config, destination: Path) -> dict[str, Any]:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as work:
         copy = Path(work) / DATABASE
-        with sqlite3.connect(source) as live, sqlite3.connect(copy) as target:
+        # closing(): a connection's own `with` ends its transaction, never the connection.
+        with contextlib.closing(sqlite3.connect(source)) as live, \
+                contextlib.closing(sqlite3.connect(copy)) as target:
             live.backup(target)  # pages copied under SQLite's locks: one consistent moment
         manifest = {"identityctl": __version__, "schemaVersion": migrations.current_version(),
                     "createdAt": time.time(), "database": "sqlite"}

@@ -17,6 +17,7 @@ from identityctl.oauth.discovery import DEVICE_PATH
 from identityctl.security.keys import generate_signing_key
 from identityctl.services import catalog as catalog_service
 from identityctl.services.accounts import account
+from identityctl.services.admin.console import ADMIN_CLIENT_ID
 from identityctl.services.directory import roles as roles_service
 from identityctl.services.directory import users as directory_service
 from identityctl.store import catalog, db, directory, keys, migrations, roles
@@ -145,11 +146,14 @@ def seed(config: Config) -> list[str]:
         if _create_if_absent(
                 lambda: roles.find_role(roles_service.ADMIN_ROLE),
                 lambda: roles_service.create_role(
-                    name=roles_service.ADMIN_ROLE, scopes=[config.mcp.required_scope],
-                    description="Administers identityctl: may grant an MCP client the "
-                                f"'{config.mcp.required_scope}' scope.", actor="init"),
+                    name=roles_service.ADMIN_ROLE, scopes=_admin_scopes(config),
+                    description="Administers identityctl: signs in to the admin console "
+                                f"('{config.admin.required_scope}') and may grant an MCP "
+                                f"client the '{config.mcp.required_scope}' scope.",
+                    actor="init"),
                 exists_code="role_exists"):
-            made.append(f"role '{roles_service.ADMIN_ROLE}' ({config.mcp.required_scope})")
+            made.append(f"role '{roles_service.ADMIN_ROLE}' "
+                        f"({' '.join(_admin_scopes(config))})")
         if _create_if_absent(
                 lambda: catalog.find_theme("default"),
                 lambda: catalog_service.themes.create_theme(
@@ -173,7 +177,32 @@ def seed(config: Config) -> list[str]:
             made.append(f"application '{account.ACCOUNT_CLIENT_ID}' (the account page)")
         elif _add_release_redirects(config):
             made.append(f"application '{account.ACCOUNT_CLIENT_ID}' (its new redirect URIs)")
+        if _create_if_absent(
+                lambda: catalog.find_application_by_client_id(ADMIN_CLIENT_ID),
+                lambda: catalog_service.applications.create_application(
+                    admin_application(config), actor="init"),
+                exists_code="application_exists"):
+            made.append(f"application '{ADMIN_CLIENT_ID}' (the admin console)")
+            if _add_admin_scope(config):
+                made.append(f"role '{roles_service.ADMIN_ROLE}' (scope "
+                            f"'{config.admin.required_scope}')")
     return made
+
+
+def _admin_scopes(config: Config) -> list[str]:
+    return list(dict.fromkeys([config.admin.required_scope, config.mcp.required_scope]))
+
+
+def _add_admin_scope(config: Config) -> bool:
+    """A deployment older than the admin console: its role ``admin`` gains the console's
+    scope, once (with the console's client), so an admin who later takes it away keeps it
+    so. True when it changed."""
+    role = roles.find_role(roles_service.ADMIN_ROLE)
+    if role is None or config.admin.required_scope in role.scopes:
+        return False
+    roles_service.update_role(role.id, scopes=[*role.scopes, config.admin.required_scope],
+                              actor="init")
+    return True
 
 
 def _add_release_redirects(config: Config) -> bool:
@@ -205,6 +234,19 @@ def account_application(config: Config) -> dict[str, Any]:
                 "tokenEndpointAuthMethod": "none", "grantTypes": ["authorization_code"],
                 "redirectUris": [config.base_url + "/account", config.base_url + DEVICE_PATH],
                 "scopes": ["openid", "profile", "email", account.ACCOUNT_SCOPE]}}]}
+
+
+def admin_application(config: Config) -> dict[str, Any]:
+    """The admin console's client (``/admin``): public, PKCE, no refresh token (a reload signs
+    in again through the browser's session); its tokens are for the admin API
+    (``resource={admin_audience}``)."""
+    return {"name": "Admin console", "template": "SPA",
+            "description": "identityctl's own admin console (built in).",
+            "inboundAuthConfig": [{"type": "oauth2", "config": {
+                "clientId": ADMIN_CLIENT_ID, "publicClient": True,
+                "tokenEndpointAuthMethod": "none", "grantTypes": ["authorization_code"],
+                "redirectUris": [config.base_url + "/admin"],
+                "scopes": ["openid", "profile", config.admin.required_scope]}}]}
 
 
 def _create_if_absent(find: Callable[[], object], create: Callable[[], object], *,

@@ -115,6 +115,8 @@ class Section(ABC):
     """How one kind of record reads as document entries and is made to match one."""
 
     name: str = ""
+    #: Who the audit events of its changes name (``identityctl apply``, an admin's API call).
+    actor: str = "apply"
     #: Entries every deployment is seeded with: never deleted (the next start would bring
     #: them back), though they may be changed.
     built_in: frozenset[str] = frozenset()
@@ -179,15 +181,15 @@ class Themes(Section):
         catalog.themes.create_theme(
             handle=self.key(entry), display_name=_text(entry, "displayName"),
                              description=entry.get("description") or "",
-                             theme=entry.get("theme") or {}, actor=ACTOR)
+                             theme=entry.get("theme") or {}, actor=self.actor)
 
     def update(self, key: str, entry: dict[str, Any]) -> None:
-        catalog.themes.update_theme(key, actor=ACTOR, display_name=_text(entry, "displayName"),
+        catalog.themes.update_theme(key, actor=self.actor, display_name=_text(entry, "displayName"),
                              description=entry.get("description") or "",
                              theme=entry.get("theme") or {})
 
     def delete(self, key: str) -> None:
-        catalog.themes.delete_theme(key, actor=ACTOR)
+        catalog.themes.delete_theme(key, actor=self.actor)
 
 
 class Flows(Section):
@@ -209,17 +211,17 @@ class Flows(Section):
         return found
 
     def create(self, entry: dict[str, Any]) -> None:
-        catalog.flows.create_flow(_without(entry, "id"), actor=ACTOR)
+        catalog.flows.create_flow(_without(entry, "id"), actor=self.actor)
 
     def update(self, key: str, entry: dict[str, Any]) -> None:
         flow_type, handle = key.split("/", 1)
         current = catalog.flows.require_flow_by_handle(handle, flow_type)
         catalog.flows.update_flow(current["id"], name=_text(entry, "name"),
-                            nodes=entry.get("nodes") or [], actor=ACTOR)
+                            nodes=entry.get("nodes") or [], actor=self.actor)
 
     def delete(self, key: str) -> None:
         flow_type, handle = key.split("/", 1)
-        catalog.flows.delete_flow(handle, flow_type=flow_type, actor=ACTOR)
+        catalog.flows.delete_flow(handle, flow_type=flow_type, actor=self.actor)
 
 
 class OrganizationUnits(Section):
@@ -262,15 +264,15 @@ class OrganizationUnits(Section):
     def create(self, entry: dict[str, Any]) -> None:
         directory.create_ou(handle=self.key(entry), name=_text(entry, "name"),
                             description=entry.get("description") or "",
-                            parent=entry.get("parent") or None, actor=ACTOR)
+                            parent=entry.get("parent") or None, actor=self.actor)
 
     def update(self, key: str, entry: dict[str, Any]) -> None:
-        directory.update_ou(key, actor=ACTOR, name=_text(entry, "name"),
+        directory.update_ou(key, actor=self.actor, name=_text(entry, "name"),
                             description=entry.get("description") or "",
                             parent=entry.get("parent") or None)
 
     def delete(self, key: str) -> None:
-        directory.delete_ou(key, actor=ACTOR)
+        directory.delete_ou(key, actor=self.actor)
 
 
 class UserTypes(Section):
@@ -292,16 +294,16 @@ class UserTypes(Section):
                                    ou=entry.get("ou") or directory.DEFAULT_OU,
                                    allow_self_registration=_flag(entry,
                                                                  "allowSelfRegistration"),
-                                   schema=entry.get("schema") or {}, actor=ACTOR)
+                                   schema=entry.get("schema") or {}, actor=self.actor)
 
     def update(self, key: str, entry: dict[str, Any]) -> None:
         directory.update_user_type(key, ou=entry.get("ou") or directory.DEFAULT_OU,
                                    allow_self_registration=_flag(entry,
                                                                  "allowSelfRegistration"),
-                                   schema=entry.get("schema") or {}, actor=ACTOR)
+                                   schema=entry.get("schema") or {}, actor=self.actor)
 
     def delete(self, key: str) -> None:
-        directory.delete_user_type(key, actor=ACTOR)
+        directory.delete_user_type(key, actor=self.actor)
 
 
 class Roles(Section):
@@ -318,14 +320,14 @@ class Roles(Section):
 
     def create(self, entry: dict[str, Any]) -> None:
         roles.create_role(name=self.key(entry), scopes=_texts(entry, "scopes"),
-                          description=entry.get("description") or "", actor=ACTOR)
+                          description=entry.get("description") or "", actor=self.actor)
 
     def update(self, key: str, entry: dict[str, Any]) -> None:
         roles.update_role(key, scopes=_texts(entry, "scopes"),
-                          description=entry.get("description") or "", actor=ACTOR)
+                          description=entry.get("description") or "", actor=self.actor)
 
     def delete(self, key: str) -> None:
-        roles.delete_role(key, actor=ACTOR)
+        roles.delete_role(key, actor=self.actor)
 
 
 class ResourceServers(Section):
@@ -347,15 +349,15 @@ class ResourceServers(Section):
     def create(self, entry: dict[str, Any]) -> None:
         resource_servers.register_resource_server(
             self.ctx, identifier=self.key(entry), scopes=_texts(entry, "scopes"),
-            name=entry.get("name") or "", actor=ACTOR)
+            name=entry.get("name") or "", actor=self.actor)
 
     def update(self, key: str, entry: dict[str, Any]) -> None:
         resource_servers.update_resource_server(key, scopes=_texts(entry, "scopes"),
-                                                name=entry.get("name") or "", actor=ACTOR)
+                                                name=entry.get("name") or "", actor=self.actor)
         # (no name in the document: the URL, as create makes it)
 
     def delete(self, key: str) -> None:
-        resource_servers.remove_resource_server(key, actor=ACTOR)
+        resource_servers.remove_resource_server(key, actor=self.actor)
 
 
 class IdentityProviders(Section):
@@ -391,7 +393,7 @@ class IdentityProviders(Section):
         federation.add_provider(
             self.ctx, kind=_text(entry, "kind"), handle=self.key(entry),
             client_secret=_required_secret(self.secret(entry), "clientSecret"),
-            **self._arguments(entry), actor=ACTOR)
+            **self._arguments(entry), actor=self.actor)
 
     def update(self, key: str, entry: dict[str, Any]) -> None:
         current = federation.require_provider(key)
@@ -400,14 +402,14 @@ class IdentityProviders(Section):
                                "anew to change its kind")
         federation.update_provider(
             key, client_secret=resolve_secret(self.secret(entry)) or current.client_secret,
-            **self._arguments(entry), actor=ACTOR)
+            **self._arguments(entry), actor=self.actor)
 
     def changes_outside(self, key: str, entry: dict[str, Any]) -> bool:
         secret = resolve_secret(self.secret(entry))
         return secret is not None and secret != federation.require_provider(key).client_secret
 
     def delete(self, key: str) -> None:
-        federation.remove_provider(key, actor=ACTOR)
+        federation.remove_provider(key, actor=self.actor)
 
 
 class Applications(Section):
@@ -460,7 +462,7 @@ class Applications(Section):
     def create(self, entry: dict[str, Any]) -> None:
         reference = self.secret(entry)
         catalog.applications.create_application(
-            _without(entry, "clientSecret", "id"), actor=ACTOR,
+            _without(entry, "clientSecret", "id"), actor=self.actor,
             marks={"secretRef": reference} if reference else None,
             client_secret=_required_secret(reference, "clientSecret") if reference else None)
 
@@ -469,11 +471,11 @@ class Applications(Section):
         current = catalog.applications.require_application_by_client_id(key)
         catalog.applications.update_application(
             {**_without(entry, "clientSecret"), "id": current["id"]},
-                                   actor=ACTOR,
+                                   actor=self.actor,
                                    marks={"secretRef": reference} if reference else None)
 
     def replace_secret(self, key: str, entry: dict[str, Any]) -> None:
-        catalog.applications.regenerate_client_secret(key, actor=ACTOR,
+        catalog.applications.regenerate_client_secret(key, actor=self.actor,
                                          secret=resolve_secret(self.secret(entry) or {}))
 
     def changes_outside(self, key: str, entry: dict[str, Any]) -> bool:
@@ -483,15 +485,15 @@ class Applications(Section):
             catalog.applications.require_application_by_client_id(key), secret)
 
     def delete(self, key: str) -> None:
-        catalog.applications.delete_application(key, actor=ACTOR)
+        catalog.applications.delete_application(key, actor=self.actor)
 
 
-ACTOR = "apply"
-
-
-def sections(ctx: ServiceContext) -> list[Section]:
-    return [Themes(), Flows(), OrganizationUnits(), UserTypes(), Roles(), ResourceServers(ctx),
-            IdentityProviders(ctx), Applications()]
+def sections(ctx: ServiceContext, *, actor: str = Section.actor) -> list[Section]:
+    every = [Themes(), Flows(), OrganizationUnits(), UserTypes(), Roles(), ResourceServers(ctx),
+             IdentityProviders(ctx), Applications()]
+    for section in every:
+        section.actor = actor
+    return every
 
 
 # --- export and apply -----------------------------------------------------------------------
@@ -521,14 +523,21 @@ class _Unchanged(Exception):
     """Raised to roll back the savepoint of an update that changed nothing."""
 
 
-def apply(ctx: ServiceContext, document: object, *, dry_run: bool = False) -> list[Change]:
+def apply(ctx: ServiceContext, document: object, *, dry_run: bool = False,
+          actor: str = Section.actor, from_host: bool = True) -> list[Change]:
     """Make the deployment match ``document``, in one transaction; the changes made (or, with
-    ``dry_run``, that would be made: the transaction is rolled back)."""
+    ``dry_run``, that would be made: the transaction is rolled back), audited as ``actor``'s.
+
+    ``from_host``: the document comes from the host's own operator (the CLI). One that came
+    over the network (the admin API, a proposed change) may name no file and only the
+    service's own secret variables (:func:`_check_remote_references`)."""
     wanted = _checked_document(ctx, document)
+    if not from_host:
+        _check_remote_references(ctx, wanted)
     changes: list[Change] = []
     try:
         with db.transaction():
-            changes = list(_apply(ctx, wanted))
+            changes = list(_apply(ctx, wanted, actor))
             if dry_run:
                 raise _DryRun
     except _DryRun:
@@ -536,9 +545,9 @@ def apply(ctx: ServiceContext, document: object, *, dry_run: bool = False) -> li
     return changes
 
 
-def _apply(ctx: ServiceContext, wanted: dict[str, dict[str, dict[str, Any]]]
+def _apply(ctx: ServiceContext, wanted: dict[str, dict[str, dict[str, Any]]], actor: str
            ) -> Iterator[Change]:
-    managed = [section for section in sections(ctx) if section.name in wanted]
+    managed = [section for section in sections(ctx, actor=actor) if section.name in wanted]
     _check_new_secrets(managed, wanted)
     deletions: list[tuple[Section, list[str]]] = []
     for section in managed:
@@ -558,6 +567,34 @@ def _apply(ctx: ServiceContext, wanted: dict[str, dict[str, dict[str, Any]]]
             with _naming(section.name, key):
                 section.delete(key)
             yield Change(section.name, key, "delete", current[key], None)
+
+
+#: The environment variables a document from the network may name: those the service itself
+#: expects secrets in (``_default_reference``), never the host's others.
+REMOTE_REFERENCE = re.compile(r"IDENTITYCTL_(CLIENT|IDP)_SECRET_[A-Z0-9_]+")
+
+
+def _check_remote_references(ctx: ServiceContext,
+                             wanted: dict[str, dict[str, dict[str, Any]]]) -> None:
+    """A document from the network reads no file of the host and none of its environment
+    but the service's own secret variables: else its author could copy a host secret (a
+    signing key, the database's password) into an entry whose secret is sent elsewhere."""
+    for section in sections(ctx):
+        if section.name not in wanted:
+            continue
+        current = section.entries()
+        for key, entry in wanted[section.name].items():
+            with _naming(section.name, key):
+                reference = section.secret(entry)
+                # One the host's operator set, unchanged, is theirs: not this document's.
+                kept = key in current and section.secret(current[key]) == reference
+            if reference and not kept and not REMOTE_REFERENCE.fullmatch(
+                    reference.get("env", "")):
+                raise InvalidField(
+                    f"{section.name}[{key}].clientSecret", "a document sent over the network "
+                    "may name only a variable IDENTITYCTL_CLIENT_SECRET_* or "
+                    "IDENTITYCTL_IDP_SECRET_*; set other secrets with `identityctl apply` on "
+                    "the host", code="secret_reference_not_allowed")
 
 
 def _check_new_secrets(managed: list[Section],

@@ -9,7 +9,7 @@ import string
 from typing import Any
 from urllib.parse import urlsplit
 
-from identityctl.errors import BadRequest, Conflict, InvalidField, NotFound
+from identityctl.errors import BadRequest, Conflict, InvalidField, MissingField, NotFound
 from identityctl.oauth import client_auth
 from identityctl.oauth.client_assertion import check_client_keys
 from identityctl.oauth.grants import GRANT_TYPES, device_code, token_exchange
@@ -79,6 +79,24 @@ TEMPLATES: dict[str, dict[str, Any]] = {
 
 def application_templates() -> dict[str, dict[str, Any]]:
     return copy.deepcopy(TEMPLATES)
+
+
+def template_named(name: str) -> tuple[str, dict[str, Any]]:
+    """The template called ``name`` (any letter case): its proper name and a copy of it."""
+    for key, document in application_templates().items():
+        if key.lower() == name.lower():
+            return key, document
+    raise InvalidField("template", f"must be one of {', '.join(TEMPLATES)}")
+
+
+def require_own_redirect_uri(template: str, document: dict[str, Any]) -> None:
+    """An application made from ``template`` that signs people in needs a redirect URI of
+    its own: the template's example is not one."""
+    config, example = oauth_config(document), oauth_config(TEMPLATES[template])
+    if "authorization_code" in config["grantTypes"] and (
+            not config["redirectUris"] or config["redirectUris"] == example["redirectUris"]):
+        raise MissingField("redirectUris", f"The {template} template needs at least one "
+                           "redirect URI (where users return after sign-in).")
 
 
 def list_applications() -> list[dict[str, Any]]:

@@ -97,10 +97,13 @@ def remove_resource_server(id_or_identifier: str, *, actor: str = "admin") -> No
 
 
 def own_resources(ctx: ServiceContext) -> set[str]:
-    """identityctl's own resources: its issuer (userinfo) and its /mcp when served."""
+    """identityctl's own resources: its issuer (userinfo), its /mcp and its admin API when
+    served."""
     own = {ctx.config.issuer}
     if ctx.config.mcp.enabled:
         own.add(ctx.config.mcp_audience)
+    if ctx.config.admin.enabled:
+        own.add(ctx.config.admin_audience)
     return own
 
 

@@ -57,10 +57,10 @@ def remove_subscription(subscription_id: str, *, actor: str) -> None:
                      details={"id": found.id, "url": found.url})
 
 
-def deliveries(limit: int = 50) -> list[dict[str, Any]]:
+def deliveries(limit: int = 50, *, failed: bool = False) -> list[dict[str, Any]]:
     """The delivery log: the newest deliveries, sent, retrying (with the last error) or
-    given up."""
+    given up; ``failed``: only those retrying or given up."""
     return [{"id": entry.id, "url": entry.target, "queuedAt": entry.created_at,
              "state": entry.state,
              "attempts": entry.attempts, "lastError": entry.last_error}
-            for entry in outbox.recent(kind=WEBHOOK, limit=limit)]
+            for entry in outbox.recent(kind=WEBHOOK, limit=limit, failed=failed)]

@@ -410,5 +410,5 @@ def user_refusal(user: UserRecord | None, application: dict[str, Any],
     if not_held:
         # Not naming the user: this text reaches the client in error_description.
         return (f"Your account holds no role that allows {' '.join(not_held)!r}. Ask an "
-                "administrator to give you one (identityctl role grant).")
+                "administrator to give you one.")
     return None

@@ -1,8 +1,9 @@
-// The account page: a public client of identityctl itself (authorization code + PKCE), then
-// the person's profile and e-mail address, passkeys, devices and applications they are
-// signed in on, password and consents through /account/api. What an action did (or why it
-// failed) is said right by its control, in a live region, and cleared by the next action. The access token lives in memory only; a reload signs in again, which the
-// browser's session answers without a page. /account/enrol is the other device's page: it
+// The account page: a public client of identityctl itself (authorization code + PKCE, by
+// client-page.js), then the person's profile and e-mail address, passkeys, devices and
+// applications they are signed in on, password and consents through /account/api. What an
+// action did (or why it failed) is said right by its control, in a live region, and cleared
+// by the next action. The access token lives in memory only; a reload signs in again, which
+// the browser's session answers without a page. /account/enrol is the other device's page: it
 // adds a passkey with the one-time link in its fragment. /device is where a person approves
 // a device's sign-in (RFC 8628): the code it shows, then a sign-in, then Allow or Deny.
 // No framework, no inline code.
@@ -16,6 +17,10 @@
   const $ = (id) => document.getElementById(id);
   const content = $("content");
   const { creationOptions, credentialJSON } = window.identityctlWebAuthn;
+  const {
+    element, button, whole, when, section, showError, setStatus, feedback, say, clearFeedback,
+    Refused, signInFor,
+  } = window.identityctlClientPage;
   const PENDING = "identityctl-account-pkce";
   const DEVICE_CODE = "identityctl-device-code";
   let accessToken = "";
@@ -46,59 +51,7 @@
   // A passkey's name: said before the try, and again when a name breaks it.
   const NAME_RULE = "A name has 1 to 64 characters.";
 
-  // --- small helpers ------------------------------------------------------------------------
-
-  function element(tag, attributes = {}, ...children) {
-    const node = document.createElement(tag);
-    for (const [name, value] of Object.entries(attributes)) {
-      if (name === "onclick") node.addEventListener("click", value);
-      else if (value !== undefined && value !== null) node.setAttribute(name, value);
-    }
-    node.append(...children.filter((child) => child !== null && child !== undefined));
-    return node;
-  }
-
-  function button(text, onclick, secondary = false) {
-    return element("button", { type: "button", class: secondary ? "secondary" : null, onclick },
-      text);
-  }
-
-  function showError(text) {
-    $("error").textContent = text || "";
-    $("error").hidden = !text;
-  }
-
-  function setStatus(text) {
-    $("status").textContent = text || "";
-  }
-
-  // A value a table keeps on one line where there is room (a date, an address).
-  function whole(text) {
-    return element("span", { class: "nowrap" }, text || "—");
-  }
-
-  function when(seconds) {
-    return whole(seconds ? new Date(seconds * 1000).toLocaleString(document.documentElement.lang,
-      { dateStyle: "medium", timeStyle: "short" }) : "—");
-  }
-
-  function base64url(bytes) {
-    let binary = "";
-    for (const byte of new Uint8Array(bytes)) binary += String.fromCharCode(byte);
-    return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
-  }
-
-  function randomText() {
-    return base64url(crypto.getRandomValues(new Uint8Array(32)));
-  }
-
-  class Refused extends Error {
-    constructor(body, status) {
-      super((body && (body.description || body.message)) || `HTTP ${status}`);
-      this.code = (body && body.code) || `http_${status}`;
-      this.status = status;
-    }
-  }
+  // --- calls to /account/api ----------------------------------------------------------------
 
   async function call(method, path, body, bearer = true) {
     const headers = { "Content-Type": "application/json" };
@@ -115,66 +68,9 @@
     return known ? t(known) : t("Something went wrong. Try again.");
   }
 
-  // --- signing in (authorization code + PKCE) -------------------------------------------------
+  // --- signing in (the page's token is for /account/api) -------------------------------------
 
-  async function signIn(extra = {}) {
-    const verifier = randomText();
-    const state = randomText();
-    const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier));
-    sessionStorage.setItem(PENDING, JSON.stringify({ verifier, state }));
-    const query = new URLSearchParams({ response_type: "code", client_id: page.clientId,
-      redirect_uri: page.redirectUri, scope: page.scope, state,
-      code_challenge: base64url(digest), code_challenge_method: "S256", ...extra });
-    if (page.parRequired === "true") {  // the deployment takes pushed requests only (RFC 9126)
-      const response = await fetch(page.parUrl, { method: "POST", credentials: "omit",
-        headers: { "Content-Type": "application/x-www-form-urlencoded" }, body: query });
-      const pushed = await response.json();
-      if (!response.ok) throw new Refused(pushed, response.status);
-      window.location.assign(`${page.authorizeUrl}?${new URLSearchParams(
-        { client_id: page.clientId, request_uri: pushed.request_uri })}`);
-      return;
-    }
-    window.location.assign(`${page.authorizeUrl}?${query}`);
-  }
-
-  async function finishSignIn(params) {
-    const pending = JSON.parse(sessionStorage.getItem(PENDING) || "null");
-    sessionStorage.removeItem(PENDING);
-    history.replaceState(null, "", page.redirectUri);
-    if (!pending || pending.state !== params.get("state")) {
-      throw new Refused({ description: "The sign-in did not come back as expected. Sign in " +
-        "again." }, 400);
-    }
-    const response = await fetch(page.tokenUrl, { method: "POST", credentials: "omit",
-      headers: { "Content-Type": "application/x-www-form-urlencoded" },
-      body: new URLSearchParams({ grant_type: "authorization_code", code: params.get("code"),
-        redirect_uri: page.redirectUri, client_id: page.clientId,
-        code_verifier: pending.verifier }) });
-    const tokens = await response.json();
-    if (!response.ok) throw new Refused(tokens, response.status);
-    accessToken = tokens.access_token;
-    idToken = tokens.id_token || "";
-  }
-
-  // Feedback lives by its control: a live region per part of the page (``slot``), found by
-  // id again after the page is drawn anew. Every action first clears what earlier ones said.
-  function feedback(slot) {
-    return element("p", { id: `feedback-${slot}`, class: "feedback", role: "status",
-      "aria-live": "polite" });
-  }
-
-  function say(slot, text, failed = false) {
-    const where = $(`feedback-${slot}`) || $("status");
-    where.textContent = text || "";
-    where.classList.toggle("error", failed);
-    return where;
-  }
-
-  function clearFeedback() {
-    showError("");
-    setStatus("");
-    for (const where of document.querySelectorAll(".feedback")) say(where.id.slice(9), "");
-  }
+  const { signIn, returned, redeem } = signInFor(page, { key: PENDING });
 
   // Runs an action of part ``slot``; a failure is said there (changes that need a recent
   // sign-in offer it when the service asks for one).
@@ -192,12 +88,6 @@
   }
 
   // --- the account ----------------------------------------------------------------------------
-
-  function section(title, ...children) {
-    const id = `section-${title.toLowerCase().replace(/[^a-z]+/g, "-")}`;
-    return element("section", { "aria-labelledby": id, class: "account-section" },
-      element("h2", { id }, title), ...children);
-  }
 
   function table(headings, rows) {
     if (!rows.length) return element("p", { class: "status" }, t("None."));
@@ -489,7 +379,7 @@
   async function enrol() {
     const link = window.location.hash.slice(1);
     history.replaceState(null, "", window.location.pathname);  // the link leaves the URL
-    if (!link) throw new Refused({ description: "This page needs the link from your " +
+    if (!link) throw new Refused({ message: "This page needs the link from your " +
       "account page." }, 400);
     const started = await call("POST", "/enrol/start", { link }, false);
     content.replaceChildren(
@@ -567,16 +457,19 @@
     try {
       if (page.mode === "enrol") return await enrol();
       const params = new URLSearchParams(window.location.search);
-      if (page.mode === "device" && !params.get("code") && !params.get("error")) {
-        return askForCode(params.get("user_code") || sessionStorage.getItem(DEVICE_CODE));
+      if (!params.get("code") && !params.get("error")) {
+        return page.mode === "device"
+          ? askForCode(params.get("user_code") || sessionStorage.getItem(DEVICE_CODE))
+          : await signIn();
       }
+      const pending = returned();
       if (params.get("error")) {
-        history.replaceState(null, "", page.redirectUri);
-        throw new Refused({ description: params.get("error_description") ||
+        throw new Refused({ message: params.get("error_description") ||
           t("The sign-in did not complete.") }, 400);
       }
-      if (!params.get("code")) return await signIn();
-      await finishSignIn(params);
+      const tokens = await redeem(params, pending);
+      accessToken = tokens.access_token;
+      idToken = tokens.id_token || "";
       await (page.mode === "device" ? deviceQuestion() : render());
       $("heading").focus();
     } catch (failure) {

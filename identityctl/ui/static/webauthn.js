@@ -1,6 +1,6 @@
-// WebAuthn JSON <-> the browser's objects, for the hosted pages (gate.js, account.js): the
-// standard parse*OptionsFromJSON and toJSON where the browser has them, Base64URL by hand
-// where it does not. Loaded before the page's own script.
+// WebAuthn JSON <-> the browser's objects, for the hosted pages (gate.js, account.js and the
+// console's admin*.js): the standard parse*OptionsFromJSON and toJSON where the browser has
+// them, Base64URL by hand where it does not. Loaded before the page's own script.
 "use strict";
 
 (() => {

@@ -247,14 +247,18 @@ def finish_registration(ctx: ServiceContext, *, credential: CredentialReader, se
 # --- authentication -------------------------------------------------------------------------
 
 def start_authentication(ctx: ServiceContext, *, user_id: str | None, rp_id: str,
-                         client_address: str = "", scope: str | None = None) -> CeremonyStart:
+                         client_address: str = "", scope: str | None = None,
+                         challenge: bytes | None = None) -> CeremonyStart:
     """Request options for ``user_id``'s passkeys, or usernameless when it is None/blank.
 
-    ``scope`` says which earlier start this one replaces (see :func:`ceremony_scope`)."""
+    ``scope`` says which earlier start this one replaces (see :func:`ceremony_scope`);
+    ``challenge``: one the caller derived from what the assertion approves (a proposed
+    change), instead of a random one; such an assertion must verify the user."""
     rp_id = _require_rp_id(ctx, rp_id)
     if user_id is None or not user_id.strip():
         return _start_authentication(ctx, user=None, allowed=[], account=None,
-                                     client_address=client_address, scope=scope)
+                                     client_address=client_address, scope=scope,
+                                     challenge=challenge)
     user = directory.get_user(user_id)
     ensure_usable(user)
     allowed = _known_credentials(user.id)
@@ -262,7 +266,8 @@ def start_authentication(ctx: ServiceContext, *, user_id: str | None, rp_id: str
         raise NotFound("The user has no passkey yet; register one first or sign in "
                        "another way.", code="no_passkeys")
     return _start_authentication(ctx, user=user, allowed=allowed, account=user.username,
-                                 client_address=client_address, scope=scope)
+                                 client_address=client_address, scope=scope,
+                                 challenge=challenge)
 
 
 def start_named_authentication(ctx: ServiceContext, *, username: str, rp_id: str,
@@ -289,14 +294,17 @@ def start_named_authentication(ctx: ServiceContext, *, username: str, rp_id: str
 
 def _start_authentication(ctx: ServiceContext, *, user: UserRecord | None,
                           allowed: list[KnownCredential], account: str | None,
-                          client_address: str, scope: str | None) -> CeremonyStart:
+                          client_address: str, scope: str | None,
+                          challenge: bytes | None = None) -> CeremonyStart:
     config = ctx.config.passkey
     # Usernameless (nothing allowed): the credential itself names the user, so it must
-    # verify the user.
-    user_verification = config.user_verification if allowed else "required"
+    # verify the user. An approval (a challenge derived from what it approves) is a person's
+    # decision, not a touch: it must verify the user too.
+    user_verification = "required" if not allowed or challenge is not None \
+        else config.user_verification
     throttle.ensure_allowed(ctx, action=AUTHENTICATE_EVENT, account=account,
                             client_address=client_address, start=True)
-    challenge = secrets.token_bytes(CHALLENGE_BYTES)
+    challenge = challenge or secrets.token_bytes(CHALLENGE_BYTES)
     options = request_options(rp_id=config.rp_id, challenge=challenge,
                               timeout_ms=config.timeout_ms,
                               user_verification=user_verification, allow_credentials=allowed)
