@@ -168,6 +168,8 @@ def serve(
         console.print(f"  processes: {workers} ({why}) x {listen['threads']} threads")
         console.print(f"  open:      {config.base_url}/  (what is running; try signing in)")
         console.print(f"  health:    {config.base_url}/health")
+        if config.admin.enabled:
+            console.print(f"  admin:     {config.base_url}/admin  (people with the admin role)")
         console.print(f"  discovery: {config.issuer}/.well-known/openid-configuration")
 
     listen = {"host": host or config.server.host, "port": port or config.server.port,
