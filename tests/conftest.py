@@ -87,6 +87,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
+def pg_server_url() -> str:
+    """The test PostgreSQL server's URL; without one the test skips, saying how to get one."""
+    url = os.environ.get(PG_URL_ENV, "")
+    if not url:
+        pytest.skip(f"no PostgreSQL server: set {PG_URL_ENV} (.ci/run starts one)")
+    return url
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -289,9 +297,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'store.db'}"
     else:
-        url = os.environ.get(PG_URL_ENV, "")
-        if not url:
-            pytest.skip(f"no PostgreSQL server: set {PG_URL_ENV} (.ci/run starts one)")
+        url = pg_server_url()
         _reset_postgres(url)
     from identityctl.store import migrations
 

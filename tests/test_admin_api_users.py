@@ -8,7 +8,6 @@ sign-in (RFC 9470 step-up), as the account API's credential changes do.
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,7 +26,7 @@ from identityctl.services.tokens import TokenService
 from identityctl.store import audit, db
 from identityctl.store import recovery as recovery_store
 from identityctl.store.directory import UserRecord
-from tests.conftest import PG_URL_ENV, Service, deployment_with, start_service
+from tests.conftest import Service, deployment_with, pg_server_url, start_service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.oauth import OAuthDriver, RegisteredClient, query_of, register_client
 from tests.support.passkeys import PasskeyClient, assert_error
@@ -201,9 +200,7 @@ def test_a_prefix_ending_in_any_character_finds_just_its_people(admin: Admin) ->
 @pytest.mark.postgres
 def test_a_prefix_is_found_alike_in_a_database_with_a_languages_collation(
         tmp_path: Path) -> None:
-    server_url = os.environ.get(PG_URL_ENV, "")
-    if not server_url:
-        pytest.skip(f"no PostgreSQL server: set {PG_URL_ENV} (.ci/run starts one)")
+    server_url = pg_server_url()
     with empty_database(server_url, prefix="identityctl_icu", options=(
             "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'und' LOCALE 'C.UTF-8'")) as url:
         running, stop = start_service(tmp_path, database_url=url)

@@ -4,7 +4,6 @@ middle of a delivery, and with two instances on one PostgreSQL database."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import time
@@ -24,11 +23,11 @@ from identityctl.services.context import ServiceContext
 from identityctl.services.delivery import mail
 from identityctl.store import db
 from tests.conftest import (
-    PG_URL_ENV,
     QUICK_DELIVERIES,
     Service,
     free_port,
     make_deployment,
+    pg_server_url,
     shared_deployment,
 )
 from tests.support.postgres import empty_database
@@ -156,9 +155,7 @@ def test_a_message_is_sent_after_the_server_is_killed_in_the_middle_of_sending_i
 @pytest.mark.postgres
 def test_two_instances_on_one_postgresql_send_each_message_once(
         tmp_path: Path, smtp: SmtpServer) -> None:
-    server_url = os.environ.get(PG_URL_ENV, "")
-    if not server_url:
-        pytest.skip(f"no PostgreSQL server: set {PG_URL_ENV} (.ci/run starts one)")
+    server_url = pg_server_url()
     with empty_database(server_url, prefix="identityctl_mail") as url:
         port_a, port_b = free_port(), free_port()
         config_path = make_deployment(tmp_path, port=port_a, database_url=url,

@@ -10,7 +10,6 @@ every other one from before is checked before its next use.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,7 +25,7 @@ from identityctl.server.runtime import make_server
 from identityctl.services.admin import bootstrap
 from identityctl.services.admin.bootstrap import open_store
 from identityctl.store import db, pool
-from tests.conftest import PG_URL_ENV, free_port, make_deployment
+from tests.conftest import free_port, make_deployment, pg_server_url
 from tests.support.postgres import empty_database
 from tests.support.threads import run_at_once, served_in_thread
 
@@ -36,9 +35,7 @@ pytestmark = pytest.mark.postgres
 
 @pytest.fixture
 def database_url() -> Iterator[str]:
-    server_url = os.environ.get(PG_URL_ENV, "")
-    if not server_url:
-        pytest.skip(f"no PostgreSQL server: set {PG_URL_ENV} (.ci/run starts one)")
+    server_url = pg_server_url()
     with empty_database(server_url) as url:
         yield url
         db.close()

@@ -26,7 +26,7 @@ from identityctl.services.admin.bootstrap import open_store
 from identityctl.services.directory import users as directory_service
 from identityctl.store import db
 from identityctl.store.models import Flow, OrganizationUnit, SigningKey, Theme, UserType
-from tests.conftest import PG_URL_ENV, free_port, make_deployment
+from tests.conftest import free_port, make_deployment, pg_server_url
 from tests.support.postgres import empty_database, pgbouncer
 from tests.support.processes import stop, wait_for_health
 from tests.support.threads import run_at_once, served_in_thread
@@ -106,9 +106,7 @@ def race_serve(database_url: str, directory: Path) -> None:
 @pytest.mark.postgres
 def test_instances_started_at_once_on_an_empty_database_all_serve_and_seed_once(
         tmp_path: Path) -> None:
-    server_url = os.environ.get(PG_URL_ENV, "")
-    if not server_url:
-        pytest.skip(f"no PostgreSQL server: set {PG_URL_ENV} (.ci/run starts one)")
+    server_url = pg_server_url()
     for round_number in range(ROUNDS):
         directory = tmp_path / f"round-{round_number}"
         directory.mkdir()
@@ -155,9 +153,7 @@ def test_behind_pgbouncer_in_transaction_mode_instances_start_at_once_and_serve(
     """docs/deployment.md's PgBouncer set-up: transaction pooling, the timeouts' startup
     option ignored. The start-up lock is transaction-level, so it holds although one session's
     statements may reach different server connections; then every request succeeds."""
-    server_url = os.environ.get(PG_URL_ENV, "")
-    if not server_url:
-        pytest.skip(f"no PostgreSQL server: set {PG_URL_ENV} (.ci/run starts one)")
+    server_url = pg_server_url()
     with empty_database(server_url) as database_url, \
             pgbouncer(database_url, port=free_port()) as bounced_url:
         for round_number in range(2):

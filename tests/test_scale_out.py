@@ -10,7 +10,6 @@ flow whose every step goes to the other instance than the step before works end 
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import subprocess
 import sys
@@ -26,7 +25,7 @@ import requests
 from identityctl.config import load_config
 from identityctl.oauth.pkce import s256_challenge
 from identityctl.services.catalog.applications import oauth_config
-from tests.conftest import PG_URL_ENV, Service, free_port, in_process
+from tests.conftest import Service, free_port, in_process, pg_server_url
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.flows import FlowClient
 from tests.support.logout import confirmed_logout
@@ -44,9 +43,7 @@ PER_INSTANCE = 5
 @pytest.fixture(scope="module")
 def database_url() -> Iterator[str]:
     """A new, empty PostgreSQL database on the test server; dropped after the module."""
-    server_url = os.environ.get(PG_URL_ENV, "")
-    if not server_url:
-        pytest.skip(f"no PostgreSQL server: set {PG_URL_ENV} (.ci/run starts one)")
+    server_url = pg_server_url()
     with empty_database(server_url, prefix="identityctl_scale") as url:
         yield url
 

@@ -6,7 +6,6 @@ SQLite and PostgreSQL (also when sign-ups race), and migration 3 on version-2 st
 from __future__ import annotations
 
 import json
-import os
 import threading
 import unicodedata
 from collections.abc import Callable, Iterator
@@ -25,11 +24,11 @@ from identityctl.services.directory import users as directory_service
 from identityctl.store import db, directory, migrations
 from identityctl.store.models import CeremonySession, SchemaVersion, now
 from tests.conftest import (
-    PG_URL_ENV,
     Service,
     _reset_postgres,
     free_port,
     make_deployment,
+    pg_server_url,
     start_service,
 )
 from tests.support.flows import FlowClient
@@ -118,9 +117,7 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Service]:
     """identityctl over HTTP on a fresh SQLite file, and on PostgreSQL when one is given."""
     url = None
     if request.param == "postgresql":
-        url = os.environ.get(PG_URL_ENV, "")
-        if not url:
-            pytest.skip(f"no PostgreSQL server: set {PG_URL_ENV}")
+        url = pg_server_url()
         _reset_postgres(url)
     running, stop = start_service(tmp_path, database_url=url)
     yield running

@@ -246,10 +246,9 @@ def svc_get_application_templates() -> ApplicationTemplates:
 
     Fill one in and pass it to svc_create_application. SPA, Mobile and Server templates carry
     a placeholder themeId: call svc_list_themes and replace it. M2M needs no theme."""
-    placeholder = THEME_PLACEHOLDER
     return ApplicationTemplates(
         templates=catalog_service.applications.application_templates(), rules=[
-        f"SPA, Mobile and Server: themeId is the placeholder {placeholder}; call "
+        f"SPA, Mobile and Server: themeId is the placeholder {THEME_PLACEHOLDER}; call "
         "svc_list_themes and put a real theme id there before svc_create_application.",
         "M2M (client_credentials) and Device (the person signs in on another device with "
         "the code the device shows) have no login page of their own: leave themeId out.",
