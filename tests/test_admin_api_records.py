@@ -298,6 +298,33 @@ def test_configuration_is_exported_planned_then_applied(service: Service,
     assert invalid.status_code == 400
 
 
+def test_configuration_travels_as_yaml_or_as_the_text_the_console_sends(
+        automation: Caller) -> None:
+    exported = automation.call("GET", "/configuration", params={"format": "yaml"})
+    assert exported.headers["Content-Type"].startswith("application/yaml")
+    text = exported.text.replace("roles:\n", "roles:\n- name: auditors\n  scopes: [audit]\n", 1)
+    assert records.parsed_document(exported.text) == automation.ok("GET", "/configuration")
+    plan = automation.ok("POST", "/configuration/plan", data=text.encode(),
+                         headers={"Content-Type": "application/yaml"})["changes"]
+    assert [(c["section"], c["key"], c["action"]) for c in plan] == [
+        ("roles", "auditors", "create")]
+    # A file or a paste, as the console sends it: the document's text as a JSON string.
+    assert automation.ok("POST", "/configuration/plan", text)["changes"] == plan
+    assert automation.ok("POST", "/configuration/apply", data=text.encode(),
+                         headers={"Content-Type": "application/yaml"})["changes"] == plan
+    aliased = automation.call("POST", "/configuration/plan", "a: &x [1]\nb: *x\n")
+    assert (aliased.status_code, aliased.json()["code"]) == (400, "malformed_document")
+    assert "alias *x is refused" in aliased.json()["description"]
+    broken = automation.call("POST", "/configuration/plan", data=b"roles: [\n",
+                             headers={"Content-Type": "application/yaml"})
+    assert broken.json()["code"] == "malformed_document"
+    form = automation.call("POST", "/configuration/plan", data=b"kind=Configuration",
+                           headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert (form.status_code, form.json()["code"]) == (415, "unsupported_media_type")
+    bad = automation.call("GET", "/configuration", params={"format": "xml"})
+    assert bad.json()["code"] == "invalid_field"
+
+
 def with_provider(document: dict[str, Any], handle: str,
                   reference: dict[str, str]) -> dict[str, Any]:
     """``document`` with a GitHub sign-in whose client secret ``reference`` names."""
@@ -390,6 +417,9 @@ def test_mcp_the_account_api_and_the_admin_api_each_take_only_their_own_tokens(
             else:
                 assert answer.status_code == 401, (api, holder, answer.text)
                 assert answer.json()["code"] == "invalid_token", (api, holder, answer.text)
+                if api == "account":  # RFC 6750 §3.1: get a new token
+                    assert answer.headers["WWW-Authenticate"] == \
+                        'Bearer realm="identityctl", error="invalid_token"', (api, holder)
 
 
 # --- the store ------------------------------------------------------------------------------

@@ -125,7 +125,8 @@ def test_a_person_without_the_admin_role_gets_a_plain_refusal(service: Service) 
     assert refused["error_description"] == "Your account holds no role that allows 'admin'. " \
         "Ask an administrator to give you one."
     # And an admin whose role was taken away is refused at once, not when the token expires.
-    former = Admin(service)
+    former, successor = Admin(service), Admin(service)
+    assert successor.user.id != former.user.id  # never the last administrator
     roles_service.revoke_role(former.user.id, "admin", actor="test")
     body = assert_error(former.call("GET", "/users"), 403, "not_an_admin")
     assert body["description"] == "You do not hold the admin role; ask an administrator for it."
@@ -244,6 +245,47 @@ def test_an_admin_creates_invites_disables_and_enables_a_person(admin: Admin) ->
     assert all(event["requestId"] for event in events)
 
 
+def test_an_admin_changes_a_persons_type_unit_and_attributes_and_grants_roles(
+        admin: Admin) -> None:
+    directory_service.create_ou(handle="staff", name="Staff", actor="test")
+    directory_service.create_user_type(name="employee", ou="staff", actor="test", schema={
+        "email": {"type": "string"}, "badge": {"type": "number", "required": True}})
+    roles_service.create_role(name="editors", scopes=["edit"], actor="test")
+    bob = directory_service.create_user(username="bob", attributes={"email": "bob@example.com"})
+    choices = admin.ok("GET", "/directory")
+    assert {"name": "employee", "schema": {"email": {"type": "string"}, "badge": {
+        "type": "number", "required": True}}} in choices["userTypes"]
+    assert {"staff", "default"} <= set(choices["organizationUnits"])
+    assert {"admin", "editors"} <= set(choices["roles"])
+
+    # The new type's schema asks for a badge: refused by name, nothing changes.
+    refused = admin.call("PATCH", f"/users/{bob.id}", {"userType": "employee"})
+    assert_error(refused, 400, "invalid_field")
+    assert "attributes.badge" in refused.json()["description"]
+    assert directory_service.require_user(bob.id).user_type == "person"
+    moved = admin.ok("PATCH", f"/users/{bob.id}", {
+        "userType": "employee", "ou": "staff",
+        "attributes": {"email": "bob@example.com", "badge": 7}})
+    assert (moved["userType"], moved["ou"], moved["attributes"]["badge"]) == \
+        ("employee", "staff", 7)
+    assert_error(admin.call("PATCH", f"/users/{bob.id}", {"ou": "nowhere"}), 404,
+                 "ou_not_found")
+    assert_error(admin.call("PATCH", f"/users/{bob.id}", {"userType": "robot"}), 404,
+                 "user_type_not_found")
+
+    assert admin.call("PUT", f"/users/{bob.id}/roles/editors").status_code == 204
+    assert admin.call("PUT", f"/users/{bob.id}/roles/editors").status_code == 204  # as before
+    assert admin.ok("GET", f"/users/{bob.id}")["roles"] == ["editors"]
+    assert_error(admin.call("PUT", f"/users/{bob.id}/roles/nobody"), 404, "role_not_found")
+    assert admin.call("DELETE", f"/users/{bob.id}/roles/editors").status_code == 204
+    assert_error(admin.call("DELETE", f"/users/{bob.id}/roles/editors"), 409, "role_not_held")
+    assert admin.ok("GET", f"/users/{bob.id}")["roles"] == []
+    events = audit.events(user_id=bob.id)
+    assert {"user.update", "role.grant", "role.revoke"} <= {event["event"] for event in events}
+    assert {event["actor"] for event in events if event["event"] != "user.create"} == \
+        {f"admin:{admin.user.id}"}
+
+
 def test_ending_a_persons_sessions_signs_them_out(admin: Admin) -> None:
     app = register_client("SPA")
     user, cookie, _ = admin.rp.session_sign_in(app)
@@ -296,6 +338,9 @@ def test_changing_or_inviting_a_person_needs_a_recent_sign_in(admin: Admin) -> N
     for method, path, body in (
             ("PATCH", f"/users/{bob.id}", {"state": "disabled"}),
             ("PATCH", f"/users/{bob.id}", {"attributes": {"email": "mallory@example.com"}}),
+            ("PATCH", f"/users/{bob.id}", {"ou": "default"}),
+            ("PUT", f"/users/{bob.id}/roles/admin", None),
+            ("DELETE", f"/users/{admin.user.id}/roles/admin", None),
             ("POST", f"/users/{bob.id}/invite", {"sendEmail": False})):
         refused = admin.call(method, path, body, token=stale)
         assert_error(refused, 401, "sign_in_too_old")
@@ -304,6 +349,7 @@ def test_changing_or_inviting_a_person_needs_a_recent_sign_in(admin: Admin) -> N
     unchanged = directory_service.require_user(bob.id)
     assert unchanged.status == "active" and unchanged.attributes["email"] == "bob@example.com"
     assert audit.events(user_id=bob.id, event="user.invite") == []
+    assert roles_service.roles_of(bob.id) == []
 
 
 def test_an_administrators_invitation_is_never_handed_to_the_caller(admin: Admin) -> None:
@@ -367,5 +413,5 @@ def test_every_admin_route_is_in_the_served_openapi_document(service: Service) -
     paths = service.get("/openapi.json").json()["paths"]
     for path in ("/me", "/users", "/users/{user_id}", "/users/{user_id}/invite",
                  "/users/{user_id}/sessions", "/users/{user_id}/sessions/{session_id}",
-                 "/users/{user_id}/passkeys"):
+                 "/users/{user_id}/passkeys", "/users/{user_id}/roles/{role}", "/directory"):
         assert API + path in paths, path

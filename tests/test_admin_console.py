@@ -22,8 +22,9 @@ import pytest
 from identityctl import i18n
 from identityctl.security.usernames import username_key
 from identityctl.services import catalog
+from identityctl.services.directory import roles, users
 from identityctl.services.directory.users import DEFAULT_OU, DEFAULT_USER_TYPE
-from identityctl.store import db, directory, sessions
+from identityctl.store import audit, db, directory, sessions
 from identityctl.store.models import User, new_id
 from identityctl.ui import admin_page
 from identityctl.ui.pages import PAGE_CSP
@@ -122,7 +123,8 @@ def test_every_text_of_the_console_is_in_german() -> None:
     literal = r'"(?:[^"\\]|\\.)*"'
     joined = rf"{literal}(?:\s*\+\s*{literal})*"
     calls = re.findall(rf"\bt\(\s*({joined})", scripts)
-    for table in re.findall(r"const (?:TEXT|TEMPLATES|STATES) = \{(.*?)\};", scripts, re.DOTALL):
+    tables = r"const (?:TEXT|TEMPLATES|STATES|SECTIONS|OUTCOMES) = \{(.*?)\};"
+    for table in re.findall(tables, scripts, re.DOTALL):
         calls += re.findall(rf"\w+: ({joined})", table)
     texts = {"".join(json.loads(part) for part in re.findall(literal, call)) for call in calls}
     texts |= {admin_page.TITLE, *admin_page.AREAS.values(), "Skip to the content",
@@ -221,6 +223,124 @@ def test_an_application_shows_its_secret_once_and_is_deleted_after_a_step_up(
     assert page.url.endswith("/admin#/applications")
     assert [app for app in catalog.applications.list_applications()
             if app["name"] == "Team wiki"] == []
+    console.close()
+
+
+def fits_the_width(page: Any) -> bool:
+    """Nothing on the page is wider than the window: no sideways scrolling on a phone."""
+    return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+@needs_chromium
+def test_an_admin_edits_a_person_and_gives_and_takes_a_role_at_a_phones_width(
+        browser: Any, service: Service) -> None:
+    seed_users(60)
+    users.create_ou(handle="staff", name="Staff", actor="test")
+    users.create_user_type(name="employee", ou="staff", actor="test", schema={
+        "email": {"type": "string"}, "badge": {"type": "number"}})
+    roles.create_role(name="editors", scopes=["edit"], actor="test")
+    bob = users.create_user(username="bob", attributes={"email": "bob@example.com"})
+    console = Console(browser, Admin(service))  # a phone's width
+    page = console.page
+    console.open()
+    page.locator("tbody tr").first.wait_for()
+    assert fits_the_width(page)
+    page.goto(service.url(f"/admin#/users/{bob.id}"))
+    page.get_by_role("heading", level=1, name="bob").wait_for()
+    assert fits_the_width(page)
+
+    page.get_by_text("Change the details").click()
+    page.get_by_label("User type").select_option("employee")
+    page.get_by_label("badge").fill("7")  # the new type's schema asks for it
+    page.get_by_label("Organization unit").select_option("staff")
+    page.get_by_role("button", name="Save changes").click()
+    page.get_by_role("status").filter(has_text="The changes to bob were saved.").wait_for()
+    moved = users.require_user(bob.id)
+    assert (moved.user_type, moved.attributes) == ("employee", {"email": "bob@example.com",
+                                                               "badge": 7})
+    assert directory.find_ou("staff")["id"] == moved.ou_id
+    console.shot("user-edited")
+
+    part = page.get_by_role("region", name="Roles")
+    part.get_by_label("Give a role").select_option("editors")
+    part.get_by_role("button", name="Give", exact=True).click()
+    console.wait_for_status("bob now holds the role editors.")
+    assert [role.name for role in roles.roles_of(bob.id)] == ["editors"]
+    assert fits_the_width(page)
+    part.get_by_role("button", name="Take away").click()
+    console.wait_for_status("bob no longer holds the role editors.")
+    assert roles.roles_of(bob.id) == []
+    console.close()
+
+
+@needs_chromium
+def test_an_application_is_edited_and_gets_a_new_secret_shown_once(
+        browser: Any, service: Service) -> None:
+    server = catalog.applications.application_templates()["Server"] | {"name": "Team wiki"}
+    server.pop("themeId")  # the default theme
+    server["inboundAuthConfig"][0]["config"]["redirectUris"] = ["https://wiki.example.com/callback"]
+    made, _ = catalog.applications.create_application(server, actor="test")
+    console = Console(browser, Admin(service))  # a phone's width
+    page = console.page
+    console.open("#/applications")
+    page.get_by_role("link", name="Team wiki").click()
+    page.get_by_role("heading", level=1, name="Team wiki").wait_for()
+    assert fits_the_width(page)
+
+    uris = page.get_by_label("Redirect URIs")
+    uris.fill("not a uri")
+    page.get_by_role("button", name="Save changes").click()
+    page.locator("#feedback-application.error, .feedback.error").first.wait_for()
+    assert catalog.applications.oauth_config(catalog.applications.require_application(
+        made["id"]))["redirectUris"] == ["https://wiki.example.com/callback"]
+    uris.fill("https://wiki.example.com/callback\nhttps://wiki.example.com/again")
+    page.get_by_label("Scopes").fill("openid profile email")
+    page.get_by_role("button", name="Save changes").click()
+    console.wait_for_status("The changes to Team wiki were saved.")
+    saved = catalog.applications.oauth_config(catalog.applications.require_application(
+        made["id"]))
+    assert saved["redirectUris"] == ["https://wiki.example.com/callback",
+                                     "https://wiki.example.com/again"]
+    assert saved["scopes"] == ["openid", "profile", "email"]
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Make a new secret").click()
+    page.get_by_role("heading", name="Team wiki has a new secret.").wait_for()
+    secret = page.locator("#new-client-secret").inner_text()
+    assert len(secret) >= 32
+    assert audit.events(event="application.secret_rotated", limit=1)[0]["actor"] == \
+        f"admin:{console.admin.user.id}"
+    console.shot("application-edited")
+    console.area("Applications")
+    page.get_by_role("link", name="Team wiki").wait_for()
+    assert fits_the_width(page) and secret not in page.content()
+    console.close()
+
+
+@needs_chromium
+def test_a_configuration_document_is_planned_as_a_diff_and_applied(
+        browser: Any, service: Service) -> None:
+    console = Console(browser, Admin(service))
+    page = console.page
+    console.open("#/configuration")
+    page.get_by_role("heading", level=1, name="Configuration").wait_for()
+    with page.expect_download() as exported:
+        page.get_by_role("button", name="Download as YAML").click()
+    text = Path(exported.value.path()).read_text()
+    assert text.startswith("apiVersion: identityctl/v1")
+    changed = text.replace("roles:\n", "roles:\n- name: auditors\n  scopes: [audit]\n", 1)
+    page.get_by_label("Or paste the document").fill(changed)
+    page.get_by_role("button", name="Show what would change").click()
+    plan = page.get_by_role("region", name="Roles", exact=True)
+    plan.get_by_text("auditors").wait_for()
+    assert "1 to create, 0 to change, 0 to delete." in plan.inner_text()
+    assert "auditors" not in {role.name for role in roles.list_roles()}  # a plan changes nothing
+    console.shot("configuration-plan")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Apply these changes").click()
+    console.wait_for_status("The document was applied.")
+    assert "auditors" in {role.name for role in roles.list_roles()}
+    assert "1 created" in page.get_by_role("region", name="Roles", exact=True).inner_text()
     console.close()
 
 

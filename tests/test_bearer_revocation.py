@@ -49,8 +49,13 @@ ACCOUNT_ROUTES = {"/account/api/" + path for path in (
 #: The admin API reads the console's or an automation's token (services/admin/console.py).
 ADMIN_ROUTES = {"/admin/api/v1/" + path for path in (
     "me", "users", "users/{user_id}", "users/{user_id}/invite", "users/{user_id}/sessions",
-    "users/{user_id}/sessions/{session_id}", "users/{user_id}/passkeys", "applications",
-    "applications/{app_id}", "applications/{app_id}/secret", "audit", "audit/export",
+    "users/{user_id}/sessions/{session_id}", "users/{user_id}/passkeys",
+    "users/{user_id}/roles/{role}", "directory", "applications",
+    "applications/{app_id}", "applications/{app_id}/secret", "roles", "roles/{role_id}",
+    "identity-providers", "identity-providers/{provider_id}", "resource-servers",
+    "resource-servers/{server_id}", "webhooks", "webhooks/{webhook_id}", "webhook-deliveries",
+    "webhook-deliveries/{delivery_id}/redeliver", "themes", "themes/{theme_id}",
+    "theme-preview", "flows", "flows/{flow_id}", "audit", "audit/export",
     "operations", "configuration", "configuration/plan", "configuration/apply", "changes",
     "changes/{change_id}", "changes/{change_id}/approval", "changes/{change_id}/approve",
     "changes/{change_id}/reject")}

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from identityctl.oauth.pkce import s256_challenge
-from identityctl.services.directory import roles
+from identityctl.services.directory import roles, users
 from identityctl.store import audit
 from tests.conftest import Service
 from tests.support.oauth import OAuthDriver, assert_oauth_error, query_of, register_client
@@ -69,6 +69,8 @@ def test_a_refresh_is_refused_once_the_person_lost_the_role(service: Service) ->
     subject = rp.verified(tokens["access_token"], audience=service.config.mcp_audience)["sub"]
     refreshed = rp.refresh(client, tokens["refresh_token"])
     assert refreshed.status_code == 200, refreshed.text
+    successor = users.create_user(username=f"successor-{subject[:8]}", actor="test")
+    roles.grant_role(successor.id, "admin", actor="test")  # never the last administrator
     roles.revoke_role(subject, "admin", actor="test")
     assert_oauth_error(rp.refresh(client, refreshed.json()["refresh_token"]), 400,
                        "invalid_grant", "scope_not_held")
@@ -91,3 +93,21 @@ def test_roles_from_the_cli(cli: Callable[..., Any], service: Service) -> None:
     assert again.exit_code == 1 and json.loads(again.output)["error"]["code"] == "role_not_held"
     missing = cli("role", "grant", "nobody-role", "grace", "--json")
     assert json.loads(missing.output)["error"]["code"] == "role_not_found"
+
+
+def test_the_administrator_role_is_never_left_without_a_holder(cli: Callable[..., Any],
+                                                               service: Service) -> None:
+    """Nobody could open the console or the admin API again: the role 'admin' cannot be
+    deleted, nor taken from the last person holding it."""
+    assert cli("user", "create", "--username", "solo-admin", "--json").exit_code == 0
+    holders = [user for user in json.loads(cli("user", "list", "--json").output)
+               if "admin" in user.get("roles", [])]
+    for holder in holders:
+        cli("role", "revoke", "admin", holder["username"])
+    assert cli("role", "grant", "admin", "solo-admin").exit_code == 0
+    refused = cli("role", "revoke", "admin", "solo-admin")
+    assert refused.exit_code != 0 and "only administrator" in refused.output
+    deleted = cli("role", "delete", "admin", "--yes")
+    assert deleted.exit_code != 0 and "built in" in deleted.output
+    for holder in holders:
+        assert cli("role", "grant", "admin", holder["username"]).exit_code == 0

@@ -4,68 +4,31 @@ document kept in version control (docs/configuration-as-code.md)."""
 from __future__ import annotations
 
 import difflib
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 import typer
-import yaml
 
 from identityctl.cli.common import Session, command, read_document
 from identityctl.cli.output import JsonOption, console, emit_json
-from identityctl.errors import IdentityError
 
 FORMATS = ("yaml", "json")
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML's safe subset without aliases: a few hundred bytes of anchors and aliases can
-    stand for billions of nodes ("billion laughs"), so an alias is refused where it appears
-    (what `export` writes never holds one)."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            alias = self.peek_event()
-            raise yaml.composer.ComposerError(
-                None, None, f"the alias *{alias.anchor} is refused (aliases could make a "
-                "small document expand without bound); write the value out", alias.start_mark)
-        return super().compose_node(parent, index)
-
-
-class _Dumper(yaml.SafeDumper):
-    """Writes a value used twice out twice, never as an anchor and alias (which `apply`
-    refuses)."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-
 def dump(document: Any, form: str = "yaml") -> str:
-    if form == "json":
-        return json.dumps(document, indent=2) + "\n"
-    return yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
-                     width=100)
+    from identityctl.services.admin.records import document_text
+
+    return document_text(document, form)
 
 
 def load(path: Path) -> Any:
     """A YAML (or JSON, which is YAML) document from ``path`` ('-': standard input), at
-    most MAX_DOCUMENT_BYTES long and without aliases."""
-    data = read_document(path)
-    try:
-        # YAML's dates and other non-JSON scalars become text, as the API would see them.
-        return json.loads(json.dumps(yaml.load(data, Loader=_Loader), default=str))
-    except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        line = f" at line {where.line + 1}" if where else ""
-        raise IdentityError(f"{path} is not valid YAML{line}: "
-                            f"{getattr(exc, 'problem', None) or exc}",
-                            code="malformed_document") from None
-    except RecursionError:
-        raise IdentityError(f"{path} nests too deeply.", code="malformed_document") from None
-    except ValueError as exc:  # e.g. an integer of more digits than Python converts
-        raise IdentityError(f"{path} is not a valid document: {exc}",
-                            code="malformed_document") from None
+    most MAX_DOCUMENT_BYTES long and without aliases (services/admin/records.py: the admin
+    API reads a sent document the same way)."""
+    from identityctl.services.admin.records import parsed_document
+
+    return parsed_document(read_document(path), str(path))
 
 
 def add_configuration_commands(app: typer.Typer) -> None:

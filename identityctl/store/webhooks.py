@@ -11,7 +11,7 @@ from typing import Any
 
 from identityctl.errors import NotFound
 from identityctl.store import db, outbox
-from identityctl.store.models import WebhookSubscription
+from identityctl.store.models import OutboxMessage, WebhookSubscription
 
 #: The outbox kind of a webhook delivery.
 WEBHOOK = "webhook"
@@ -97,3 +97,16 @@ def enqueue(subscriptions: list[SubscriptionRecord], *, event: str, at: float,
     for subscription in subscriptions:
         outbox.enqueue(kind=WEBHOOK, target=subscription.url,
                        payload={"subscriptionId": subscription.id, "body": body})
+
+
+def given_up_payload(delivery_id: str) -> dict[str, Any] | None:
+    """A webhook delivery's payload (its subscription and the event) when it was given up;
+    None while it is still tried, or once sent (a sent one keeps only its outcome). No such
+    delivery: 404 ``webhook_delivery_not_found``."""
+    row = OutboxMessage.get_or_none((OutboxMessage.id == delivery_id)
+                                    & (OutboxMessage.kind == WEBHOOK)
+                                    & (OutboxMessage.target != ""))
+    if row is None:
+        raise NotFound(f"No webhook delivery {delivery_id!r}.",
+                       code="webhook_delivery_not_found")
+    return dict(row.payload or {}) if row.failed_at is not None else None

@@ -24,8 +24,10 @@ ADMIN_PATH = "/admin"
 API_PATH = ADMIN_PATH + "/api/v1"
 TITLE = "Administration"
 #: The console's areas, in the order of its navigation: the fragment each opens -> its name.
-AREAS = {"users": "Users", "applications": "Applications", "audit": "Audit log",
-         "operations": "Operations"}
+AREAS = {"users": "Users", "applications": "Applications", "roles": "Roles",
+         "providers": "Identity providers", "resources": "Resource servers",
+         "webhooks": "Webhooks", "themes": "Themes", "flows": "Flows", "changes": "Changes",
+         "audit": "Audit log", "operations": "Operations", "configuration": "Configuration"}
 
 
 def page(config: Config, *, language: str = i18n.DEFAULT) -> str:
@@ -48,4 +50,5 @@ def page(config: Config, *, language: str = i18n.DEFAULT) -> str:
         built_in=f"{ACCOUNT_CLIENT_ID} {ADMIN_CLIENT_ID}")
     return pages.page(title=text(TITLE), main=main, assets=static, language=language,
                       scripts=("webauthn.js", "client-page.js", "admin.js", "admin-users.js",
-                               "admin-records.js", "admin-changes.js"))
+                               "admin-records.js", "admin-changes.js", "admin-integrations.js",
+                               "admin-design.js", "admin-configuration.js"))

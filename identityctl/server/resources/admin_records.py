@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import falcon
 
+from identityctl.errors import UnsupportedMediaType
 from identityctl.server.openapi import error_response, json_body, json_response
 from identityctl.server.requests import json_object, json_value
 from identityctl.server.resources.admin import (
@@ -100,19 +101,36 @@ class OperationsResource(AdminResource):
 class ConfigurationResource(AdminResource):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         self.holder(req, resp)
-        resp.media = configuration.export(self.context)
+        form = records.document_form(req.get_param("format"))
+        resp.content_type = records.DOCUMENT_TYPES[form]
+        resp.text = records.document_text(configuration.export(self.context), form)
+
+
+def _sent(req: falcon.Request) -> object:
+    """The document a plan or an apply sends: JSON, or YAML (``application/yaml``)."""
+    media_type = (req.content_type or "").split(";")[0].strip().lower()
+    if media_type in records.YAML_TYPES:
+        return records.parsed_document(req.bounded_stream.read())
+    if media_type != records.DOCUMENT_TYPES["json"]:
+        raise UnsupportedMediaType("Send the document as application/json or "
+                                   f"application/yaml (got {req.content_type or 'none'}).")
+    return records.sent_document(json_value(req))
 
 
 class ConfigurationPlanResource(AdminResource):
+    json_body = False  # JSON or YAML: _sent
+
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         self.holder(req, resp)
-        resp.media = records.configuration_plan(self.context, json_value(req))
+        resp.media = records.configuration_plan(self.context, _sent(req))
 
 
 class ConfigurationApplyResource(AdminResource):
+    json_body = False  # JSON or YAML: _sent
+
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.media = records.configuration_apply(self.context, self.holder(req, resp),
-                                                 json_value(req))
+                                                 _sent(req))
 
 
 # --- OpenAPI --------------------------------------------------------------------------------
@@ -143,6 +161,15 @@ _AUDIT_EVENT = {"type": "object", "properties": {
 _DOCUMENT = {"type": "object", "description": "A configuration document (apiVersion "
              "identityctl/v1, kind Configuration), as GET configuration answers it; "
              "docs/configuration-as-code.md."}
+#: A document to plan or apply: JSON, a JSON string holding a document's text, or YAML.
+_SENT = {"required": True, "content": {
+    "application/json": {"schema": {"oneOf": [_DOCUMENT, {
+        "type": "string", "description": "The text of a document, YAML or JSON."}]}},
+    **{media: {"schema": {"type": "string"}} for media in records.YAML_TYPES}}}
+_DOCUMENT_REFUSALS = {
+    "400": error_response("malformed_document (not valid YAML or JSON, or an alias), "
+                          "malformed_json, invalid_field, secret_reference_not_allowed."),
+    "415": error_response("unsupported_media_type: neither JSON nor YAML.")}
 _CHANGES = json_response("{dryRun, changes: [{section, key, action, before, after, "
                          "secretChanged}]}", {"type": "object"})
 
@@ -199,16 +226,24 @@ OPENAPI_PATHS = {
                              "[{day, count}] (14 days, UTC), webhookFailures: [...]}",
                              {"type": "object"})})},
     f"{API}/configuration": {
-        "get": operation("The deployment's configuration document (identityctl export)",
-                         "adminConfiguration", {"200": json_response("The document.",
-                                                                     _DOCUMENT)})},
+        "get": operation(
+            "The deployment's configuration document (identityctl export), as JSON or YAML",
+            "adminConfiguration",
+            {"200": {"description": "The document.",
+                     "content": {media: {"schema": _DOCUMENT}
+                                 for media in records.DOCUMENT_TYPES.values()}},
+             "400": error_response("invalid_field (format).")},
+            parameters=[{"name": "format", "in": "query", "required": False,
+                         "schema": {"enum": list(records.DOCUMENT_TYPES),
+                                    "default": "json"}}])},
     f"{API}/configuration/plan": {
         "post": operation("What applying a document would change; changes nothing "
                           "(identityctl apply --dry-run)", "adminConfigurationPlan",
-                          {"200": _CHANGES}, requestBody=json_body(_DOCUMENT))},
+                          {"200": _CHANGES, **_DOCUMENT_REFUSALS}, requestBody=_SENT)},
     f"{API}/configuration/apply": {
         "post": operation("Make the deployment match a document, all or nothing (needs a "
-                          "recent sign-in)", "adminConfigurationApply", {"200": _CHANGES},
-                          step_up=True, requestBody=json_body(_DOCUMENT))},
+                          "recent sign-in)", "adminConfigurationApply",
+                          {"200": _CHANGES, **_DOCUMENT_REFUSALS}, step_up=True,
+                          requestBody=_SENT)},
 }
 

@@ -44,7 +44,9 @@ class UserResource(AdminResource):
         holder, body = self.holder(req, resp), json_object(req)
         resp.media = people.change(self.context, holder, user_id,
                                    state=string_field(body, "state", required=False),
-                                   attributes=object_field(body, "attributes", required=False))
+                                   attributes=object_field(body, "attributes", required=False),
+                                   user_type=string_field(body, "userType", required=False),
+                                   ou=string_field(body, "ou", required=False))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
         people.delete(self.context, self.holder(req, resp), user_id)
@@ -76,6 +78,26 @@ class PasskeysResource(AdminResource):
     def on_delete(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
         resp.media = {"deleted": people.reset_passkeys(self.context, self.holder(req, resp),
                                                        user_id)}
+
+
+class RoleResource(AdminResource):
+    json_body = False  # PUT and DELETE without a body
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, user_id: str,
+               role: str) -> None:
+        people.grant_role(self.context, self.holder(req, resp), user_id, role)
+        resp.status = falcon.HTTP_204
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, user_id: str,
+                  role: str) -> None:
+        people.revoke_role(self.context, self.holder(req, resp), user_id, role)
+        resp.status = falcon.HTTP_204
+
+
+class DirectoryResource(AdminResource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self.holder(req, resp)
+        resp.media = people.choices()
 
 
 _LISTED = {"type": "object", "properties": {
@@ -115,12 +137,20 @@ OPENAPI_PATHS = {
         "parameters": _USER_ID,
         "get": operation("One person's page", "adminUser", {"200": _PERSON, "404": _NOT_FOUND}),
         "patch": operation(
-            "Disable (signs them out everywhere) or enable a person, and/or replace their "
-            "attributes", "adminUserChange",
-            {"200": _PERSON, "400": error_response("invalid_field (state, attributes)."),
-             "404": _NOT_FOUND},
+            "Disable (signs them out everywhere) or enable a person, replace their "
+            "attributes, give them another user type (their attributes must suit its "
+            "schema) and/or move them to another organization unit (needs a recent sign-in)",
+            "adminUserChange",
+            {"200": _PERSON, "400": error_response("invalid_field (state, attributes "
+                                                   "against the user type's schema)."),
+             "404": error_response("user_not_found, user_type_not_found, ou_not_found."),
+             "409": error_response("attribute_taken.")},
+            step_up=True,
             requestBody=json_body({"type": "object", "properties": {
-                "state": {"enum": list(people.STATES)}, "attributes": {"type": "object"}}})),
+                "state": {"enum": list(people.STATES)}, "attributes": {"type": "object"},
+                "userType": {"type": "string", "description": "A user type's name or id."},
+                "ou": {"type": "string",
+                       "description": "An organization unit's handle or id."}}})),
         "delete": operation("Delete a person (needs a recent sign-in)", "adminUserDelete",
                             {"204": {"description": "Deleted."}, "404": _NOT_FOUND},
                             step_up=True)},
@@ -154,4 +184,24 @@ OPENAPI_PATHS = {
             "come back with an invitation (needs a recent sign-in)", "adminUserPasskeysReset",
             {"200": json_response("{deleted: number of passkeys}", {"type": "object"}),
              "404": _NOT_FOUND}, step_up=True)},
+    API + "/users/{user_id}/roles/{role}": {
+        "parameters": [*_USER_ID, {"name": "role", "in": "path", "required": True,
+                                   "description": "The role's name or id.",
+                                   "schema": {"type": "string"}}],
+        "put": operation("Give the person a role (nothing changes when they hold it; needs a "
+                         "recent sign-in)", "adminUserRoleGrant",
+                         {"204": {"description": "The person holds the role."},
+                          "404": error_response("user_not_found, role_not_found.")},
+                         step_up=True),
+        "delete": operation("Take a role from the person (needs a recent sign-in)",
+                            "adminUserRoleRevoke",
+                            {"204": {"description": "Taken."},
+                             "404": error_response("user_not_found, role_not_found."),
+                             "409": error_response("role_not_held.")}, step_up=True)},
+    f"{API}/directory": {
+        "get": operation(
+            "What a person's page offers to choose from: user types (with their attribute "
+            "schemas), organization units (handles) and roles", "adminDirectory",
+            {"200": json_response("{userTypes: [{name, schema}], organizationUnits: "
+                                  "[handle], roles: [name]}", {"type": "object"})})},
 }

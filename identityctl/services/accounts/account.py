@@ -76,7 +76,7 @@ def account_holder(ctx: ServiceContext, presented: PresentedToken | None) -> Acc
         raise Unauthorized("Your account needs 'Authorization: Bearer <token>' (sign in on "
                            "the account page).", code="missing_token",
                            headers={"WWW-Authenticate": 'Bearer realm="identityctl"'})
-    claims = verify_presented(ctx, presented, audience=ctx.config.issuer)
+    claims = bearer_claims(ctx, presented, audience=ctx.config.issuer)
     require_scope(claims, ACCOUNT_SCOPE)
     user = directory.find_user_by_id(str(claims["sub"]))
     if user is None or not is_usable(user):
@@ -85,6 +85,20 @@ def account_holder(ctx: ServiceContext, presented: PresentedToken | None) -> Acc
     return AccountHolder(user=user, auth_time=float(claims.get("auth_time") or 0),
                          amr=tuple(claims.get("amr") or ()),
                          grant_id=str(claims["sid"]) if claims.get("sid") else None)
+
+
+def bearer_claims(ctx: ServiceContext, presented: PresentedToken, *,
+                  audience: str) -> dict[str, Any]:
+    """The claims of a token presented to an API of ``audience`` (the account API's, the
+    admin API's); a token that is not live, or is another API's, is 401 with RFC 6750's
+    challenge (§3.1 ``invalid_token``), so a client knows to get a new one. A DPoP refusal
+    keeps its own challenge."""
+    try:
+        return verify_presented(ctx, presented, audience=audience)
+    except Unauthorized as refusal:
+        refusal.headers.setdefault("WWW-Authenticate",
+                                   'Bearer realm="identityctl", error="invalid_token"')
+        raise
 
 
 def require_recent_sign_in(ctx: ServiceContext, holder: AccountHolder) -> None:

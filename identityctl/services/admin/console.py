@@ -23,8 +23,7 @@ from typing import Any
 from identityctl.errors import Forbidden, InvalidField, Unauthorized
 from identityctl.oauth.dpop import PresentedToken
 from identityctl.security.tokens import require_scope
-from identityctl.services.accounts.account import require_sign_in_within
-from identityctl.services.clients.bearer import verify_presented
+from identityctl.services.accounts.account import bearer_claims, require_sign_in_within
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory.roles import roles_of
 from identityctl.services.directory.users import is_usable
@@ -62,7 +61,7 @@ def admin_holder(ctx: ServiceContext, presented: PresentedToken | None) -> Admin
         raise Unauthorized("The admin API needs 'Authorization: Bearer <token>' with scope "
                            f"'{scope}' (sign in on the admin console).", code="missing_token",
                            headers={"WWW-Authenticate": 'Bearer realm="identityctl"'})
-    claims = verify_presented(ctx, presented, audience=ctx.config.admin_audience)
+    claims = bearer_claims(ctx, presented, audience=ctx.config.admin_audience)
     try:
         require_scope(claims, scope)
     except Forbidden as refusal:

@@ -22,8 +22,7 @@ from identityctl.services.admin.console import (
 )
 from identityctl.services.clients.grants import list_grants
 from identityctl.services.context import ServiceContext
-from identityctl.services.directory import users
-from identityctl.services.directory.roles import roles_of
+from identityctl.services.directory import roles, users
 from identityctl.store import audit as audit_store
 from identityctl.store import directory
 from identityctl.store.db import transaction
@@ -81,7 +80,7 @@ def user(ctx: ServiceContext, user_id: str) -> dict[str, Any]:
     record = users.require_user(user_id)
     live = sessions.list_user_sessions(ctx, user_id)
     return {**found[0].api, "attributes": record.attributes,
-            "roles": [role.name for role in roles_of(user_id)],
+            "roles": [role.name for role in roles.roles_of(user_id)],
             "passkeys": [{"id": key.credential_id, "name": key.name,
                           "authenticator": authenticator_name(key.aaguid),
                           "createdAt": key.created_at, "lastUsedAt": key.last_used_at}
@@ -107,23 +106,50 @@ def create(ctx: ServiceContext, holder: AdminHolder, *, username: str, email: st
 
 
 def change(ctx: ServiceContext, holder: AdminHolder, user_id: str, *, state: str | None,
-           attributes: dict[str, Any] | None) -> dict[str, Any]:
-    """Disable or enable a person (``state``) and/or replace their ``attributes``. Disabling
-    signs them out of every browser too, at once. A step-up change: attributes hold the
-    address recovery mails go to, and disabling locks a person out."""
+           attributes: dict[str, Any] | None, user_type: str | None = None,
+           ou: str | None = None) -> dict[str, Any]:
+    """Disable or enable a person (``state``), replace their ``attributes``, give them
+    another ``user_type`` (their attributes, the given ones or else their own, must suit
+    its schema) and/or move them to the organization unit ``ou``. Disabling signs them out
+    of every browser too, at once. A step-up change: attributes hold the address recovery
+    mails go to, and disabling locks a person out."""
     if state is not None and state not in STATES:
         raise InvalidField("state", "must be 'active' or 'disabled'")
     require_step_up(ctx, holder)
     record = users.require_user(user_id)
     with transaction():
-        if attributes is not None:
-            users.update_user(record.id, attributes=attributes, actor=holder.actor)
+        if attributes is not None or ou is not None or user_type is not None:
+            users.update_user(record.id, attributes=attributes, ou=ou, user_type=user_type,
+                              actor=holder.actor)
         if state is not None and state != record.status:
             users.set_status(record.id, state, actor=holder.actor)
             if state == "disabled":
                 sessions.end_user_sessions(ctx, record.id, actor=holder.actor,
                                            reason="account disabled by an administrator")
     return user(ctx, record.id)
+
+
+def grant_role(ctx: ServiceContext, holder: AdminHolder, user_id: str, role: str) -> None:
+    """Give the person ``role`` (nothing changes when they hold it). A step-up change: a
+    role carries scopes, the admin role the whole deployment."""
+    require_step_up(ctx, holder)
+    roles.grant_role(users.require_user(user_id).id, role, actor=holder.actor)
+
+
+def revoke_role(ctx: ServiceContext, holder: AdminHolder, user_id: str, role: str) -> None:
+    """Take ``role`` from the person (409 ``role_not_held`` when they do not hold it)."""
+    require_step_up(ctx, holder)
+    roles.revoke_role(users.require_user(user_id).id, role, actor=holder.actor)
+
+
+def choices() -> dict[str, list[Any]]:
+    """What a person's page offers to choose from: the user types (with the attribute
+    schema each asks for), organization units (handles) and roles, by name."""
+    return {"userTypes": sorted(({"name": kind["name"], "schema": kind["schema"]}
+                                 for kind in users.list_user_types()),
+                                key=lambda kind: kind["name"]),
+            "organizationUnits": sorted(unit["handle"] for unit in users.list_ous()),
+            "roles": sorted(role.name for role in roles.list_roles())}
 
 
 def delete(ctx: ServiceContext, holder: AdminHolder, user_id: str) -> None:
@@ -139,7 +165,7 @@ def invite(ctx: ServiceContext, holder: AdminHolder, user_id: str, *,
     link shown here would let one admin token become another admin."""
     require_step_up(ctx, holder)
     record = users.require_user(user_id)
-    if any(ctx.config.admin.required_scope in role.scopes for role in roles_of(record.id)):
+    if any(ctx.config.admin.required_scope in role.scopes for role in roles.roles_of(record.id)):
         proven = users.recovery_of(record, mail=ctx.config.email.enabled).email_verified
         if not send_email or not proven:
             raise Forbidden("An administrator's invitation is only e-mailed to their own "

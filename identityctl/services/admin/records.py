@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+import yaml
+
 from identityctl import __version__
 from identityctl.errors import IdentityError, InvalidField
 from identityctl.services import shapes
@@ -247,6 +249,75 @@ def operations() -> dict[str, Any]:
 
 
 # --- configuration as code ------------------------------------------------------------------
+
+#: An export's forms and their media types (JSON is YAML too).
+DOCUMENT_TYPES = {"json": "application/json", "yaml": "application/yaml"}
+#: The media types a YAML document is sent as.
+YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML's safe subset without aliases: a few hundred bytes of anchors and aliases can
+    stand for billions of nodes ("billion laughs"), so an alias is refused where it appears
+    (what `export` writes never holds one)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            alias = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, f"the alias *{alias.anchor} is refused (aliases could make a "
+                "small document expand without bound); write the value out", alias.start_mark)
+        return super().compose_node(parent, index)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Writes a value used twice out twice, never as an anchor and alias (which `apply`
+    refuses)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def document_text(document: Any, form: str = "yaml") -> str:
+    """A configuration document as ``form`` (yaml or json) text, as `export` writes it."""
+    if form == "json":
+        return json.dumps(document, indent=2) + "\n"
+    return yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+                     width=100)
+
+
+def document_form(value: str | None) -> str:
+    """``?format=`` of an export: yaml or json (the default)."""
+    chosen = value or "json"
+    if chosen not in DOCUMENT_TYPES:
+        raise InvalidField("format", f"must be one of {', '.join(DOCUMENT_TYPES)}")
+    return chosen
+
+
+def parsed_document(text: bytes | str, source: str = "The document") -> Any:
+    """A YAML (or JSON, which is YAML) document's value, without aliases; YAML's dates and
+    other non-JSON scalars become text, as the API would see them. Anything else is
+    ``malformed_document``, naming ``source`` and the line."""
+    try:
+        return json.loads(json.dumps(yaml.load(text, Loader=_Loader), default=str))
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" at line {where.line + 1}" if where else ""
+        raise IdentityError(f"{source} is not valid YAML{line}: "
+                            f"{getattr(exc, 'problem', None) or exc}",
+                            code="malformed_document") from None
+    except RecursionError:
+        raise IdentityError(f"{source} nests too deeply.", code="malformed_document") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise IdentityError(f"{source} is not a valid document: {exc}",
+                            code="malformed_document") from None
+
+
+def sent_document(sent: Any) -> Any:
+    """The document of a JSON body: the value itself, or, for a JSON string, the document
+    whose text (YAML or JSON) it holds: what the console sends of a file or a paste, which
+    it does not parse itself."""
+    return parsed_document(sent) if isinstance(sent, str) else sent
 
 
 def configuration_plan(ctx: ServiceContext, document: object) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from identityctl.config import LOCAL_HOSTS
-from identityctl.errors import InvalidField
+from identityctl.errors import Conflict, InvalidField
 from identityctl.services import audit
 from identityctl.store import db, outbox
 from identityctl.store import webhooks as store
@@ -64,3 +64,20 @@ def deliveries(limit: int = 50, *, failed: bool = False) -> list[dict[str, Any]]
              "state": entry.state,
              "attempts": entry.attempts, "lastError": entry.last_error}
             for entry in outbox.recent(kind=WEBHOOK, limit=limit, failed=failed)]
+
+
+def redeliver(delivery_id: str, *, actor: str) -> str:
+    """Queue a delivery that was given up once more: the same event to the same subscription,
+    as a new delivery (its own ``webhook-id``) tried from now on like any other; its id."""
+    payload = store.given_up_payload(delivery_id)
+    if payload is None:
+        raise Conflict("Only a delivery that was given up is sent again: one still being "
+                       "tried is retried by itself, and a sent one keeps only its outcome.",
+                       code="webhook_delivery_not_given_up")
+    subscription = store.require(payload["subscriptionId"])
+    with db.transaction():
+        queued = outbox.enqueue(kind=WEBHOOK, target=subscription.url, payload=payload)
+        audit.record("webhook.redeliver", "success", actor=actor, details={
+            "id": subscription.id, "url": subscription.url, "event": payload["body"]["type"],
+            "delivery": delivery_id, "redelivery": queued})
+    return queued

@@ -15,6 +15,7 @@ from identityctl.errors import Conflict, InvalidField, NotFound
 from identityctl.services import audit
 from identityctl.services.directory.users import check_handle, require_user
 from identityctl.store import roles as store
+from identityctl.store.db import transaction
 from identityctl.store.roles import RoleRecord
 
 ADMIN_ROLE = "admin"
@@ -64,7 +65,12 @@ def update_role(id_or_name: str, *, scopes: Iterable[str] | None = None,
 
 
 def delete_role(id_or_name: str, *, actor: str = "admin") -> None:
+    """Delete a role; never the administrator role, without which nobody could administer
+    (every start would seed it again, with nobody holding it)."""
     role = require_role(id_or_name)
+    if role.name == ADMIN_ROLE:
+        raise Conflict(f"The role '{ADMIN_ROLE}' is built in and cannot be deleted; take it "
+                       "from people instead.", code="built_in_role")
     store.delete_role(role.id)
     audit.record("role.delete", "success", actor=actor, details={"role": role.name})
 
@@ -82,9 +88,16 @@ def revoke_role(id_or_username: str, role_name: str, *, actor: str = "admin") ->
     """Take a role from a user. Tokens already issued keep their scopes until they expire;
     refreshing them is refused (see :func:`scopes_not_held`)."""
     user, role = require_user(id_or_username), require_role(role_name)
-    if not store.revoke(user.id, role.id):
-        raise Conflict(f"{user.username} does not hold the role '{role.name}'.",
-                       code="role_not_held")
+    with transaction():
+        # The last administrator cannot take the role from themselves or be left without
+        # a successor: the console and the admin API would then have nobody to let in.
+        if role.name == ADMIN_ROLE and store.holders(role.id) == 1 \
+                and ADMIN_ROLE in {held.name for held in store.roles_of(user.id)}:
+            raise Conflict(f"{user.username} is the only administrator; give the role "
+                           "'admin' to someone else first.", code="last_admin")
+        if not store.revoke(user.id, role.id):
+            raise Conflict(f"{user.username} does not hold the role '{role.name}'.",
+                           code="role_not_held")
     audit.record("role.revoke", "success", actor=actor, user_id=user.id,
                  details={"role": role.name})
 

@@ -182,13 +182,19 @@ def create_user(*, username: str, password: str | None = None,
 
 
 def update_user(id_or_username: str, *, attributes: dict[str, Any] | None = None,
-                ou: str | None = None, actor: str = "admin") -> UserRecord:
-    """Replace the user's attributes (checked against its type's schema) and/or move its OU."""
+                ou: str | None = None, user_type: str | None = None,
+                actor: str = "admin") -> UserRecord:
+    """Replace the user's attributes and/or make it another ``user_type`` (the attributes,
+    given or kept, are checked against its type's schema), and/or move its OU."""
     user = require_user(id_or_username)
     changes: dict[str, Any] = {}
+    kind = require_user_type(user_type or user.user_type_id)
+    if kind["id"] != user.user_type_id:
+        changes["user_type"] = kind["id"]
+        attributes = user.attributes if attributes is None else attributes
     if attributes is not None:
-        schema = require_user_type(user.user_type_id)["schema"]
-        changes["attributes"] = validate_attributes(schema, attributes, user_id=user.id)
+        changes["attributes"] = validate_attributes(kind["schema"], attributes,
+                                                    user_id=user.id)
     if ou is not None:
         changes["ou"] = require_ou(ou)["id"]
     if not changes:

@@ -20,12 +20,6 @@
 
   const path = (id, rest = "") => `/changes/${encodeURIComponent(id)}${rest}`;
 
-  // The navigation's link, after the shell's own areas.
-  const list = document.querySelector("#areas ul");
-  if (list) {
-    list.append(element("li", {}, element("a", { href: "#/changes" }, t("Changes"))));
-  }
-
   async function changes(where) {
     if (where.parts[1]) return change(where.parts[1]);
     admin.heading(t("Changes"));

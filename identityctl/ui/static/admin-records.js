@@ -1,6 +1,8 @@
 // The admin console's record areas: Applications (list, create from a template with the
-// secret shown once, delete with a fresh passkey sign-in), the Audit log (filters, paging,
-// export) and Operations (numbers, and sign-ins per day drawn in SVG).
+// secret shown once, delete with a fresh passkey sign-in; an application's page that edits
+// its redirect URIs, grant types, scopes, allowed user types, flows and theme, and makes a
+// new secret, shown once), the Audit log (filters, paging, export) and Operations (numbers,
+// and sign-ins per day drawn in SVG).
 "use strict";
 
 (() => {
@@ -26,14 +28,16 @@
 
   // --- applications -----------------------------------------------------------------------
 
-  async function applications() {
+  async function applications(where) {
+    if (where.parts[1]) return application(where.parts[1], where.query);
     admin.heading(t("Applications"));
     const list = admin.pagedTable({
       label: t("Applications"),
       headings: [t("Name"), t("Template"), t("Client ID"), ""],
       row: (application) => {
         const clientId = oauthOf(application).clientId || "";
-        return [application.name, application.template || "—",
+        return [element("a", { href: `#/applications/${encodeURIComponent(application.id)}` },
+          application.name), application.template || "—",
           element("code", {}, clientId),
           builtIn.has(clientId) ? element("span", { class: "tag" }, t("built in"))
             : button(t("Delete"), () => admin.guarded(async () => {
@@ -53,6 +57,7 @@
     admin.content().replaceChildren(feedback("applications"), list.holder,
       newApplication(list));
     await list.load();
+    return undefined;
   }
 
   function newApplication(list) {
@@ -78,7 +83,8 @@
         const created = await admin.call("POST", "/applications", { template: template.value,
           name: name.value.trim(), ...(uri ? { oauth: { redirectUris: [uri] } } : {}) });
         form.reset();
-        made.replaceChildren(...shownOnce(created));
+        made.replaceChildren(...shownOnce(created, t("{name} was created.",
+          { name: created.name })));
         await list.load();
         made.querySelector("h3").focus();
       }, "new-application");
@@ -86,11 +92,12 @@
     return section(t("New application"), form, made);
   }
 
-  // The new application's credentials: the secret exists only in this answer.
-  function shownOnce(created) {
+  // The application's credentials: the secret exists only in this answer (a new
+  // application's, or a new secret's: ``title`` says which).
+  function shownOnce(created, title) {
     const clientId = oauthOf(created).clientId || "";
     const parts = [
-      element("h3", { tabindex: "-1" }, t("{name} was created.", { name: created.name })),
+      element("h3", { tabindex: "-1" }, title),
       element("dl", {}, element("dt", {}, t("Client ID")),
         element("dd", {}, element("code", { id: "new-client-id" }, clientId)),
         ...(created.clientSecret ? [element("dt", {}, t("Client secret")),
@@ -109,6 +116,130 @@
         "PKCE.")));
     }
     return parts;
+  }
+
+  // --- one application ---------------------------------------------------------------------
+
+  // The settings its page edits: the form's name of each -> where the service names it.
+  const SETTINGS = ["redirectUris", "grantTypes", "scopes", "allowedUserTypes", "authFlowId",
+    "registrationFlowId", "themeId"];
+  // The query a page comes back with after a fresh sign-in for a new secret.
+  const NEW_SECRET = "new-secret";
+
+  function lines(text) {
+    return text.split(/[\s,]+/).map((item) => item.trim()).filter(Boolean);
+  }
+
+  // Boxes to tick, one per ``choices`` value, those in ``chosen`` ticked.
+  function boxes(id, legend, choices, chosen, hint) {
+    const fieldset = element("fieldset", { class: "choices", id,
+      "aria-describedby": hint ? `${id}-hint` : null }, element("legend", {}, legend),
+    hint ? element("p", { id: `${id}-hint`, class: "hint" }, hint) : null,
+    ...choices.map((choice) => element("label", { class: "choice" },
+      element("input", { type: "checkbox", value: choice, checked: chosen.includes(choice) }),
+      " ", choice)), feedback(id));
+    fieldset.values = () => [...fieldset.querySelectorAll("input:checked")]
+      .map((box) => box.value);
+    return fieldset;
+  }
+
+  // A choice of one of ``items`` (or none: the deployment's default).
+  function choice(items, current, none) {
+    return element("select", {}, element("option", { value: "" }, none),
+      ...items.map((item) => element("option", { value: item.id, selected: item.id === current },
+        item.displayName || item.name || item.handle)));
+  }
+
+  async function listed(path) {
+    return (await admin.call("GET", path)).items;
+  }
+
+  async function application(appId, query) {
+    const path = `/applications/${encodeURIComponent(appId)}`;
+    const [app, directory, themes, signIns, registrations, discovery] = await Promise.all([
+      admin.call("GET", path), admin.call("GET", "/directory"), listed("/themes"),
+      listed("/flows?flowType=AUTHENTICATION"), listed("/flows?flowType=REGISTRATION"),
+      fetch(new URL("/.well-known/openid-configuration", page.apiUrl)).then((answer) =>
+        answer.json())]);
+    const oauth = oauthOf(app);
+    admin.heading(app.name);
+    const controls = {
+      redirectUris: element("textarea", { rows: "3", spellcheck: "false" }),
+      grantTypes: boxes("app-grantTypes", t("Grant types"), discovery.grant_types_supported,
+        oauth.grantTypes || [], t("How the application gets its tokens.")),
+      scopes: element("input", { autocomplete: "off", spellcheck: "false" }),
+      allowedUserTypes: boxes("app-allowedUserTypes", t("Who may sign in"),
+        directory.userTypes.map((kind) => kind.name), app.allowedUserTypes || [],
+        t("None ticked: people of every user type.")),
+      authFlowId: choice(signIns, app.authFlowId, t("The default sign-in")),
+      registrationFlowId: choice(registrations, app.registrationFlowId,
+        t("The default registration")),
+      themeId: choice(themes, app.themeId, t("The default theme")),
+    };
+    controls.redirectUris.value = (oauth.redirectUris || []).join("\n");
+    controls.scopes.value = (oauth.scopes || []).join(" ");
+    const labelled = (name, label, hint) => element("div", {},
+      field(`app-${name}`, label, controls[name], hint), feedback(`app-${name}`));
+    const form = element("form", { class: "stacked", "aria-label": t("Settings") },
+      labelled("redirectUris", t("Redirect URIs"), t("One a line: where people come back " +
+        "after signing in.")),
+      controls.grantTypes,
+      labelled("scopes", t("Scopes"), t("Separated by spaces.")),
+      controls.allowedUserTypes,
+      labelled("authFlowId", t("Sign-in flow")),
+      labelled("registrationFlowId", t("Registration flow")),
+      labelled("themeId", t("Theme")),
+      element("button", { type: "submit" }, t("Save changes")), feedback("application"));
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      admin.guarded(async () => {
+        try {
+          await admin.call("PATCH", path, {
+            allowedUserTypes: controls.allowedUserTypes.values(),
+            authFlowId: controls.authFlowId.value || null,
+            registrationFlowId: controls.registrationFlowId.value || null,
+            themeId: controls.themeId.value || null,
+            oauth: { redirectUris: lines(controls.redirectUris.value),
+              grantTypes: controls.grantTypes.values(), scopes: lines(controls.scopes.value) },
+          });
+        } catch (failure) {
+          if (!admin.sayByField(failure, SETTINGS, "app-")) throw failure;
+          return;
+        }
+        say("application", t("The changes to {name} were saved.", { name: app.name }));
+      }, "application");
+    });
+    const secret = element("div", { id: "new-secret" });
+    const rotate = async () => {
+      const made = await admin.change("POST", `${path}/secret`, undefined, {
+        hash: `#${path}?${NEW_SECRET}`, said: "" });
+      secret.replaceChildren(...shownOnce({ ...app, clientSecret: made.clientSecret },
+        t("{name} has a new secret.", { name: app.name })));
+      secret.querySelector("h3").focus();
+    };
+    admin.content().replaceChildren(
+      element("p", {}, element("a", { href: "#/applications" }, t("All applications"))),
+      section(t("Details"), element("dl", {},
+        element("dt", {}, t("Client ID")), element("dd", {}, element("code", {},
+          oauth.clientId || "")),
+        element("dt", {}, t("Template")), element("dd", {}, app.template || "—"))),
+      section(t("Settings"), form),
+      oauth.publicClient === false && oauth.tokenEndpointAuthMethod !== "private_key_jwt"
+        ? section(t("Client secret"), element("p", {}, t("A new secret replaces the old one " +
+          "at once: the application stops working until it has the new one.")),
+        element("p", { class: "actions" }, button(t("Make a new secret"),
+          () => admin.guarded(async () => {
+            if (!window.confirm(t("Make a new secret for {name}? The old one stops working " +
+              "now. You confirm with your passkey.", { name: app.name }))) return;
+            await rotate();
+          }, "secret-rotate"), true)), feedback("secret-rotate"), secret) : null);
+    // Back from the fresh sign-in the new secret asked for: the secret made then was not
+    // shown (the sign-in left the page), so one more is made and shown now.
+    if (query.has(NEW_SECRET)) {
+      history.replaceState(null, "", `#${path}`);
+      await rotate();
+    }
+    return undefined;
   }
 
   // --- the audit log -----------------------------------------------------------------------

@@ -1,7 +1,8 @@
 // The admin console's Users area: a search by name, e-mail address or id, paged by cursor;
 // adding a person; and a person's page (details, attributes, roles, passkeys, live sessions,
-// consents, recent events) with invite, disable/enable, end sessions, reset passkeys and
-// delete. Deleting and resetting ask for a fresh passkey sign-in (the shell's change()).
+// consents, recent events) with invite, disable/enable, editing their attributes, user type
+// and organization unit, granting and taking roles, end sessions, reset passkeys and delete.
+// Changes ask for a fresh passkey sign-in when the sign-in is old (the shell's change()).
 "use strict";
 
 (() => {
@@ -10,6 +11,22 @@
   const { t, element, button, whole, when, section, table, field, feedback, say } = admin;
 
   const STATES = { active: "active", disabled: "disabled", locked: "locked" };
+
+  // A refused change said under the control it concerns (shared with the other areas): the
+  // service's description names the field ("Field 'oauth.redirectUris[0]': ..."); the first
+  // of ``names`` that is a part of that path is the control, ``prefix + name`` its id and
+  // its feedback's slot. False when the refusal names none of them.
+  admin.sayByField = (failure, names, prefix) => {
+    const named = /^Field '([^']+)': ([\s\S]+)$/.exec(failure.description || "");
+    const parts = named ? named[1].split(/[.[\]]/) : [];
+    const name = names.find((candidate) => parts.includes(candidate));
+    if (!name) return false;
+    say(`${prefix}${name}`, named[2], true);
+    const control = document.getElementById(`${prefix}${name}`);
+    (control.matches("input, select, textarea") ? control
+      : control.querySelector("input, select, textarea")).focus();
+    return true;
+  };
 
   function stateTag(state) {
     return element("span", { class: state === "active" ? "tag" : "tag warn" },
@@ -92,7 +109,8 @@
 
   async function person(userId) {
     const path = `/users/${encodeURIComponent(userId)}`;
-    const user = await admin.call("GET", path);
+    const [user, directory] = await Promise.all([admin.call("GET", path),
+      admin.call("GET", "/directory")]);
     admin.heading(user.username);
     const redraw = async (slot, said) => {
       await person(userId);
@@ -116,14 +134,16 @@
           () => admin.guarded(() => invite(user, true), "details"), true) : null,
         user.state === "disabled"
           ? button(t("Enable"), () => admin.guarded(async () => {
-            await admin.call("PATCH", path, { state: "active" });
-            await redraw("details", t("{name} can sign in again.", { name: user.username }));
+            const said = t("{name} can sign in again.", { name: user.username });
+            await admin.change("PATCH", path, { state: "active" }, { hash: `#${path}`, said });
+            await redraw("details", said);
           }, "details"), true)
           : button(t("Disable"), () => admin.guarded(async () => {
             if (!window.confirm(t("Disable {name}? They are signed out everywhere and " +
               "cannot sign in until enabled.", { name: user.username }))) return;
-            await admin.call("PATCH", path, { state: "disabled" });
-            await redraw("details", t("{name} is disabled.", { name: user.username }));
+            const said = t("{name} is disabled.", { name: user.username });
+            await admin.change("PATCH", path, { state: "disabled" }, { hash: `#${path}`, said });
+            await redraw("details", said);
           }, "details"), true),
         button(t("Delete user"), () => admin.guarded(async () => {
           if (!window.confirm(t("Delete {name} for good? You confirm with your passkey.",
@@ -136,10 +156,8 @@
       feedback("details"), element("div", { id: "invitation" })),
       section(t("Attributes"), attributes.length ? element("dl", {}, ...attributes.flatMap(
         ([name, item]) => [element("dt", {}, name), element("dd", {}, value(item))]))
-        : element("p", { class: "status" }, t("None."))),
-      section(t("Roles"), user.roles.length ? element("ul", { class: "plain" },
-        ...user.roles.map((role) => element("li", {}, role)))
-        : element("p", { class: "status" }, t("None."))),
+        : element("p", { class: "status" }, t("None.")), editor(user, directory, redraw)),
+      section(t("Roles"), rolesOf(user, directory, redraw)),
       section(t("Passkeys"),
         table([t("Name"), t("Authenticator"), t("Added"), t("Last used")],
           user.passkeys.map((key) => [key.name, key.authenticator || "—", when(key.createdAt),
@@ -178,6 +196,109 @@
       section(t("Recent events"), table([t("When"), t("Event"), t("Outcome"), t("By")],
         user.recentEvents.map((event) => [when(event.at), event.event, event.outcome,
           event.actor]))));
+  }
+
+  // An input for one attribute of a user type's schema, in its type.
+  function attributeInput(name, rule, current) {
+    const kind = (rule && rule.type) || "string";
+    const input = kind === "boolean"
+      ? element("input", { type: "checkbox", checked: current === true })
+      : element("input", { type: kind === "number" ? "number" : "text", step: kind === "number"
+        ? "any" : null, autocomplete: "off", required: Boolean(rule && rule.required) });
+    if (kind !== "boolean" && current !== undefined && current !== null) {
+      input.value = String(current);
+    }
+    input.read = () => {
+      if (kind === "boolean") return input.checked;
+      if (input.value.trim() === "") return undefined;
+      return kind === "number" ? Number(input.value) : input.value.trim();
+    };
+    return input;
+  }
+
+  // The person's attributes, user type and organization unit, changed in one go: the
+  // attributes asked for are those of the type chosen (its schema), filled with theirs.
+  function editor(user, directory, redraw) {
+    const path = `/users/${encodeURIComponent(user.id)}`;
+    const kinds = Object.fromEntries(directory.userTypes.map((kind) => [kind.name, kind]));
+    const kind = element("select", {}, ...directory.userTypes.map((item) =>
+      element("option", { value: item.name, selected: item.name === user.userType }, item.name)));
+    const unit = element("select", {}, ...directory.organizationUnits.map((handle) =>
+      element("option", { value: handle, selected: handle === user.ou }, handle)));
+    const fields = element("div", { class: "attribute-fields" });
+    let inputs = {};
+    const draw = () => {
+      const schema = (kinds[kind.value] || {}).schema || {};
+      const kept = Object.fromEntries(Object.entries(inputs).map(([name, input]) =>
+        [name, input.read()]));
+      inputs = Object.fromEntries(Object.keys(schema).map((name) => [name,
+        attributeInput(name, schema[name], name in kept ? kept[name] : user.attributes[name])]));
+      fields.replaceChildren(...Object.entries(inputs).map(([name, input]) => element("div",
+        {}, field(`attribute-${name}`, name, input), feedback(`attribute-${name}`))));
+    };
+    kind.addEventListener("change", draw);
+    draw();
+    const form = element("form", { class: "stacked", "aria-label": t("Change the details") },
+      element("div", {}, field("attribute-userType", t("User type"), kind,
+        t("Its schema says which attributes a person has.")),
+      feedback("attribute-userType")),
+      element("div", {}, field("attribute-ou", t("Organization unit"), unit),
+        feedback("attribute-ou")),
+      fields, element("button", { type: "submit" }, t("Save changes")));
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      admin.guarded(async () => {
+        const attributes = {};
+        for (const [name, input] of Object.entries(inputs)) {
+          if (input.read() !== undefined) attributes[name] = input.read();
+        }
+        const said = t("The changes to {name} were saved.", { name: user.username });
+        try {
+          await admin.change("PATCH", path, { userType: kind.value, ou: unit.value,
+            attributes }, { hash: `#${path}`, said });
+        } catch (failure) {
+          if (!admin.sayByField(failure, ["userType", "ou", ...Object.keys(inputs)],
+            "attribute-")) throw failure;
+          return;
+        }
+        await redraw("edit", said);
+      }, "edit");
+    });
+    // Its feedback outside the fold: the page drawn anew after a change has it closed.
+    return element("div", {}, element("details", { class: "editor" }, element("summary", {},
+      t("Change the details")), form), feedback("edit"));
+  }
+
+  // The roles the person holds, each with Take away, and a choice of one more to give.
+  function rolesOf(user, directory, redraw) {
+    const path = `/users/${encodeURIComponent(user.id)}/roles`;
+    const others = directory.roles.filter((role) => !user.roles.includes(role));
+    const held = user.roles.length ? table([t("Role"), ""], user.roles.map((role) => [role,
+      button(t("Take away"), () => admin.guarded(async () => {
+        const said = t("{name} no longer holds the role {role}.",
+          { name: user.username, role });
+        await admin.change("DELETE", `${path}/${encodeURIComponent(role)}`, undefined,
+          { hash: `#/users/${encodeURIComponent(user.id)}`, said });
+        await redraw("roles", said);
+      }, "roles"), true)]), t("Roles"))
+      : element("p", { class: "status" }, t("None."));
+    if (!others.length) return element("div", {}, held, feedback("roles"));
+    const chosen = element("select", {}, ...others.map((role) => element("option",
+      { value: role }, role)));
+    const form = element("form", { class: "search" },
+      field("grant-role", t("Give a role"), chosen),
+      element("button", { type: "submit" }, t("Give")));
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      admin.guarded(async () => {
+        const role = chosen.value;
+        const said = t("{name} now holds the role {role}.", { name: user.username, role });
+        await admin.change("PUT", `${path}/${encodeURIComponent(role)}`, undefined,
+          { hash: `#/users/${encodeURIComponent(user.id)}`, said });
+        await redraw("roles", said);
+      }, "roles");
+    });
+    return element("div", {}, held, form, feedback("roles"));
   }
 
   async function invite(user, sendEmail) {

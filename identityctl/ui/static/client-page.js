@@ -82,6 +82,8 @@
     constructor(body, status, challenge = "") {
       super((body && body.message) || `HTTP ${status}`);
       this.code = (body && body.code) || `http_${status}`;
+      // Names what was refused (a field's path), for a page that says it by that field.
+      this.description = (body && body.description) || "";
       this.status = status;
       // RFC 9470: the API asks for a fresh sign-in; any other 401 is a token run out.
       this.stepUp = status === 401 && (this.code === "sign_in_too_old"
