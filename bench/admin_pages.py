@@ -57,6 +57,7 @@ from identityctl.services.admin import bootstrap
 from identityctl.services.admin.bootstrap import open_store
 from identityctl.services.admin.console import encode_cursor
 from identityctl.services.directory import users as directory
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import db
 from identityctl.store.directory import email_key
 from identityctl.store.models import AuditEvent, User, new_id
@@ -162,7 +163,8 @@ def admin_client() -> tuple[str, str]:
     m2m = catalog.applications.application_templates()["M2M"] | {
         "name": f"bench admin pages {secrets.token_hex(4)}"}
     m2m["inboundAuthConfig"][0]["config"]["scopes"] = ["admin"]
-    created, secret = catalog.applications.create_application(m2m, actor="bench")
+    created, secret = catalog.applications.create_application(m2m,
+                                                              origin=RequestOrigin(actor="bench"))
     return catalog.applications.oauth_config(created)["clientId"], secret or ""
 
 

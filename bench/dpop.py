@@ -27,6 +27,7 @@ from identityctl.services.admin.bootstrap import open_store
 from identityctl.store import db
 from identityctl.store.models import SpentIdentifier
 from tests.support.openid_client import dpop_proof, ec_key
+from tests.support.origins import TEST_ORIGIN
 
 HISTORY = (0, 100_000)
 REQUESTS = 400
@@ -61,7 +62,7 @@ def main() -> None:
     open_store(config)
     document = catalog.applications.application_templates()["M2M"]
     document["name"] = f"bench-dpop-{uuid.uuid4().hex[:6]}"
-    application, secret = catalog.applications.create_application(document)
+    application, secret = catalog.applications.create_application(document, origin=TEST_ORIGIN)
     client_id = catalog.applications.oauth_config(application)["clientId"]
     url, token_url = args.url.rstrip("/"), config.base_url + "/oauth2/token"
     tokens(url, client_id, secret or "", token_url)  # warm up

@@ -31,6 +31,7 @@ from bench.flow import create_application
 from bench.hotpaths import _allow_one_address_everything, _free_port, started
 from bench.passkey import Client, open_deployment
 from identityctl.services.directory import users as directory
+from identityctl.services.origin import RequestOrigin
 
 KINDS = ("user with a passkey", "user without a passkey", "unknown username")
 
@@ -73,11 +74,12 @@ def main() -> None:
         config, admin_token = open_deployment(config_path)
         run = uuid.uuid4().hex[:8]
         application_id = create_application(run, None)
-        with_passkey = directory.create_user(username=f"enum-{run}-a", actor="bench")
+        with_passkey = directory.create_user(username=f"enum-{run}-a",
+                                             origin=RequestOrigin(actor="bench"))
         Client(url=url, origin=config.passkey.allowed_origins[0], rp_id=config.passkey.rp_id,
                admin_token=admin_token, user_ids=[with_passkey.id]).register()
         without = directory.create_user(username=f"enum-{run}-b", password="x" * 16,
-                                        actor="bench")
+                                        origin=RequestOrigin(actor="bench"))
         names = (with_passkey.username, without.username, f"enum-{run}-nobody")
         http = requests.Session()
         for name in names:  # warm up each path

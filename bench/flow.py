@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.passkey import Client, Results, bench_arguments, open_deployment, run_phase
 from identityctl.services import catalog
 from identityctl.services.directory import users as directory
+from identityctl.services.origin import RequestOrigin
 
 PASSWORD = "bench flow password 7f3a"
 PASSKEY_STEPS = ("start", "passkey", "passkey_verify")
@@ -52,7 +53,8 @@ def create_application(run: str, auth_flow: str | None) -> str:
     document.pop("themeId", None)
     document["inboundAuthConfig"][0]["config"]["redirectUris"] = ["https://bench.example/cb"]
     document.update(name=f"bench flow {auth_flow or 'default'} {run}", authFlowId=auth_flow)
-    return catalog.applications.create_application(document, actor="bench")[0]["id"]
+    return catalog.applications.create_application(document,
+                                                   origin=RequestOrigin(actor="bench"))[0]["id"]
 
 
 @dataclass
@@ -156,7 +158,8 @@ def main() -> None:
     clients = []
     for n in range(args.threads):  # untimed set-up: users, passwords, passkeys over HTTP
         usernames = [f"bench-flow-{run}-{n}-{i}" for i in range(args.users)]
-        user_ids = [directory.create_user(username=name, password=PASSWORD, actor="bench").id
+        user_ids = [directory.create_user(username=name, password=PASSWORD,
+                                          origin=RequestOrigin(actor="bench")).id
                     for name in usernames]
         passkeys = Client(url=url, origin=config.passkey.allowed_origins[0],
                           rp_id=config.passkey.rp_id, admin_token=admin_token,

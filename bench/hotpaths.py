@@ -59,6 +59,7 @@ from bench.oauth_token import REDIRECT_URI, create_clients, prepare_codes
 from bench.passkey import Client, Results, open_deployment
 from bench.soak import rss_mib
 from identityctl.services.directory import users as directory
+from identityctl.services.origin import RequestOrigin
 from tests.support.processes import stop
 
 FLOOR_CLIENT_ID = "floor-m2m"  # bench/floor.py's client_credentials client
@@ -169,13 +170,15 @@ def product_target(url: str, config_path: Path, pid: int) -> Target:
     counter = iter(range(10**9))
 
     def user_ids(count: int) -> list[str]:
-        return [directory.create_user(username=f"hot-{run}-{next(counter)}", actor="bench").id
+        return [directory.create_user(username=f"hot-{run}-{next(counter)}",
+                                      origin=RequestOrigin(actor="bench")).id
                 for _ in range(count)]
 
     def password_users(count: int) -> list[str]:
         names = [f"hot-pw-{run}-{next(counter)}" for _ in range(count)]
         for name in names:
-            directory.create_user(username=name, password=PASSWORD, actor="bench")
+            directory.create_user(username=name, password=PASSWORD,
+                                  origin=RequestOrigin(actor="bench"))
         return names
 
     def codes(count: int) -> list[tuple[str, str]]:

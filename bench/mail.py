@@ -29,6 +29,7 @@ from identityctl.services.admin.bootstrap import open_store
 from identityctl.services.context import ServiceContext
 from identityctl.services.delivery import mail
 from identityctl.store import db
+from tests.support.origins import TEST_ORIGIN
 
 HISTORY = (0, 20_000)
 MESSAGES = 300
@@ -93,7 +94,7 @@ def main() -> None:
     document.update(name=f"bench-mail-{uuid.uuid4().hex[:6]}",
                     themeId=catalog.themes.list_themes()[0]["id"])
     document["inboundAuthConfig"][0]["config"]["redirectUris"] = ["https://bench.example/cb"]
-    application_id = catalog.applications.create_application(document)[0]["id"]
+    application_id = catalog.applications.create_application(document, origin=TEST_ORIGIN)[0]["id"]
     url = args.url.rstrip("/")
     report = {}
     for history in HISTORY:

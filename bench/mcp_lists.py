@@ -24,6 +24,7 @@ from identityctl.config import load_config
 from identityctl.security.tokens import ACCESS_TOKEN_TYP
 from identityctl.services import catalog
 from identityctl.services.admin.bootstrap import open_store
+from identityctl.services.origin import RequestOrigin
 from identityctl.services.tokens import TokenService
 
 SIZES = (10, 1000)
@@ -38,7 +39,7 @@ def grow_to(count: int, run: str) -> None:
         spa = json.loads(json.dumps(template)) | {"name": f"bench list {run} {number:05}"}
         spa.pop("themeId")
         spa["inboundAuthConfig"][0]["config"]["redirectUris"] = [REDIRECT_URI]
-        catalog.applications.create_application(spa, actor="bench")
+        catalog.applications.create_application(spa, origin=RequestOrigin(actor="bench"))
 
 
 def main() -> None:

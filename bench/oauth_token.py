@@ -44,6 +44,7 @@ from identityctl.services.accounts import signin
 from identityctl.services.admin.bootstrap import open_store
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import users as directory
+from identityctl.services.origin import RequestOrigin
 
 REDIRECT_URI = "https://bench.example/callback"
 
@@ -52,11 +53,12 @@ def create_clients(run: str) -> tuple[tuple[str, str], str]:
     """An M2M client (id, secret) and a public SPA client id for this run."""
     templates = catalog.applications.application_templates()
     m2m = templates["M2M"] | {"name": f"bench m2m {run}"}
-    m2m_app, secret = catalog.applications.create_application(m2m, actor="bench")
+    m2m_app, secret = catalog.applications.create_application(m2m,
+                                                              origin=RequestOrigin(actor="bench"))
     spa = templates["SPA"] | {"name": f"bench spa {run}"}
     spa.pop("themeId")
     spa["inboundAuthConfig"][0]["config"]["redirectUris"] = [REDIRECT_URI]
-    spa_app, _ = catalog.applications.create_application(spa, actor="bench")
+    spa_app, _ = catalog.applications.create_application(spa, origin=RequestOrigin(actor="bench"))
     return ((catalog.applications.oauth_config(m2m_app)["clientId"], secret or ""),
             catalog.applications.oauth_config(spa_app)["clientId"])
 
@@ -139,7 +141,7 @@ def main() -> None:
     open_store(config)
     run = uuid.uuid4().hex[:8]
     (m2m_id, m2m_secret), spa_id = create_clients(run)
-    user = directory.create_user(username=f"bench-token-{run}", actor="bench")
+    user = directory.create_user(username=f"bench-token-{run}", origin=RequestOrigin(actor="bench"))
 
     def client_credentials(http: requests.Session, _: object) -> requests.Response:
         return http.post(f"{url}/oauth2/token", data={"grant_type": "client_credentials"},

@@ -34,6 +34,7 @@ from identityctl.config import Config, load_config
 from identityctl.security.tokens import ACCESS_TOKEN_TYP
 from identityctl.services.admin.bootstrap import open_store
 from identityctl.services.directory import users as directory
+from identityctl.services.origin import RequestOrigin
 from identityctl.services.tokens import TokenService
 from tests.support.authenticator import SoftAuthenticator
 
@@ -180,7 +181,7 @@ def main() -> None:
     clients = [Client(url=args.url.rstrip("/"), origin=config.passkey.allowed_origins[0],
                       rp_id=config.passkey.rp_id, admin_token=admin_token,
                       user_ids=[directory.create_user(username=f"bench-{run}-{n}-{i}",
-                                                      actor="bench").id
+                                                      origin=RequestOrigin(actor="bench")).id
                                 for i in range(USERS_PER_THREAD)])
                for n in range(args.threads)]
 

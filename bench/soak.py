@@ -50,6 +50,7 @@ import requests
 from bench import passkey as harness
 from bench.oauth_token import create_clients
 from identityctl.services.directory import users as directory
+from identityctl.services.origin import RequestOrigin
 
 KINDS = ("ceremony", "token")
 PLURAL = {"ceremony": "ceremonies", "token": "tokens"}
@@ -221,7 +222,8 @@ def main() -> None:
                                                   token_ttl=int(args.seconds) * 2 + 600)
     run = uuid.uuid4().hex[:8]
     (m2m_id, m2m_secret), _ = create_clients(run)
-    users = [[[directory.create_user(username=f"soak-{run}-{p}-{t}-{i}", actor="bench").id
+    users = [[[directory.create_user(username=f"soak-{run}-{p}-{t}-{i}",
+                                     origin=RequestOrigin(actor="bench")).id
                for i in range(harness.USERS_PER_THREAD)]
               for t in range(args.ceremony_threads)] for p in range(args.processes)]
     windows = max(1, int(-(-args.seconds // args.window)))

@@ -22,6 +22,7 @@ from identityctl.services import catalog
 from identityctl.services.accounts import federation
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import users as directory
+from identityctl.services.origin import RequestOrigin
 from tests.conftest import Service
 from tests.support.browser import (
     ARTIFACTS,
@@ -29,6 +30,7 @@ from tests.support.browser import (
     needs_chromium,
     sign_in_with_password,
 )
+from tests.support.origins import TEST_ORIGIN
 
 AXE = Path(__file__).resolve().parent / "node" / "node_modules" / "axe-core" / "axe.min.js"
 pytestmark = [needs_chromium, pytest.mark.skipif(
@@ -44,7 +46,8 @@ def _client(**marks: Any) -> dict[str, Any]:
     document["inboundAuthConfig"][0]["config"]["redirectUris"] = [REDIRECT_URI]
     document.update(name=f"Shop {uuid.uuid4().hex[:4]}", isRegistrationFlowEnabled=True,
                     themeId=catalog.themes.require_theme("default")["id"])
-    return catalog.applications.create_application(document, marks=marks or None)[0]
+    return catalog.applications.create_application(document, marks=marks or None,
+                                                   origin=TEST_ORIGIN)[0]
 
 
 def _authorize_url(service: Service, application: dict[str, Any], **extra: str) -> str:
@@ -73,8 +76,10 @@ def test_every_hosted_page_has_no_serious_accessibility_violations(
     shop, third_party = _client(), _client(selfRegistered=True)
     if not federation.list_providers():  # "Continue with GitHub" on the sign-in page
         federation.add_provider(ServiceContext.for_config(service.config), kind="github",
-                                client_id="a11y", client_secret="a11y", actor="test")
-    user = directory.create_user(username=f"ally-{uuid.uuid4().hex[:6]}", password=PASSWORD)
+                                client_id="a11y", client_secret="a11y",
+                                origin=RequestOrigin(actor="test"))
+    user = directory.create_user(username=f"ally-{uuid.uuid4().hex[:6]}", password=PASSWORD,
+                                 origin=TEST_ORIGIN)
     # A browser with an authenticator (one holding no passkey): Continue's passkey try
     # ends at once, as on a phone without a passkey for the site.
     tab = PasskeyPage(browser, viewport=NARROW, color_scheme=scheme, bypass_csp=True)

@@ -13,6 +13,7 @@ import requests
 from identityctl.services.accounts import federation
 from identityctl.services.delivery import webhooks
 from identityctl.services.directory import roles
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import audit, db, outbox
 from identityctl.store.webhooks import WEBHOOK
 from tests.conftest import Service
@@ -49,7 +50,8 @@ def test_roles_are_listed_with_their_members_created_changed_and_deleted(
                                          "description": "Write notes"})
     assert made.status_code == 201, made.text
     role = made.json()
-    roles.grant_role(admin.actor.removeprefix("admin:"), "editors", actor="test")
+    roles.grant_role(admin.actor.removeprefix("admin:"), "editors",
+                     origin=RequestOrigin(actor="test"))
     listed = {item["name"]: item for item in admin.ok("GET", "/roles")["items"]}
     assert listed["editors"]["members"] == 1 and listed["editors"]["scopes"] == ["notes:write"]
 

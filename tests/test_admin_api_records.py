@@ -27,6 +27,7 @@ from identityctl.services.admin import records
 from identityctl.services.admin.console import decode_cursor
 from identityctl.services.directory import roles
 from identityctl.services.directory import users as directory
+from identityctl.services.origin import RequestOrigin
 from identityctl.services.tokens import TokenService
 from identityctl.store import audit, db, migrations, outbox
 from identityctl.store.models import AuditEvent, SchemaVersion
@@ -63,7 +64,8 @@ def automation(service: Service) -> Caller:
     API (client_credentials, RFC 8707 resource)."""
     m2m = catalog.applications.application_templates()["M2M"] | {"name": "Provisioning"}
     m2m["inboundAuthConfig"][0]["config"]["scopes"] = ["admin"]
-    created, secret = catalog.applications.create_application(m2m, actor="test")
+    created, secret = catalog.applications.create_application(m2m,
+                                                              origin=RequestOrigin(actor="test"))
     client_id = catalog.applications.oauth_config(created)["clientId"]
     assert secret
     issued = service.http.post(service.url("/oauth2/token"), timeout=30, data={
@@ -77,10 +79,11 @@ def automation(service: Service) -> Caller:
 def person(service: Service, *, signed_in_ago: float) -> Caller:
     """The console's token for a person holding a role with the admin scope, who signed in
     with a passkey ``signed_in_ago`` seconds ago."""
-    user = directory.create_user(username=f"admin-{uuid.uuid4().hex[:8]}", actor="test")
+    user = directory.create_user(username=f"admin-{uuid.uuid4().hex[:8]}",
+                                 origin=RequestOrigin(actor="test"))
     role = f"console-{uuid.uuid4().hex[:8]}"
-    roles.create_role(name=role, scopes=["admin"], actor="test")
-    roles.grant_role(user.id, role, actor="test")
+    roles.create_role(name=role, scopes=["admin"], origin=RequestOrigin(actor="test"))
+    roles.grant_role(user.id, role, origin=RequestOrigin(actor="test"))
     config = service.config
     token = TokenService(config.issuer).sign(
         {"sub": user.id, "aud": config.admin_audience, "scope": "openid admin",
@@ -140,16 +143,27 @@ def test_an_application_is_made_from_a_template_and_changed_in_part(automation: 
     assert stray.json()["code"] == "unknown_key"
 
 
-def test_a_persons_destructive_calls_need_a_recent_sign_in(service: Service,
-                                                           automation: Caller) -> None:
+def test_every_change_by_a_person_needs_a_recent_sign_in(service: Service,
+                                                         automation: Caller) -> None:
+    """A console token left open (or stolen) reads, but changes nothing once
+    admin.step_up_seconds have passed: no credential with the admin scope minted, no role
+    widened, nothing deleted. A dry run changes nothing and needs no fresh sign-in."""
     server = automation.ok("POST", "/applications", {
         "template": "Server", "name": "Old", "oauth": {"redirectUris": [
             "https://old.example/callback"]}})
     stale = person(service, signed_in_ago=service.config.admin.step_up_seconds + 60)
     assert stale.ok("GET", f"/applications/{server['id']}")["name"] == "Old"
-    for method, path in (("DELETE", f"/applications/{server['id']}"),
-                         ("POST", f"/applications/{server['id']}/secret")):
-        refused = stale.call(method, path)
+    for odd in ("²", "١", "-1", "201"):  # ASCII digits only, within 1..200
+        assert stale.call("GET", f"/applications?limit={odd}").json()["code"] == "invalid_field"
+    backdoor = {"template": "M2M", "name": "Backdoor", "oauth": {"scopes": ["admin"]}}
+    for method, path, body in (
+            ("DELETE", f"/applications/{server['id']}", None),
+            ("POST", f"/applications/{server['id']}/secret", None),
+            ("POST", "/applications", backdoor),
+            ("PATCH", f"/applications/{server['id']}", {"description": "changed"}),
+            ("POST", "/roles", {"name": "wide", "scopes": ["admin"]}),
+            ("PATCH", "/roles/admin", {"scopes": ["admin", "system", "extra"]})):
+        refused = stale.call(method, path, body)
         assert (refused.status_code, refused.json()["code"]) == (401, "sign_in_too_old")
         assert 'error="insufficient_user_authentication"' in \
             refused.headers["WWW-Authenticate"]
@@ -391,7 +405,8 @@ def test_the_host_operator_names_a_file_which_a_document_from_the_api_may_keep(
 def test_mcp_the_account_api_and_the_admin_api_each_take_only_their_own_tokens(
         service: Service, automation: Caller) -> None:
     config = service.config
-    user = directory.create_user(username=f"someone-{uuid.uuid4().hex[:6]}", actor="test")
+    user = directory.create_user(username=f"someone-{uuid.uuid4().hex[:6]}",
+                                 origin=RequestOrigin(actor="test"))
     account = TokenService(config.issuer).sign(
         {"sub": user.id, "aud": config.issuer, "scope": "openid account",
          "client_id": "identityctl-account", "auth_time": int(time.time())},

@@ -22,6 +22,7 @@ from identityctl.services.accounts.account import ACCOUNT_CLIENT_ID
 from identityctl.services.admin.console import ADMIN_CLIENT_ID
 from identityctl.services.directory import roles as roles_service
 from identityctl.services.directory import users as directory_service
+from identityctl.services.origin import RequestOrigin
 from identityctl.services.tokens import TokenService
 from identityctl.store import audit, db
 from identityctl.store import recovery as recovery_store
@@ -29,6 +30,7 @@ from identityctl.store.directory import UserRecord
 from tests.conftest import Service, deployment_with, pg_server_url, start_service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.oauth import OAuthDriver, RegisteredClient, query_of, register_client
+from tests.support.origins import TEST_ORIGIN
 from tests.support.passkeys import PasskeyClient, assert_error
 from tests.support.postgres import empty_database
 from tests.support.smtp import SmtpServer, text_of
@@ -47,7 +49,7 @@ class Admin:
             email=f"admin-{uuid.uuid4().hex[:8]}@example.com", given_name="Grace",
             family_name="Hopper")
         for role in roles:
-            roles_service.grant_role(self.user.id, role, actor="test")
+            roles_service.grant_role(self.user.id, role, origin=RequestOrigin(actor="test"))
         self.authenticator = SoftAuthenticator()
         self.passkeys.enrolled(self.user, self.authenticator)
         self.console = RegisteredClient(application_id="", client_id=ADMIN_CLIENT_ID,
@@ -127,7 +129,7 @@ def test_a_person_without_the_admin_role_gets_a_plain_refusal(service: Service) 
     # And an admin whose role was taken away is refused at once, not when the token expires.
     former, successor = Admin(service), Admin(service)
     assert successor.user.id != former.user.id  # never the last administrator
-    roles_service.revoke_role(former.user.id, "admin", actor="test")
+    roles_service.revoke_role(former.user.id, "admin", origin=RequestOrigin(actor="test"))
     body = assert_error(former.call("GET", "/users"), 403, "not_an_admin")
     assert body["description"] == "You do not hold the admin role; ask an administrator for it."
 
@@ -146,14 +148,16 @@ def test_a_sign_in_without_our_own_passkey_is_refused(admin: Admin) -> None:
     """A password is no passkey; nor is an upstream provider's word that its user held a key
     (``hwk``, ``swk``: an authenticator app's push is one), which is not ours to vouch for
     and which its silent single sign-on would give without anyone present."""
-    directory_service.set_password(admin.user.id, "a long enough passphrase", actor="test")
+    directory_service.set_password(admin.user.id, "a long enough passphrase",
+                                   origin=RequestOrigin(actor="test"))
     for amr in (["pwd"], ["hwk"], ["swk"], ["fed", "hwk"]):
         refused = admin.call("GET", "/me", token=console_token(admin, amr=amr))
         assert_error(refused, 403, "passkey_required")
 
 
 def test_a_disabled_admins_token_is_refused(admin: Admin) -> None:
-    directory_service.set_status(admin.user.id, "disabled", actor="test")
+    Admin(admin.service)  # another administrator: the last one cannot be disabled
+    directory_service.set_status(admin.user.id, "disabled", origin=RequestOrigin(actor="test"))
     assert_error(admin.call("GET", "/users"), 401, "user_inactive")
 
 
@@ -161,8 +165,10 @@ def test_people_are_found_by_username_or_address_prefix_or_id_a_page_at_a_time(
         admin: Admin) -> None:
     for number in range(5):
         directory_service.create_user(username=f"zed{number}",
-                                      attributes={"email": f"Z{number}@Example.com"})
-    directory_service.create_user(username="yolanda", attributes={"email": "zed@example.org"})
+                                      attributes={"email": f"Z{number}@Example.com"},
+                                      origin=TEST_ORIGIN)
+    directory_service.create_user(username="yolanda", attributes={"email": "zed@example.org"},
+                                  origin=TEST_ORIGIN)
     first = admin.ok("GET", "/users", q="ZED", limit="2")
     assert [item["username"] for item in first["items"]] == ["zed0", "zed1"]
     pages = [first]
@@ -187,7 +193,8 @@ def found_by_prefixes(admin: Admin) -> None:
     collation sorts before letters and digits, and after ``-`` and ``.``."""
     for username in ("liz", "lizzy", "bob-x", "bob.x", "bob_x", "user90"):
         directory_service.create_user(username=username,
-                                      attributes={"email": f"{username}@example.com"})
+                                      attributes={"email": f"{username}@example.com"},
+                                      origin=TEST_ORIGIN)
     for prefix, usernames in (("liz", ["liz", "lizzy"]), ("bob_", ["bob_x"]),
                               ("user9", ["user90"]), ("bob", ["bob-x", "bob.x", "bob_x"])):
         page = admin.ok("GET", "/users", q=prefix)
@@ -247,11 +254,13 @@ def test_an_admin_creates_invites_disables_and_enables_a_person(admin: Admin) ->
 
 def test_an_admin_changes_a_persons_type_unit_and_attributes_and_grants_roles(
         admin: Admin) -> None:
-    directory_service.create_ou(handle="staff", name="Staff", actor="test")
-    directory_service.create_user_type(name="employee", ou="staff", actor="test", schema={
+    directory_service.create_ou(handle="staff", name="Staff", origin=RequestOrigin(actor="test"))
+    directory_service.create_user_type(name="employee", ou="staff",
+                                       origin=RequestOrigin(actor="test"), schema={
         "email": {"type": "string"}, "badge": {"type": "number", "required": True}})
-    roles_service.create_role(name="editors", scopes=["edit"], actor="test")
-    bob = directory_service.create_user(username="bob", attributes={"email": "bob@example.com"})
+    roles_service.create_role(name="editors", scopes=["edit"], origin=RequestOrigin(actor="test"))
+    bob = directory_service.create_user(username="bob", attributes={"email": "bob@example.com"},
+                                        origin=TEST_ORIGIN)
     choices = admin.ok("GET", "/directory")
     assert {"name": "employee", "schema": {"email": {"type": "string"}, "badge": {
         "type": "number", "required": True}}} in choices["userTypes"]
@@ -331,7 +340,8 @@ def test_changing_or_inviting_a_person_needs_a_recent_sign_in(admin: Admin) -> N
     """A PATCH sets the address recovery mail goes to, or locks the person out; an
     invitation adds a passkey to their account: a console token whose sign-in is older
     than the step-up window does neither."""
-    bob = directory_service.create_user(username="bob", attributes={"email": "bob@example.com"})
+    bob = directory_service.create_user(username="bob", attributes={"email": "bob@example.com"},
+                                        origin=TEST_ORIGIN)
     stale = console_token(admin, amr=["passkey"],
                           signed_in_ago=admin.service.config.admin.step_up_seconds + 60)
     assert admin.call("GET", f"/users/{bob.id}", token=stale).status_code == 200

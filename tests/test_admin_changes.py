@@ -31,6 +31,7 @@ from identityctl.services.catalog.applications import application_templates
 from identityctl.services.context import ServiceContext
 from identityctl.services.delivery import webhooks
 from identityctl.services.directory import roles
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import audit, db
 from identityctl.store import changes as store_changes
 from identityctl.store.models import ProposedChange
@@ -147,7 +148,7 @@ def test_an_assistant_proposes_and_only_a_passkey_approval_applies_it(
     assert refused.status_code == 400 and refused.json()["code"] == "approval_mismatch"
 
     hook = "https://hooks.example.com/changes"
-    webhooks.add_subscription(url=hook, events=["change.*"], actor="test")
+    webhooks.add_subscription(url=hook, events=["change.*"], origin=RequestOrigin(actor="test"))
     asked, approval = assertion_for(admin, change["id"])
     challenge = codec.decode(asked["publicKeyCredentialRequestOptions"]["challenge"],
                              field="challenge")
@@ -217,7 +218,7 @@ def test_an_expired_change_cannot_be_approved(approving: Service) -> None:
     assert refused.status_code == 409 and refused.json()["code"] == "change_not_pending"
     with pytest.raises(Conflict):
         changes.approve_on_host(ServiceContext.for_config(approving.config), change_id,
-                                actor="cli")
+                                origin=RequestOrigin(actor="cli"))
     assert "late-notes" not in client_ids()
 
 
@@ -228,17 +229,18 @@ def test_a_change_the_deployment_moved_away_from_is_refused_whole(approving: Ser
     document = spa("Moving notes")
 
     def make() -> None:
-        catalog.themes.create_theme(handle="notes-theme", display_name="Notes", actor="mcp:x")
-        catalog.applications.create_application(document, actor="mcp:x")
+        catalog.themes.create_theme(handle="notes-theme", display_name="Notes",
+                                    origin=RequestOrigin(actor="mcp:x"))
+        catalog.applications.create_application(document, origin=RequestOrigin(actor="mcp:x"))
 
     change = changes.propose(ctx, summary="theme and application", make=make,
-                             client_id=MCP_CLIENT, author="mcp:x")
+                             client_id=MCP_CLIENT, origin=RequestOrigin(actor="mcp:x"))
     assert {item["key"] for item in change.diff} == {"notes-theme", "moving-notes"}
     # Meanwhile somebody makes the application, otherwise.
     catalog.applications.create_application({**document, "description": "by hand"},
-                                            actor="test")
+                                            origin=RequestOrigin(actor="test"))
     with pytest.raises(Conflict) as refused:
-        changes.approve_on_host(ctx, change.id, actor="cli")
+        changes.approve_on_host(ctx, change.id, origin=RequestOrigin(actor="cli"))
     assert refused.value.code == "change_conflict"
     assert "notes-theme" not in {theme["handle"] for theme in catalog.themes.list_themes()}
     made = catalog.applications.require_application_by_client_id("moving-notes")
@@ -251,15 +253,16 @@ def test_a_change_the_deployment_moved_away_from_is_refused_whole(approving: Ser
 def test_of_two_concurrent_approvals_one_wins(approving: Service) -> None:
     ctx = ServiceContext.for_config(approving.config)
     change = changes.propose(
-        ctx, summary="create role", client_id=MCP_CLIENT, author="mcp:x",
-        make=lambda: roles.create_role(name="auditors", scopes=["audit"], actor="mcp:x"))
+        ctx, summary="create role", client_id=MCP_CLIENT, origin=RequestOrigin(actor="mcp:x"),
+        make=lambda: roles.create_role(name="auditors", scopes=["audit"],
+                                       origin=RequestOrigin(actor="mcp:x")))
     outcomes: list[str] = []
     start = threading.Barrier(2)
 
     def approve() -> None:
         start.wait()
         try:
-            changes.approve_on_host(ctx, change.id, actor="cli")
+            changes.approve_on_host(ctx, change.id, origin=RequestOrigin(actor="cli"))
             outcomes.append("approved")
         except IdentityError as error:
             outcomes.append(error.code)
@@ -283,8 +286,10 @@ def test_one_client_has_at_most_twenty_changes_waiting(approving: Service) -> No
 
     def propose(client_id: str, role: str) -> store_changes.ChangeRecord:
         return changes.propose(
-            ctx, summary=f"create role {role}", client_id=client_id, author="mcp:x",
-            make=lambda: roles.create_role(name=role, scopes=["audit"], actor="mcp:x"))
+            ctx, summary=f"create role {role}", client_id=client_id,
+            origin=RequestOrigin(actor="mcp:x"),
+            make=lambda: roles.create_role(name=role, scopes=["audit"],
+                                           origin=RequestOrigin(actor="mcp:x")))
 
     waiting = [propose(MCP_CLIENT, f"role-{number}") for number in range(20)]
     with pytest.raises(Conflict) as refused:
@@ -292,7 +297,7 @@ def test_one_client_has_at_most_twenty_changes_waiting(approving: Service) -> No
     assert refused.value.code == "too_many_pending_changes"
     assert store_changes.pending_of(MCP_CLIENT, now=time.time()) == 20
     propose("another-client", "theirs")
-    changes.reject(waiting[0].id, actor="cli")
+    changes.reject(waiting[0].id, origin=RequestOrigin(actor="cli"))
     propose(MCP_CLIENT, "after-a-decision")
 
 

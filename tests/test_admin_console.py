@@ -24,12 +24,14 @@ from identityctl.security.usernames import username_key
 from identityctl.services import catalog
 from identityctl.services.directory import roles, users
 from identityctl.services.directory.users import DEFAULT_OU, DEFAULT_USER_TYPE
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import audit, db, directory, sessions
 from identityctl.store.models import User, new_id
 from identityctl.ui import admin_page
 from identityctl.ui.pages import PAGE_CSP
 from tests.conftest import Service, deployment_with
 from tests.support.browser import ARTIFACTS, PasskeyPage, needs_chromium
+from tests.support.origins import TEST_ORIGIN
 from tests.test_accessibility import AXE
 from tests.test_account import Account
 from tests.test_admin_api_users import Admin
@@ -235,11 +237,12 @@ def fits_the_width(page: Any) -> bool:
 def test_an_admin_edits_a_person_and_gives_and_takes_a_role_at_a_phones_width(
         browser: Any, service: Service) -> None:
     seed_users(60)
-    users.create_ou(handle="staff", name="Staff", actor="test")
-    users.create_user_type(name="employee", ou="staff", actor="test", schema={
+    users.create_ou(handle="staff", name="Staff", origin=RequestOrigin(actor="test"))
+    users.create_user_type(name="employee", ou="staff", origin=RequestOrigin(actor="test"), schema={
         "email": {"type": "string"}, "badge": {"type": "number"}})
-    roles.create_role(name="editors", scopes=["edit"], actor="test")
-    bob = users.create_user(username="bob", attributes={"email": "bob@example.com"})
+    roles.create_role(name="editors", scopes=["edit"], origin=RequestOrigin(actor="test"))
+    bob = users.create_user(username="bob", attributes={"email": "bob@example.com"},
+                            origin=TEST_ORIGIN)
     console = Console(browser, Admin(service))  # a phone's width
     page = console.page
     console.open()
@@ -279,7 +282,7 @@ def test_an_application_is_edited_and_gets_a_new_secret_shown_once(
     server = catalog.applications.application_templates()["Server"] | {"name": "Team wiki"}
     server.pop("themeId")  # the default theme
     server["inboundAuthConfig"][0]["config"]["redirectUris"] = ["https://wiki.example.com/callback"]
-    made, _ = catalog.applications.create_application(server, actor="test")
+    made, _ = catalog.applications.create_application(server, origin=RequestOrigin(actor="test"))
     console = Console(browser, Admin(service))  # a phone's width
     page = console.page
     console.open("#/applications")

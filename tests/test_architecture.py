@@ -110,3 +110,13 @@ def test_every_package_is_in_the_outer_layering_and_the_architecture_doc() -> No
         if room.is_dir() and (room / "__init__.py").exists():
             assert f"services/{room.name}/" in drawn, \
                 f"docs/architecture.md does not name services/{room.name}/"
+
+
+def test_services_take_who_acted_as_a_value_not_from_a_context_variable() -> None:
+    """Who acted, from which address and in which request reach the services as one
+    ``RequestOrigin`` argument (docs/architecture.md): no module of services/ keeps a context
+    variable or reads the log's request id."""
+    readers = [str(path.relative_to(ROOT)) for path in (PACKAGE / "services").rglob("*.py")
+               if re.search(r"\bContextVar\b|current_request_id|get_access_token",
+                            path.read_text())]
+    assert readers == []

@@ -26,6 +26,7 @@ from tests.support.authenticator import SoftAuthenticator, b64url
 from tests.support.flows import FlowClient
 from tests.support.mcp_clients import ADMIN_SUBJECT, call, mcp_session, run
 from tests.support.oauth import OAuthDriver, basic_auth, register_client
+from tests.support.origins import TEST_ORIGIN
 from tests.support.passkeys import PasskeyClient
 from tests.test_flow_execution import make_application
 
@@ -106,7 +107,7 @@ def test_a_refused_registration_is_a_failure_event(passkeys: PasskeyClient) -> N
 
 def test_flow_password_sign_in_and_its_failure(service: Service) -> None:
     username = f"pw-{uuid.uuid4().hex[:8]}"
-    user = directory.create_user(username=username, password=PASSWORD)
+    user = directory.create_user(username=username, password=PASSWORD, origin=TEST_ORIGIN)
     application = make_application()
     flow = FlowClient(service, application["id"])
     t0 = since_now()
@@ -326,7 +327,8 @@ def test_mcp_admin_changes_are_audited_with_the_caller(service: Service,
     assert event["actor"] == expected
 
 
-def test_mcp_changes_over_http_name_the_client_address(service: Service) -> None:
+def test_mcp_changes_over_http_name_the_client_address_and_the_request(service: Service
+                                                                        ) -> None:
     t0 = since_now()
 
     async def opened() -> dict[str, Any]:
@@ -336,7 +338,8 @@ def test_mcp_changes_over_http_name_the_client_address(service: Service) -> None
                               {**templates["M2M"], "name": f"mcp {uuid.uuid4().hex[:8]}"})
 
     run(opened())
-    assert the_event("application.create", t0)["clientAddress"] == LOCAL
+    event = the_event("application.create", t0)
+    assert event["clientAddress"] == LOCAL and event["requestId"]
 
 
 # --- reading and pruning the log ---------------------------------------------------------------

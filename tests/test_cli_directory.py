@@ -13,6 +13,7 @@ import pytest
 from identityctl.security.passwords import verify_password
 from identityctl.services.directory import users as directory_service
 from identityctl.store import audit, directory
+from tests.support.origins import TEST_ORIGIN
 
 Cli = Callable[..., Any]
 PASSWORD = "correct horse battery staple"
@@ -136,7 +137,7 @@ def test_disable_enable_and_unlock(cli: Cli) -> None:
     assert ok_json(cli, "user", "disable", "alice")["status"] == "disabled"
     assert error_code(cli, "user", "unlock", "alice") == "account_disabled"
     assert ok_json(cli, "user", "enable", "alice")["status"] == "active"
-    directory_service.set_status("alice", "locked")
+    directory_service.set_status("alice", "locked", origin=TEST_ORIGIN)
     assert ok_json(cli, "user", "unlock", "alice")["status"] == "active"
 
 

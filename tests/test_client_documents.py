@@ -21,6 +21,7 @@ from tests.conftest import Service, added_applications, start_service
 from tests.support.https import Answer, Publisher, https_publisher
 from tests.support.oauth import OAuthDriver, RegisteredClient, assert_oauth_error
 from tests.support.openid_client import ec_key, public
+from tests.support.origins import TEST_ORIGIN
 from tests.test_private_key_jwt import assertion
 
 PATH = "/clients/cli.json"
@@ -114,7 +115,8 @@ def test_a_document_may_name_the_clients_keys_and_its_code_needs_its_signature(
     publisher.routes[PATH] = serving(document(publisher), **{"Cache-Control": "no-store"})
     described = catalog.applications.require_application_by_client_id(client.client_id)
     catalog.applications.update_application(described, marks={"clientDocument": True,
-                                                 "documentExpiresAt": 0})  # a minute later
+                                                 "documentExpiresAt": 0},
+                                            origin=TEST_ORIGIN)  # a minute later
     assert "how the client authenticates" in _refusal(service, client.client_id)
     assert catalog.applications.oauth_config(catalog.applications.require_application_by_client_id(
         client.client_id))["publicClient"] is False

@@ -17,6 +17,7 @@ import requests
 from identityctl.oauth.consent import ConsentRequest, consent_required
 from identityctl.services import catalog
 from identityctl.services.directory import roles
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import audit
 from identityctl.store import grants as grant_store
 from tests.conftest import Service, start_service
@@ -136,9 +137,9 @@ def test_a_role_taken_away_while_the_question_is_open_still_refuses(
         'registration_scopes = ["openid", "system"]'})
     try:
         client, person = self_registered(service), Person(service)
-        roles.grant_role(person.user.id, "admin", actor="test")
+        roles.grant_role(person.user.id, "admin", origin=RequestOrigin(actor="test"))
         auth_id, answer = person.signs_in_for(client, scope="openid system")
-        roles.revoke_role(person.user.id, "admin", actor="test")
+        roles.revoke_role(person.user.id, "admin", origin=RequestOrigin(actor="test"))
         decided = person.decides(auth_id, answer["consentToken"], "allow")
         back = query_of(decided.json()["redirect_uri"])
         assert back["error"] == "access_denied" and "no role" in decided.json()["refused"]

@@ -25,6 +25,7 @@ from identityctl.oauth.grants.device_code import (
 )
 from identityctl.services import catalog
 from identityctl.services.directory import users as directory
+from identityctl.services.origin import RequestOrigin
 from identityctl.store.models import DeviceAuthorization
 from tests.conftest import Service, start_service
 from tests.support.browser import PasskeyPage, needs_chromium
@@ -35,6 +36,7 @@ from tests.support.oauth import (
     register_client,
 )
 from tests.support.openid_client import needs_openid_client, step
+from tests.support.origins import TEST_ORIGIN
 from tests.test_account import Account
 from tests.test_oauth_server import allow_only
 
@@ -211,7 +213,7 @@ def test_a_client_needs_the_grant_and_the_scope(service: Service) -> None:
 def test_a_person_without_the_role_cannot_approve(service: Service) -> None:
     from identityctl.services.directory import roles
 
-    roles.create_role(name="tv-admin", scopes=["tv:admin"])
+    roles.create_role(name="tv-admin", scopes=["tv:admin"], origin=TEST_ORIGIN)
     device = register_client("SPA", grantTypes=[GRANT], scopes=["openid", "tv:admin"])
     started = start_device(service, device, scope="openid tv:admin").json()
     answered = Account(service).ok("POST", "/device", {"userCode": started["user_code"],
@@ -228,7 +230,7 @@ def test_a_person_whose_type_the_application_no_longer_allows_gets_no_tokens(
     started = start_device(service, device).json()
     assert Account(service).ok("POST", "/device", {"userCode": started["user_code"],
                                                    "decision": "allow"}) == {"approved": True}
-    directory.create_user_type(name="contractor", actor="test")
+    directory.create_user_type(name="contractor", origin=RequestOrigin(actor="test"))
     allow_only(device, "contractor")
     assert_oauth_error(poll(service, device, started["device_code"]), 400, "invalid_grant",
                        "user_type_not_allowed")
@@ -268,7 +270,7 @@ def test_an_older_deployment_gains_the_device_page_and_keeps_its_changes(
     own = "https://intranet.example/account-callback"  # an admin's addition
     catalog.applications.update_application({
         **account, "inboundAuthConfig": [{"type": "oauth2", "config": {
-        **settings, "redirectUris": [service.url("/account"), own]}}]})
+        **settings, "redirectUris": [service.url("/account"), own]}}]}, origin=TEST_ORIGIN)
     assert bootstrap.seed(service.config) == [
         "application 'identityctl-account' (its new redirect URIs)"]
     assert catalog.applications.oauth_config(catalog.applications.require_application_by_client_id(

@@ -34,12 +34,14 @@ from identityctl.services.accounts import federation
 from identityctl.services.context import ServiceContext
 from identityctl.services.delivery import mail
 from identityctl.services.directory import users as directory
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import audit, db, outbox
 from identityctl.store import recovery as recovery_store
 from identityctl.store.identity_providers import ProviderRecord
 from identityctl.store.models import OutboxMessage, User
 from tests.conftest import Service, deployment_mailing_to
 from tests.support.flows import FlowClient
+from tests.support.origins import TEST_ORIGIN
 from tests.support.smtp import SmtpServer, code_in, smtp_server
 from tests.test_federation import GitHubStandIn, send_json
 from tests.test_flow_execution import PASSWORD, make_application, new_username
@@ -194,7 +196,8 @@ def github(deployment: Service) -> Iterator[ProviderRecord]:
     base = f"http://127.0.0.1:{stand_in.server_address[1]}"
     yield federation.add_provider(
         ServiceContext.for_config(deployment.config), kind="github", client_id="gh-client",
-        client_secret="gh-secret", web_url=base, api_url=f"{base}/api", actor="test")
+        client_secret="gh-secret", web_url=base, api_url=f"{base}/api",
+                                  origin=RequestOrigin(actor="test"))
     stand_in.shutdown()
 
 
@@ -214,7 +217,7 @@ def test_an_unproven_address_does_not_stop_its_owner_signing_in_through_a_provid
         deployment: Service, github: ProviderRecord) -> None:
     address = f"mona-{uuid.uuid4().hex[:6]}@example.com"
     squatter = directory.create_user(username=new_username(), password=PASSWORD,
-                                     attributes={"email": address})
+                                     attributes={"email": address}, origin=TEST_ORIGIN)
     done = federated_sign_in(deployment, github, (600_001, address))
     assert done["flowStatus"] == "COMPLETE", done  # not federated_link_required
     owner_id = jwt.decode(done["assertion"], options={"verify_signature": False})["sub"]

@@ -32,6 +32,7 @@ from identityctl.services import catalog
 from identityctl.services.accounts import federation
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import users as directory
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import audit as audit_store
 from identityctl.store import identity_providers as provider_store
 from identityctl.store import recovery as recovery_store
@@ -40,6 +41,7 @@ from tests.support.authenticator import SoftAuthenticator
 from tests.support.browser import PasskeyPage, sign_in_with_password
 from tests.support.flows import FlowClient
 from tests.support.logout import sign_out_in_the_browser
+from tests.support.origins import TEST_ORIGIN
 from tests.support.passkeys import PasskeyClient
 from tests.support.processes import stop, wait_for_health
 from tests.test_cli_process import identityctl
@@ -102,7 +104,7 @@ def shop(service: Service) -> dict[str, Any]:
     document = catalog.applications.application_templates()["SPA"]
     document["inboundAuthConfig"][0]["config"]["redirectUris"] = [REDIRECT_URI]
     document.update(name="Shop", themeId=catalog.themes.list_themes()[0]["id"])
-    return catalog.applications.create_application(document)[0]
+    return catalog.applications.create_application(document, origin=TEST_ORIGIN)[0]
 
 
 def add_upstream(service: Service, upstream: Upstream, **extra: str) -> Any:
@@ -111,7 +113,7 @@ def add_upstream(service: Service, upstream: Upstream, **extra: str) -> Any:
         ServiceContext.for_config(service.config), kind="oidc", issuer=upstream.url,
         client_id=client["inboundAuthConfig"][0]["config"]["clientId"],
         client_secret=client["clientSecret"], handle="corp", name="Example Corp",
-        actor="test", **extra)
+        origin=RequestOrigin(actor="test"), **extra)
 
 
 class Person:
@@ -182,7 +184,7 @@ def test_a_first_sign_in_makes_a_user_and_the_next_finds_the_same_one(
 
 def _account_with_confirmed_address(address: str) -> Any:
     user = directory.create_user(username=f"lena-{uuid.uuid4().hex[:6]}", password=PASSWORD,
-                                 attributes={"email": address})
+                                 attributes={"email": address}, origin=TEST_ORIGIN)
     recovery_store.mark_verified(user.id, address)
     return user
 
@@ -234,7 +236,8 @@ def test_a_parked_federated_sign_in_sent_to_someone_else_links_nothing_to_them(
     parked_link = mallory.page.url
     assert "executionId=" in parked_link
 
-    victim = directory.create_user(username=f"vic-{uuid.uuid4().hex[:6]}", password=PASSWORD)
+    victim = directory.create_user(username=f"vic-{uuid.uuid4().hex[:6]}", password=PASSWORD,
+                                   origin=TEST_ORIGIN)
     tab = PasskeyPage(browser)  # her own browser: none of his cookies
     try:
         Browser(service, shop, tab, "victim")  # the shop's redirect URI answers in the tab
@@ -426,10 +429,11 @@ def test_github_maps_its_numeric_id_and_verified_primary_address(service: Servic
     try:
         provider = federation.add_provider(
             ServiceContext.for_config(service.config), kind="github", client_id="gh-client",
-            client_secret="gh-secret", web_url=base, api_url=f"{base}/api", actor="test")
+            client_secret="gh-secret", web_url=base, api_url=f"{base}/api",
+                                           origin=RequestOrigin(actor="test"))
         flows = FlowClient(service, catalog.applications.create_application({
             **catalog.applications.application_templates()["SPA"], "name": "GitHub shop",
-            "themeId": catalog.themes.list_themes()[0]["id"]})[0]["id"])
+            "themeId": catalog.themes.list_themes()[0]["id"]}, origin=TEST_ORIGIN)[0]["id"])
         step = flows.start()
         assert json.loads(step["data"]["additionalData"]["identityProviders"]) == [
             {"id": provider.id, "name": "GitHub", "kind": "github"}]

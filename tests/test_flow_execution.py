@@ -22,6 +22,7 @@ from identityctl.store.models import FlowExecution
 from tests.conftest import Service
 from tests.support.authenticator import b64url
 from tests.support.flows import FlowClient
+from tests.support.origins import TEST_ORIGIN
 
 PASSWORD = "correct horse battery"
 
@@ -34,7 +35,7 @@ def make_application(*, auth: str = "default-basic-passkey-flow",
     document["inboundAuthConfig"][0]["config"]["redirectUris"] = ["https://app.example/cb"]
     document.update(name=f"app-{uuid.uuid4().hex[:8]}", authFlowId=auth,
                     registrationFlowId=registration, isRegistrationFlowEnabled=sign_up, **fields)
-    return catalog.applications.create_application(document)[0]
+    return catalog.applications.create_application(document, origin=TEST_ORIGIN)[0]
 
 
 @pytest.fixture
@@ -146,7 +147,7 @@ def test_password_sign_in_and_the_passkey_only_flow(service: Service, flow: Flow
 
 def test_the_password_only_flow(service: Service) -> None:
     username = new_username()
-    directory.create_user(username=username, password=PASSWORD)
+    directory.create_user(username=username, password=PASSWORD, origin=TEST_ORIGIN)
     client = FlowClient(service, make_application(auth="default-basic-flow")["id"])
     assert [i["identifier"] for i in client.start()["data"]["inputs"]] == ["username",
                                                                           "password"]
@@ -159,7 +160,7 @@ def test_a_name_without_passkeys_gets_a_challenge_like_any_other_and_may_use_a_p
     challenges are tested in test_lockout_resistance.py); the person's browser finds no
     passkey, and the step offers the password instead."""
     known = new_username()
-    directory.create_user(username=known, password=PASSWORD)
+    directory.create_user(username=known, password=PASSWORD, origin=TEST_ORIGIN)
     answers = []
     for username in (known, "nobody-" + uuid.uuid4().hex[:6]):
         flow.start()
@@ -198,7 +199,7 @@ def test_a_ceremony_from_an_origin_not_allowed_is_refused(flow: FlowClient) -> N
 
 def test_wrong_password_and_unknown_user_answer_alike(flow: FlowClient) -> None:
     username = new_username()
-    directory.create_user(username=username, password=PASSWORD)
+    directory.create_user(username=username, password=PASSWORD, origin=TEST_ORIGIN)
 
     def attempt(name: str) -> tuple[dict[str, Any], float]:
         flow.start()
@@ -222,7 +223,7 @@ def test_wrong_password_and_unknown_user_answer_alike(flow: FlowClient) -> None:
 def test_repeated_wrong_passwords_are_throttled_per_account(service: Service,
                                                           flow: FlowClient) -> None:
     username = new_username()
-    directory.create_user(username=username, password=PASSWORD)
+    directory.create_user(username=username, password=PASSWORD, origin=TEST_ORIGIN)
     for _ in range(service.config.security.max_failures_per_account):
         flow.start()
         assert flow.act("password", username=username, password="nope-nope")[
@@ -243,7 +244,7 @@ def test_repeated_wrong_passwords_are_throttled_per_account(service: Service,
 
 def test_a_completed_execution_cannot_be_replayed(flow: FlowClient) -> None:
     username = new_username()
-    directory.create_user(username=username, password=PASSWORD)
+    directory.create_user(username=username, password=PASSWORD, origin=TEST_ORIGIN)
     flow.start()
     flow.act("password", username=username, password=PASSWORD)
     replay = flow.call({"executionId": flow.execution_id, "action": "password",
@@ -296,7 +297,7 @@ def test_sign_up_is_refused_when_the_application_does_not_allow_it(service: Serv
 
 def test_sign_up_problems_show_the_form_again(flow: FlowClient) -> None:
     taken = new_username()
-    directory.create_user(username=taken)
+    directory.create_user(username=taken, origin=TEST_ORIGIN)
     flow.start("REGISTRATION")
     assert flow.act("signup", username=taken, password=PASSWORD)["failureReason"] == \
         "username_taken"
@@ -309,7 +310,7 @@ def test_sign_up_problems_show_the_form_again(flow: FlowClient) -> None:
 def test_concurrent_continuations_advance_the_execution_once(flow: FlowClient,
                                                              service: Service) -> None:
     username = new_username()
-    directory.create_user(username=username, password=PASSWORD)
+    directory.create_user(username=username, password=PASSWORD, origin=TEST_ORIGIN)
     flow.start()
     body = {"executionId": flow.execution_id, "action": "password",
             "inputs": {"username": username, "password": PASSWORD}}

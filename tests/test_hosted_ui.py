@@ -31,6 +31,7 @@ from tests.support.browser import (
     sign_in_with_password,
 )
 from tests.support.oauth import OAuthDriver, RegisteredClient, query_of
+from tests.support.origins import TEST_ORIGIN
 from tests.support.passkeys import PasskeyClient
 
 pytestmark = needs_chromium
@@ -52,11 +53,12 @@ def demo_app(service: Service) -> dict[str, Any]:
                "typography": {"fontFamily": "Georgia, serif"},
                "branding": {"productName": "Demo Shop", "logo": LOGO,
                             "termsUrl": "https://demo-client.example/terms",
-                            "privacyUrl": "https://demo-client.example/privacy"}})
+                            "privacyUrl": "https://demo-client.example/privacy"}},
+                                        origin=TEST_ORIGIN)
     document = catalog.applications.application_templates()["SPA"]
     document["inboundAuthConfig"][0]["config"]["redirectUris"] = [REDIRECT_URI]
     document.update(name="Demo shop", themeId=theme["id"], isRegistrationFlowEnabled=True)
-    return catalog.applications.create_application(document)[0]
+    return catalog.applications.create_application(document, origin=TEST_ORIGIN)[0]
 
 
 class Browser:
@@ -212,7 +214,7 @@ def test_the_application_theme_is_applied(user_browser: Browser) -> None:
 def test_a_cancelled_passkey_explains_itself(user_browser: Browser, service: Service) -> None:
     ui = user_browser
     username = f"bob-{uuid.uuid4().hex[:6]}"
-    directory.create_user(username=username, password=PASSWORD)
+    directory.create_user(username=username, password=PASSWORD, origin=TEST_ORIGIN)
     ui.authorize()
     ui.click("Continue")  # no name: any passkey of this device; it holds none
     ui.page.get_by_role("alert").filter(has_text="passkey").wait_for()
@@ -226,7 +228,7 @@ def test_a_cancelled_passkey_explains_itself(user_browser: Browser, service: Ser
 
 def password_user() -> Any:
     username = f"eve-{uuid.uuid4().hex[:6]}"
-    return directory.create_user(username=username, password=PASSWORD)
+    return directory.create_user(username=username, password=PASSWORD, origin=TEST_ORIGIN)
 
 
 def test_enter_in_the_password_field_signs_in_with_the_password(user_browser: Browser) -> None:
@@ -336,7 +338,7 @@ def test_passkey_only_sign_up_is_one_step_and_gives_an_id_token_with_amr(user_br
     application = catalog.applications.get_application(ui.app["id"])
     passkey_only = catalog.flows.require_flow_by_handle("default-passkey-flow", "REGISTRATION")
     catalog.applications.update_application(
-        {**application, "registrationFlowId": passkey_only["id"]})
+        {**application, "registrationFlowId": passkey_only["id"]}, origin=TEST_ORIGIN)
     ui.authorize()
     ui.page.get_by_role("link", name="Create an account").click()
     ui.wait_for_step("Continue")

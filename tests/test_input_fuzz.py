@@ -41,6 +41,7 @@ from identityctl.store.models import CeremonySession, PasskeyCredential
 from tests.conftest import Service, free_port
 from tests.support.authenticator import SoftAuthenticator, b64url, b64url_decode
 from tests.support.flows import FlowClient, credential_inputs
+from tests.support.origins import TEST_ORIGIN
 from tests.support.passkeys import PasskeyClient
 from tests.support.threads import served_in_thread
 from tests.test_flow_execution import make_application
@@ -331,7 +332,7 @@ def test_fuzzed_sign_in_finish_never_fails_the_server_nor_changes_the_credential
 def flow_app(service: Service) -> tuple[str, str]:
     """An application on the default flow and a user who signs in with a password."""
     username = f"fuzz-{uuid.uuid4().hex[:8]}"
-    directory.create_user(username=username, password=PASSWORD)
+    directory.create_user(username=username, password=PASSWORD, origin=TEST_ORIGIN)
     return make_application()["id"], username
 
 

@@ -25,6 +25,7 @@ from tests.conftest import Service, start_service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.flows import FlowClient
 from tests.support.oauth import register_client
+from tests.support.origins import TEST_ORIGIN
 from tests.support.passkeys import PasskeyClient, assert_error
 from tests.test_flow_execution import PASSWORD, make_application, new_username, sign_up
 from tests.test_oauth_throttle import session_from, token_request, works
@@ -62,7 +63,7 @@ def app(service: Service) -> dict[str, Any]:
 def test_wrong_passwords_from_one_address_do_not_lock_the_user_out_elsewhere(
         service: Service, app: dict[str, Any]) -> None:
     username = new_username()
-    directory.create_user(username=username, password=PASSWORD)
+    directory.create_user(username=username, password=PASSWORD, origin=TEST_ORIGIN)
     attacker = flow_from(service, ATTACKER, app["id"])
     answers = [password_attempt(attacker, username.upper(), "wrong")["status"]
                for _ in range(service.config.security.max_failures_per_account + 2)]
@@ -192,7 +193,7 @@ def test_unknown_and_passkeyless_usernames_look_like_users_with_passkeys(
         service: Service, app: dict[str, Any]) -> None:
     with_passkey, without = new_username(), new_username()
     sign_up(FlowClient(service, app["id"]), with_passkey)
-    directory.create_user(username=without, password=PASSWORD)
+    directory.create_user(username=without, password=PASSWORD, origin=TEST_ORIGIN)
     unknown = "nobody-" + uuid.uuid4().hex[:8]
     answers = {name: challenge_for(service, app, name)
                for name in (with_passkey, without, unknown)}

@@ -41,6 +41,7 @@ from typer.testing import CliRunner
 from identityctl.cli.main import app as cli_app
 from identityctl.services import catalog
 from identityctl.services.directory import roles as roles_service
+from identityctl.services.origin import RequestOrigin
 from tests.conftest import Service, start_service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.browser import PasskeyPage, chromium, needs_chromium
@@ -117,7 +118,7 @@ def sign_in_in_the_browser(service: Service, url: str, person: Person) -> dict[s
     passkeys = PasskeyClient(service)
     user = passkeys.new_user(email=f"ada-{uuid.uuid4().hex[:8]}@example.com")
     for role in person.roles:
-        roles_service.grant_role(user.id, role, actor="test")
+        roles_service.grant_role(user.id, role, origin=RequestOrigin(actor="test"))
     authenticator = SoftAuthenticator()
     passkeys.enrolled(user, authenticator)
     with chromium() as browser:

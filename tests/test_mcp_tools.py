@@ -25,6 +25,7 @@ from identityctl.services.accounts import sessions as sessions_service
 from identityctl.services.catalog.applications import THEME_PLACEHOLDER
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import users as directory_service
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import audit, catalog
 from tests.conftest import Service
 from tests.support.mcp_clients import (
@@ -39,6 +40,7 @@ from tests.support.mcp_clients import (
     run,
     signup_flow,
 )
+from tests.support.origins import TEST_ORIGIN
 
 TOOL_NAMES = ALL_TOOLS
 WRITING_TOOLS = {"svc_create_application", "svc_update_application", "svc_create_flow",
@@ -313,7 +315,7 @@ LISTS = {"svc_list_applications": "applications", "svc_list_themes": "themes",
 def test_every_list_tool_pages_and_answers_compact_json(tools: Callable[..., Any]) -> None:
     for number in range(3):
         directory_service.create_ou(handle=f"unit-{number}", name=f"Unit {number}",
-                                    actor="test")
+                                    origin=RequestOrigin(actor="test"))
 
     async def scenario(session: ClientSession) -> None:
         for name, key in LISTS.items():
@@ -413,7 +415,8 @@ def test_changes_are_audited_with_the_mcp_caller(tools: Callable[..., Any],
 
 def test_roles_are_created_given_and_taken_with_the_role_tools(tools: Callable[..., Any],
                                                               transport: Transport) -> None:
-    person = directory_service.create_user(username=f"rota-{transport}", attributes={})
+    person = directory_service.create_user(username=f"rota-{transport}", attributes={},
+                                           origin=TEST_ORIGIN)
 
     async def scenario(session: ClientSession) -> None:
         role = await call(session, "create_role", {
@@ -444,11 +447,11 @@ def test_roles_are_created_given_and_taken_with_the_role_tools(tools: Callable[.
 def test_an_assistant_signs_a_user_out_everywhere(tools: Callable[..., Any],
                                                   service: Service) -> None:
     person = directory_service.create_user(username=f"roam-{uuid.uuid4().hex[:6]}",
-                                           attributes={})
+                                           attributes={}, origin=TEST_ORIGIN)
     context = ServiceContext.for_config(service.config)
     for _ in range(2):
         sessions_service.start(context, user_id=person.id, auth_time=time.time(),
-                               amr=["pwd"], client_address="127.0.0.1")
+                               amr=["pwd"], origin=RequestOrigin(address="127.0.0.1"))
 
     async def scenario(session: ClientSession) -> dict[str, Any]:
         return await call(session, "end_user_sessions", {"user": person.username})

@@ -184,6 +184,7 @@ def test_a_valid_request_keeps_what_the_code_will_be_bound_to() -> None:
     ({"scope": "openid admin"}, InvalidScope),
     ({"prompt": "none login"}, InvalidRequest),
     ({"max_age": "-1"}, InvalidRequest),
+    ({"max_age": "²"}, InvalidRequest),  # a digit to str.isdigit(), not to int()
     ({"request": "eyJ..."}, OAuthError),
 ])
 def test_invalid_requests_are_refused(overrides: dict[str, str | None],

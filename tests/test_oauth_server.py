@@ -15,6 +15,7 @@ from identityctl.oauth.pkce import s256_challenge
 from identityctl.security.tokens import ACCESS_TOKEN_TYP
 from identityctl.services import catalog
 from identityctl.services.directory import users as directory
+from identityctl.services.origin import RequestOrigin
 from identityctl.store.models import AuthorizationCode
 from tests.conftest import Service
 from tests.support.oauth import (
@@ -25,6 +26,7 @@ from tests.support.oauth import (
     query_of,
     register_client,
 )
+from tests.support.origins import TEST_ORIGIN
 
 
 @pytest.fixture
@@ -170,7 +172,7 @@ def test_a_disabled_user_goes_back_with_access_denied(rp: OAuthDriver) -> None:
     link = rp.gate_link(client, code_challenge=s256_challenge("v" * 43),
                         code_challenge_method="S256", state="s")
     user, assertion = rp.signed_in_user()
-    directory.set_status(user.id, "disabled")
+    directory.set_status(user.id, "disabled", origin=TEST_ORIGIN)
     back = query_of(rp.callback(link["authId"], assertion).json()["redirect_uri"])
     assert back["error"] == "access_denied"
     assert "code" not in back
@@ -352,7 +354,7 @@ def test_a_locked_user_cannot_refresh(rp: OAuthDriver) -> None:
     client = register_client("SPA")
     authorization = rp.authorization(client)
     tokens = rp.tokens(authorization)
-    directory.set_status(authorization.user.id, "locked")
+    directory.set_status(authorization.user.id, "locked", origin=TEST_ORIGIN)
     assert_oauth_error(rp.refresh(client, tokens["refresh_token"]), 400, "invalid_grant",
                        "user_inactive")
 
@@ -361,7 +363,8 @@ def allow_only(client: RegisteredClient, user_type: str) -> None:
     """An administrator narrows who may use the client's application (the device grant's
     and token exchange's tests do too)."""
     application = catalog.applications.get_application(client.application_id)
-    catalog.applications.update_application({**application, "allowedUserTypes": [user_type]})
+    catalog.applications.update_application({**application, "allowedUserTypes": [user_type]},
+                                            origin=TEST_ORIGIN)
 
 
 def test_a_user_whose_type_the_application_no_longer_allows_gets_no_tokens(
@@ -376,7 +379,7 @@ def test_a_user_whose_type_the_application_no_longer_allows_gets_no_tokens(
     allow_only(client, person["id"])  # allowed by id: refresh goes on
     refreshed = rp.refresh(client, tokens["refresh_token"])
     assert refreshed.status_code == 200, refreshed.text
-    directory.create_user_type(name="contractor", actor="test")
+    directory.create_user_type(name="contractor", origin=RequestOrigin(actor="test"))
     allow_only(client, "contractor")
     assert_oauth_error(rp.refresh(client, refreshed.json()["refresh_token"]), 400,
                        "invalid_grant", "user_type_not_allowed")

@@ -21,6 +21,7 @@ from identityctl.services import throttle
 from identityctl.services.admin import bootstrap
 from identityctl.services.clients.client import CLIENT_AUTH_ACTION
 from identityctl.services.context import ServiceContext
+from identityctl.services.origin import RequestOrigin
 from identityctl.services.tokens import TokenService
 from identityctl.store import audit
 from tests.conftest import Service, start_service
@@ -161,7 +162,7 @@ def test_failed_passwords_of_a_username_equal_to_a_client_id_do_not_block_the_cl
     client = register_client("M2M")
     for _ in range(service.config.security.max_failures_per_account):
         throttle.record_failure(service_context(service), action="password",
-                                account=client.client_id, client_address="127.0.0.1")
+                                account=client.client_id, origin=RequestOrigin(address="127.0.0.1"))
     assert works(service, client)
 
 

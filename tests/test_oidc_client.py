@@ -33,6 +33,7 @@ from identityctl.services.admin import bootstrap
 from identityctl.services.directory import users as directory
 from tests.conftest import Service, start_service
 from tests.support.oauth import RegisteredClient, query_of, register_client
+from tests.support.origins import TEST_ORIGIN
 
 PASSWORD = "correct horse battery staple"
 SCOPE = "openid profile email"
@@ -105,7 +106,8 @@ class User:
 def user(service: Service) -> User:
     username = f"ada-{uuid.uuid4().hex[:8]}"
     created = directory.create_user(username=username, password=PASSWORD, attributes={
-        "email": f"{username}@example.com", "given_name": "Ada", "family_name": "Lovelace"})
+        "email": f"{username}@example.com", "given_name": "Ada", "family_name": "Lovelace"},
+                                    origin=TEST_ORIGIN)
     return User(username=username, id=created.id)
 
 

@@ -34,11 +34,13 @@ from identityctl.services.accounts import federation
 from identityctl.services.context import ServiceContext
 from identityctl.services.delivery import mail
 from identityctl.services.directory import users as directory
+from identityctl.services.origin import RequestOrigin
 from identityctl.services.outbound import DeliveryFailed
 from identityctl.store import db, outbox
 from identityctl.store.models import OutboxMessage
 from tests.conftest import Service, start_service
 from tests.support.https import Answer, Publisher, https_publisher
+from tests.support.origins import TEST_ORIGIN
 from tests.support.smtp import SmtpServer, smtp_server
 from tests.test_email import queue_test_message
 from tests.test_flow_execution import make_application
@@ -195,7 +197,7 @@ def test_eight_trickling_fetches_at_once_leave_health_and_password_sign_in_answe
         deployment: Service, certificates: tuple[Path, ssl.SSLContext]) -> None:
     """Eight visitors at once (eight addresses) each name a trickling document."""
     username = f"steady-{uuid.uuid4().hex[:6]}"
-    directory.create_user(username=username, password=PASSWORD)
+    directory.create_user(username=username, password=PASSWORD, origin=TEST_ORIGIN)
     application = make_application(auth="default-basic-flow")
     staller = Staller(prefix=JSON_HEADERS, drip=b" " * 4000, tls=certificates[1])
     answers: list[requests.Response] = []
@@ -251,11 +253,11 @@ def federated_callback(service: Service, provider_port: int) -> requests.Respons
         ServiceContext.for_config(service.config), kind="github", client_id="gh-client",
         client_secret="gh-secret", handle=f"gh-{uuid.uuid4().hex[:8]}",
         web_url=f"http://127.0.0.1:{provider_port}",
-        api_url=f"http://127.0.0.1:{provider_port}/api", actor="test")
+        api_url=f"http://127.0.0.1:{provider_port}/api", origin=RequestOrigin(actor="test"))
     application = catalog.applications.create_application({
         **catalog.applications.application_templates()["SPA"],
         "name": f"Federated {uuid.uuid4().hex[:6]}",
-        "themeId": catalog.themes.list_themes()[0]["id"]})[0]
+        "themeId": catalog.themes.list_themes()[0]["id"]}, origin=TEST_ORIGIN)[0]
     with requests.Session() as browser:
         step = browser.post(service.url("/flow/execute"), timeout=PATIENCE, json={
             "applicationId": application["id"], "flowType": "AUTHENTICATION"}).json()
@@ -348,7 +350,8 @@ def test_a_slow_webhook_endpoint_does_not_delay_a_mail(deployment: Service,
     receiver.holding.set()  # the endpoint takes the event and does not answer
     try:
         subscribe(receiver, "user.create")
-        directory.create_user(username=f"hooked-{uuid.uuid4().hex[:6]}", actor="test")
+        directory.create_user(username=f"hooked-{uuid.uuid4().hex[:6]}",
+                              origin=RequestOrigin(actor="test"))
         assert receiver.held.wait(PATIENCE), "the webhook was not delivered"
         to = f"person-{uuid.uuid4().hex[:8]}@example.com"
         queue_test_message(deployment, to)

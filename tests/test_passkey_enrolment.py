@@ -20,6 +20,7 @@ from identityctl.store import passkeys as passkey_store
 from identityctl.store.directory import UserRecord
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator
+from tests.support.origins import TEST_ORIGIN
 from tests.support.passkeys import PasskeyClient, assert_error
 
 
@@ -133,7 +134,7 @@ def test_unusable_accounts_are_refused_on_every_passkey_path(client: PasskeyClie
     with_user_id = client.begin_sign_in(user.id)
     usernameless = client.begin_sign_in()
 
-    directory.set_status(user.id, status)
+    directory.set_status(user.id, status, origin=TEST_ORIGIN)
 
     assert_error(client.register_start(user.id), 403, "account_unavailable")
     assert_error(client.auth_start(user.id), 403, "account_unavailable")
@@ -146,7 +147,7 @@ def test_unusable_accounts_are_refused_on_every_passkey_path(client: PasskeyClie
         assert_error(client.auth_finish(assertion, session_token), 403, "account_unavailable")
     assert len(passkey_store.list_credentials(user.id)) == 1
 
-    directory.set_status(user.id, "active")
+    directory.set_status(user.id, "active", origin=TEST_ORIGIN)
     options, session_token = client.begin_sign_in(user.id)
     assertion = authenticator.get(options, origin=client.origin, credential_id=registered)
     assert client.auth_finish(assertion, session_token).status_code == 200

@@ -30,6 +30,7 @@ from identityctl.services.directory import users as directory
 from tests.conftest import Service, free_port, start_service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.browser import PasskeyPage, needs_chromium
+from tests.support.origins import TEST_ORIGIN
 from tests.support.passkeys import PasskeyClient
 from tests.test_mcp_react_sdk import snippets
 
@@ -130,7 +131,8 @@ def deployment(tmp_path: Path, app_port: int) -> Iterator[Service]:
 
 
 def person_with_a_passkey(service: Service, tab: PasskeyPage) -> Any:
-    user = directory.create_user(username=f"reader-{uuid.uuid4().hex[:6]}", password=PASSWORD)
+    user = directory.create_user(username=f"reader-{uuid.uuid4().hex[:6]}", password=PASSWORD,
+                                 origin=TEST_ORIGIN)
     authenticator = SoftAuthenticator()
     PasskeyClient(service).enrolled(user, authenticator)
     tab.add_passkey(authenticator.credentials[0])
@@ -142,7 +144,7 @@ def spa(redirect_uri: str) -> dict[str, Any]:
     document["inboundAuthConfig"][0]["config"]["redirectUris"] = [redirect_uri]
     document.update(name=f"Guide app {uuid.uuid4().hex[:6]}",
                     themeId=catalog.themes.list_themes()[0]["id"])  # as the guide says
-    return catalog.applications.create_application(document)[0]
+    return catalog.applications.create_application(document, origin=TEST_ORIGIN)[0]
 
 
 def test_mode_1_the_redirect_app_signs_in_through_the_hosted_page(

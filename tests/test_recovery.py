@@ -19,12 +19,14 @@ from identityctl.services import catalog
 from identityctl.services.accounts import recovery
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import users as directory
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import db
 from identityctl.store import recovery as recovery_store
 from tests.conftest import QUICK_DELIVERIES, Service, start_service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.flows import FlowClient
 from tests.support.oauth import OAuthDriver, register_client
+from tests.support.origins import TEST_ORIGIN
 from tests.support.passkeys import PasskeyClient, assert_error
 from tests.support.smtp import SmtpServer, code_in, text_of
 from tests.test_account import Account
@@ -35,7 +37,7 @@ PASSWORD = "correct horse battery"
 def new_person(*, verified: bool = True) -> Any:
     name = f"rita-{uuid.uuid4().hex[:6]}"
     user = directory.create_user(username=name, password=PASSWORD,
-                                 attributes={"email": f"{name}@example.com"})
+                                 attributes={"email": f"{name}@example.com"}, origin=TEST_ORIGIN)
     if verified:
         with db.transaction():
             recovery_store.mark_verified(user.id, user.attributes["email"])
@@ -59,7 +61,8 @@ def test_sign_up_confirms_the_address_with_a_code_and_tokens_say_it_is_verified(
         mailing: Service, smtp: SmtpServer) -> None:
     app = register_client("SPA")
     application = catalog.applications.get_application(app.application_id)
-    catalog.applications.update_application({**application, "isRegistrationFlowEnabled": True})
+    catalog.applications.update_application({**application, "isRegistrationFlowEnabled": True},
+                                            origin=TEST_ORIGIN)
     flows = FlowClient(mailing, app.application_id)
     flows.start("REGISTRATION")
     name = f"vera-{uuid.uuid4().hex[:6]}"
@@ -81,7 +84,7 @@ def test_sign_up_confirms_the_address_with_a_code_and_tokens_say_it_is_verified(
     assert claims["email"] == address and claims["email_verified"] is True
     assert rp.userinfo(tokens["access_token"]).json()["email_verified"] is True
     # Another address is not verified until proven.
-    directory.update_user(user.id, attributes={"email": f"new-{address}"})
+    directory.update_user(user.id, attributes={"email": f"new-{address}"}, origin=TEST_ORIGIN)
     again = rp.tokens(rp.authorization(app, person=(user, flows.authenticator),
                                        scope="openid email"))
     assert rp.userinfo(again["access_token"]).json()["email_verified"] is False
@@ -204,7 +207,7 @@ def test_a_code_expires(short_codes: Service, smtp: SmtpServer) -> None:
 
 def test_a_recovery_code_works_once_even_when_sent_twice_at_once(mailing: Service) -> None:
     person = new_person(verified=False)
-    codes = recovery.new_recovery_codes(person.id, actor="test")
+    codes = recovery.new_recovery_codes(person.id, origin=RequestOrigin(actor="test"))
     assert len(set(codes)) == 10 and recovery.recovery_codes_left(person.id) == 10
     tries = [recovering(mailing) for _ in range(4)]
     typed = codes[0].lower().replace("-", " ")  # as a person might type it
@@ -226,7 +229,7 @@ def test_a_recovery_code_works_once_even_when_sent_twice_at_once(mailing: Servic
         "invalid_recovery_code"
     assert recovery.recovery_codes_left(person.id) == 9
     # New codes replace the old ones.
-    recovery.new_recovery_codes(person.id, actor="test")
+    recovery.new_recovery_codes(person.id, origin=RequestOrigin(actor="test"))
     assert recovering(mailing).act("recovery_code", username=person.username,
                                    recoveryCode=codes[1])["failureReason"] == \
         "invalid_recovery_code"
@@ -234,7 +237,7 @@ def test_a_recovery_code_works_once_even_when_sent_twice_at_once(mailing: Servic
 
 def test_a_new_password_instead_of_a_passkey(mailing: Service) -> None:
     person = new_person(verified=False)
-    [code, *_] = recovery.new_recovery_codes(person.id, actor="test")
+    [code, *_] = recovery.new_recovery_codes(person.id, origin=RequestOrigin(actor="test"))
     flows = recovering(mailing)
     flows.act("recovery_code", username=person.username, recoveryCode=code)
     flows.act("use_password")
@@ -250,11 +253,12 @@ def test_a_new_password_instead_of_a_passkey(mailing: Service) -> None:
 def test_an_invitation_enrols_a_first_passkey_once_and_tells_the_person(
         mailing: Service, smtp: SmtpServer) -> None:
     name = f"ivo-{uuid.uuid4().hex[:6]}"
-    user = directory.create_user(username=name, attributes={"email": f"{name}@example.com"})
+    user = directory.create_user(username=name, attributes={"email": f"{name}@example.com"},
+                                 origin=TEST_ORIGIN)
     with db.transaction():
         recovery_store.mark_verified(user.id, user.attributes["email"])
     made = recovery.invite(ServiceContext.for_config(mailing.config), name, send_email=True,
-                           actor="test")
+                           origin=RequestOrigin(actor="test"))
     [invitation] = smtp.mailbox.wait_for(user.attributes["email"])
     assert made["url"] in text_of(invitation)
     link = urlsplit(made["url"]).fragment

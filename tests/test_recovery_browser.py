@@ -18,9 +18,11 @@ from identityctl.services import catalog
 from identityctl.services.accounts import recovery
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import users as directory
+from identityctl.services.origin import RequestOrigin
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.browser import PasskeyPage, needs_chromium
+from tests.support.origins import TEST_ORIGIN
 from tests.support.passkeys import PasskeyClient
 from tests.support.smtp import SmtpServer, code_in, text_of
 from tests.test_hosted_ui import REDIRECT_URI, Browser
@@ -37,7 +39,7 @@ def shop(mailing: Service) -> dict[str, Any]:
                     isRegistrationFlowEnabled=True,
                     registrationFlowId=catalog.flows.require_flow_by_handle(
                         "default-passkey-flow", "REGISTRATION")["id"])
-    return catalog.applications.create_application(document)[0]
+    return catalog.applications.create_application(document, origin=TEST_ORIGIN)[0]
 
 
 class Device:
@@ -124,9 +126,9 @@ def test_a_person_who_lost_their_phone_gets_back_in_by_e_mail_and_makes_a_new_pa
 
 def test_a_recovery_code_gets_a_person_back_in_without_e_mail(devices: Any,
                                                               mailing: Service) -> None:
-    user = directory.create_user(username=f"otto-{uuid.uuid4().hex[:6]}")
+    user = directory.create_user(username=f"otto-{uuid.uuid4().hex[:6]}", origin=TEST_ORIGIN)
     PasskeyClient(mailing).enrolled(user, SoftAuthenticator())  # on a phone now lost
-    [code, *_] = recovery.new_recovery_codes(user.id, actor="test")
+    [code, *_] = recovery.new_recovery_codes(user.id, origin=RequestOrigin(actor="test"))
 
     laptop = devices("recovery-code")
     laptop.recover()
@@ -142,9 +144,10 @@ def test_a_recovery_code_gets_a_person_back_in_without_e_mail(devices: Any,
 def test_an_invited_person_creates_their_first_passkey_and_signs_in(
         devices: Any, mailing: Service, smtp: SmtpServer) -> None:
     name = f"iris-{uuid.uuid4().hex[:6]}"
-    user = directory.create_user(username=name, attributes={"email": f"{name}@example.com"})
+    user = directory.create_user(username=name, attributes={"email": f"{name}@example.com"},
+                                 origin=TEST_ORIGIN)
     recovery.invite(ServiceContext.for_config(mailing.config), name, send_email=True,
-                    actor="test")
+                    origin=RequestOrigin(actor="test"))
     [invitation] = smtp.mailbox.wait_for(f"{name}@example.com")
     link = re.search(r"http\S+/account/enrol#[\w.-]+", text_of(invitation))
     assert link, text_of(invitation)

@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from identityctl.cli.main import app as cli_app
 from identityctl.services.directory import roles
+from identityctl.services.origin import RequestOrigin
 from tests.conftest import Service, free_port
 from tests.support.oauth import OAuthDriver, assert_oauth_error, query_of, register_client
 from tests.support.processes import stop
@@ -194,7 +195,8 @@ def test_the_cli_registers_lists_updates_and_removes_resource_servers_saying_wha
 def test_a_role_decides_who_may_grant_a_resource_servers_scope(open_registration: Service) -> None:
     api = "https://orders.example.com/api"
     cli(open_registration, "resource-server", "add", api, "--scope", "orders:write")
-    roles.create_role(name="orders-editor", scopes=["orders:write"], actor="test")
+    roles.create_role(name="orders-editor", scopes=["orders:write"],
+                      origin=RequestOrigin(actor="test"))
     rp = OAuthDriver(open_registration)
     client = register_client("SPA", scopes=["openid", "orders:write"])
     link = rp.gate_link(client, resource=api, scope="openid orders:write",

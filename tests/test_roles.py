@@ -11,11 +11,16 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
+from identityctl.errors import Conflict
 from identityctl.oauth.pkce import s256_challenge
 from identityctl.services.directory import roles, users
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import audit
 from tests.conftest import Service
 from tests.support.oauth import OAuthDriver, assert_oauth_error, query_of, register_client
+from tests.support.origins import TEST_ORIGIN
 
 PKCE = {"code_challenge": s256_challenge("v" * 43), "code_challenge_method": "S256"}
 
@@ -50,7 +55,8 @@ def test_scopes_no_role_carries_are_granted_by_anyone(service: Service) -> None:
 def test_a_role_made_for_a_scope_protects_it_from_then_on(service: Service) -> None:
     rp = OAuthDriver(service)
     client = register_client("Server", scopes=["openid", "orders:write"])
-    roles.create_role(name="orders-admin", scopes=["orders:write"], actor="test")
+    roles.create_role(name="orders-admin", scopes=["orders:write"],
+                      origin=RequestOrigin(actor="test"))
     link = rp.gate_link(client, scope="openid orders:write", **PKCE)
     _, assertion = rp.signed_in_user()
     back = query_of(rp.callback(link["authId"], assertion).json()["redirect_uri"])
@@ -69,9 +75,11 @@ def test_a_refresh_is_refused_once_the_person_lost_the_role(service: Service) ->
     subject = rp.verified(tokens["access_token"], audience=service.config.mcp_audience)["sub"]
     refreshed = rp.refresh(client, tokens["refresh_token"])
     assert refreshed.status_code == 200, refreshed.text
-    successor = users.create_user(username=f"successor-{subject[:8]}", actor="test")
-    roles.grant_role(successor.id, "admin", actor="test")  # never the last administrator
-    roles.revoke_role(subject, "admin", actor="test")
+    successor = users.create_user(username=f"successor-{subject[:8]}",
+                                  origin=RequestOrigin(actor="test"))
+    roles.grant_role(successor.id, "admin",
+                     origin=RequestOrigin(actor="test"))  # never the last administrator
+    roles.revoke_role(subject, "admin", origin=RequestOrigin(actor="test"))
     assert_oauth_error(rp.refresh(client, refreshed.json()["refresh_token"]), 400,
                        "invalid_grant", "scope_not_held")
 
@@ -109,5 +117,17 @@ def test_the_administrator_role_is_never_left_without_a_holder(cli: Callable[...
     assert refused.exit_code != 0 and "only administrator" in refused.output
     deleted = cli("role", "delete", "admin", "--yes")
     assert deleted.exit_code != 0 and "built in" in deleted.output
+    solo = users.require_user("solo-admin")
+    for going_away in (lambda: users.set_status(solo.id, "disabled", origin=TEST_ORIGIN),
+                       lambda: users.set_status(solo.id, "locked", origin=TEST_ORIGIN),
+                       lambda: users.delete_user(solo.id, origin=TEST_ORIGIN)):
+        with pytest.raises(Conflict) as refused:
+            going_away()
+        assert refused.value.code == "last_admin"
+    kept = roles.require_role("admin").scopes
+    with pytest.raises(Conflict) as narrowed:  # its scopes are what lets its holders in
+        roles.update_role("admin", scopes=[], origin=TEST_ORIGIN)
+    assert narrowed.value.code == "built_in_role" and roles.require_role("admin").scopes == kept
+    roles.update_role("admin", scopes=[*kept, "reports"], origin=TEST_ORIGIN)  # adding is fine
     for holder in holders:
         assert cli("role", "grant", "admin", holder["username"]).exit_code == 0

@@ -18,6 +18,7 @@ from identityctl.services.flows.execution import BROWSER_COOKIE
 from tests.conftest import Service, deployment_with
 from tests.support.flows import FlowClient
 from tests.support.oauth import OAuthDriver, query_of, register_client
+from tests.support.origins import TEST_ORIGIN
 
 PASSWORD = "correct horse battery"
 
@@ -48,7 +49,8 @@ def _step(service: Service, execution_id: str, secret: str | None, **inputs: str
 
 
 def _user() -> Any:
-    return directory.create_user(username=f"vic-{uuid.uuid4().hex[:6]}", password=PASSWORD)
+    return directory.create_user(username=f"vic-{uuid.uuid4().hex[:6]}", password=PASSWORD,
+                                 origin=TEST_ORIGIN)
 
 
 def test_a_step_without_the_browser_secret_is_refused_and_changes_nothing(

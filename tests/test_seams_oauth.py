@@ -45,6 +45,7 @@ from tests.support.oauth import (
     query_of,
     register_client,
 )
+from tests.support.origins import TEST_ORIGIN
 from tests.test_consent import Person
 from tests.test_flow_execution import make_application, new_username, sign_up
 from tests.test_oauth_throttle import session_from
@@ -366,7 +367,7 @@ def test_the_consent_page_shows_a_look_alike_client_host_as_punycode(seams: Serv
     document["name"] = "Apple"
     document["inboundAuthConfig"][0]["config"].update(clientId=url, redirectUris=[LOOPBACK])
     application, _ = catalog.applications.create_application(document, marks={
-        "clientDocument": True, "documentExpiresAt": time.time() + 3600})
+        "clientDocument": True, "documentExpiresAt": time.time() + 3600}, origin=TEST_ORIGIN)
     client = RegisteredClient(application_id=application["id"], client_id=url, secret=None,
                               redirect_uri=LOOPBACK, auth_method="none")
     _, answer = Person(seams).signs_in_for(client, scope="openid")

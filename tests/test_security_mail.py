@@ -26,11 +26,13 @@ from identityctl.services import catalog
 from identityctl.services.accounts import recovery
 from identityctl.services.delivery import mail
 from identityctl.services.directory import users as directory
+from identityctl.services.origin import RequestOrigin
 from identityctl.store.models import OutboxMessage
 from identityctl.ui import gate
 from tests.conftest import Service, deployment_mailing_to
 from tests.support.flows import FlowClient
 from tests.support.oauth import register_client
+from tests.support.origins import TEST_ORIGIN
 from tests.support.smtp import SmtpServer, code_in, smtp_server, text_of
 
 VISHING = "Security team: call +1-555-0100 now"
@@ -51,8 +53,9 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, smtp: SmtpServer) -> It
 
 def person_with_a_confirmed_address() -> Any:
     name = f"bob-{uuid.uuid4().hex[:6]}"
-    bob = directory.create_user(username=name, attributes={"email": f"{name}@example.com"})
-    recovery.confirm_email(bob.id, actor="test")
+    bob = directory.create_user(username=name, attributes={"email": f"{name}@example.com"},
+                                origin=TEST_ORIGIN)
+    recovery.confirm_email(bob.id, origin=RequestOrigin(actor="test"))
     return bob
 
 

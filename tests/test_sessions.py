@@ -26,6 +26,7 @@ from identityctl.oauth.pkce import s256_challenge
 from identityctl.services import catalog
 from identityctl.services.accounts.account import ACCOUNT_CLIENT_ID
 from identityctl.services.directory import users as directory
+from identityctl.services.origin import RequestOrigin
 from tests.conftest import QUICK_DELIVERIES, Service, shared_deployment
 from tests.support.logout import (
     confirmation_in,
@@ -34,6 +35,7 @@ from tests.support.logout import (
     press_sign_out,
 )
 from tests.support.oauth import OAuthDriver, RegisteredClient, query_of, register_client
+from tests.support.origins import TEST_ORIGIN
 from tests.support.passkeys import assert_error
 from tests.support.processes import stop, wait_for_health
 from tests.support.relying_party import RelyingParty, relying_party
@@ -62,7 +64,7 @@ def test_a_session_answers_the_next_authorization_until_the_user_is_disabled(
                  "code_challenge_method": "S256"}
     assert "code" in answered_without_a_page(rp.authorize(client, session=session, **challenge),
                                              client)
-    directory.set_status(user.id, directory.Standing.DISABLED, actor="test")
+    directory.set_status(user.id, directory.Standing.DISABLED, origin=RequestOrigin(actor="test"))
     again = rp.authorize(client, session=session, **challenge)
     assert again.headers["Location"].startswith(rp.service.config.gate_url)  # sign in again
     refused = rp.authorize(client, session=session, prompt="none", **challenge)
@@ -73,14 +75,17 @@ def test_a_flow_without_a_session_check_signs_the_person_in_every_time(
         rp: OAuthDriver) -> None:
     strict = catalog.flows.create_flow({**catalog.flows.require_flow_by_handle(
         "default-basic-passkey-flow", "AUTHENTICATION"), "id": None,
-        "handle": f"fresh-{uuid.uuid4().hex[:6]}", "name": "Always a fresh sign-in"})
+        "handle": f"fresh-{uuid.uuid4().hex[:6]}", "name": "Always a fresh sign-in"},
+                                       origin=TEST_ORIGIN)
     strict["nodes"] = [node for node in strict["nodes"] if node["id"] != "sso_check"]
     start = next(node for node in strict["nodes"] if node["type"] == "START")
     start["onSuccess"] = "prompt_signin"
-    catalog.flows.update_flow(strict["id"], name=strict["name"], nodes=strict["nodes"])
+    catalog.flows.update_flow(strict["id"], name=strict["name"], nodes=strict["nodes"],
+                              origin=TEST_ORIGIN)
     relaxed, demanding = register_client("SPA"), register_client("SPA")
     application = catalog.applications.get_application(demanding.application_id)
-    catalog.applications.update_application({**application, "authFlowId": strict["id"]})
+    catalog.applications.update_application({**application, "authFlowId": strict["id"]},
+                                            origin=TEST_ORIGIN)
     _, session, _ = rp.session_sign_in(relaxed)
     challenge = {"code_challenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
                  "code_challenge_method": "S256"}

@@ -26,10 +26,12 @@ from identityctl.oauth.pkce import s256_challenge
 from identityctl.services import catalog
 from identityctl.services.accounts.passkeys.admin import list_credentials
 from identityctl.services.directory import users as directory
+from identityctl.services.origin import RequestOrigin
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.browser import PasskeyPage, needs_chromium, sign_in_with_password
 from tests.support.oauth import query_of
+from tests.support.origins import TEST_ORIGIN
 from tests.support.passkeys import PasskeyClient
 from tests.support.relying_party import RelyingParty, relying_party
 
@@ -70,7 +72,7 @@ def make_app(name: str, rp: RelyingParty, **oauth: Any) -> App:
     document.pop("themeId", None)
     document["inboundAuthConfig"][0]["config"].update(redirectUris=[redirect_uri], **oauth)
     document["name"] = f"App {name} {uuid.uuid4().hex[:6]}"
-    application = catalog.applications.create_application(document)[0]
+    application = catalog.applications.create_application(document, origin=TEST_ORIGIN)[0]
     return App(name=name, client_id=catalog.applications.oauth_config(application)["clientId"],
                redirect_uri=redirect_uri, display_name=application["name"])
 
@@ -96,7 +98,7 @@ class Person:
         if password is None:
             self.tab.add_passkey(authenticator.credentials[0])
         else:
-            directory.set_password(self.user.id, password, actor="test")
+            directory.set_password(self.user.id, password, origin=RequestOrigin(actor="test"))
 
     def visit(self, app: App, *, sign_in: bool = False, **params: str) -> Visit:
         """authorize for ``app``; with ``sign_in``, sign in on the page (passkey, or the

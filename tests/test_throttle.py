@@ -20,6 +20,7 @@ from identityctl.config import Config, SecurityConfig
 from identityctl.errors import TooManyRequests
 from identityctl.services import throttle
 from identityctl.services.context import ServiceContext
+from identityctl.services.origin import RequestOrigin
 from identityctl.services.tokens import TokenService
 from identityctl.store import audit
 from identityctl.store.models import Throttle
@@ -38,7 +39,8 @@ def ctx(store_url: str) -> ServiceContext:
 
 def fail(ctx: ServiceContext, account: str | None = "alice", address: str = "10.0.0.1", *,
          password: bool = True) -> None:
-    throttle.record_failure(ctx, action="password", account=account, client_address=address,
+    throttle.record_failure(ctx, action="password", account=account,
+                            origin=RequestOrigin(address=address),
                             password=password)
 
 
@@ -47,7 +49,7 @@ def attempt(ctx: ServiceContext, account: str | None = "alice", address: str = "
     """The attempt let through, or None when refused."""
     try:
         return throttle.ensure_allowed(ctx, action="password", account=account,
-                                       client_address=address, password=password)
+                                       origin=RequestOrigin(address=address), password=password)
     except TooManyRequests:
         return None
 
@@ -73,7 +75,7 @@ def test_the_refusal_says_when_to_retry_and_is_audited(ctx: ServiceContext) -> N
         fail(ctx)
     with pytest.raises(TooManyRequests) as refused:
         throttle.ensure_allowed(ctx, action="password", account="ALICE ",
-                                client_address="10.0.0.1")
+                                origin=RequestOrigin(address="10.0.0.1"))
     assert refused.value.code == "too_many_attempts"
     assert 110 <= refused.value.retry_after <= 120
     assert refused.value.headers["Retry-After"] == str(refused.value.retry_after)
@@ -169,13 +171,16 @@ def test_unlock_lifts_every_block_of_the_account(ctx: ServiceContext) -> None:
 
 def test_starts_are_counted_per_address(ctx: ServiceContext) -> None:
     for _ in range(4):
-        throttle.ensure_allowed(ctx, action="start", account=None, client_address="10.0.0.1",
+        throttle.ensure_allowed(ctx, action="start", account=None,
+                                origin=RequestOrigin(address="10.0.0.1"),
                                 start=True)
-        throttle.count_start(ctx, client_address="10.0.0.1")
+        throttle.count_start(ctx, origin=RequestOrigin(address="10.0.0.1"))
     with pytest.raises(TooManyRequests):
-        throttle.ensure_allowed(ctx, action="start", account=None, client_address="10.0.0.1",
+        throttle.ensure_allowed(ctx, action="start", account=None,
+                                origin=RequestOrigin(address="10.0.0.1"),
                                 start=True)
-    throttle.ensure_allowed(ctx, action="start", account=None, client_address="10.0.0.2",
+    throttle.ensure_allowed(ctx, action="start", account=None,
+                            origin=RequestOrigin(address="10.0.0.2"),
                             start=True)
 
 

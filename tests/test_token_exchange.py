@@ -17,6 +17,7 @@ from identityctl.errors import InvalidField
 from identityctl.services.clients import resource_servers
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import users as directory
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import audit
 from tests.conftest import Service
 from tests.support.oauth import (
@@ -26,6 +27,7 @@ from tests.support.oauth import (
     register_client,
 )
 from tests.support.openid_client import needs_openid_client, step
+from tests.support.origins import TEST_ORIGIN
 from tests.test_oauth_server import allow_only
 
 GRANT = "urn:ietf:params:oauth:grant-type:token-exchange"
@@ -38,8 +40,10 @@ CALENDAR = "https://calendar.example/api"
 def resources(service: Service) -> None:
     ctx = ServiceContext.for_config(service.config)
     resource_servers.register_resource_server(ctx, identifier=NOTES,
-                                              scopes=["notes:read", "notes:write"])
-    resource_servers.register_resource_server(ctx, identifier=CALENDAR, scopes=["calendar:read"])
+                                              scopes=["notes:read",
+                                                      "notes:write"], origin=TEST_ORIGIN)
+    resource_servers.register_resource_server(ctx, identifier=CALENDAR, scopes=["calendar:read"],
+                                              origin=TEST_ORIGIN)
 
 
 def agent(**policy: Any) -> RegisteredClient:
@@ -120,7 +124,7 @@ def test_identityctl_itself_is_no_target_and_a_deleted_person_has_nothing_to_giv
     assert_oauth_error(exchange(service, assistant, subject_token,
                                 resource=service.config.issuer), 400, "invalid_target",
                        "target_not_allowed")
-    directory.delete_user(user_id)
+    directory.delete_user(user_id, origin=TEST_ORIGIN)
     assert_oauth_error(exchange(service, assistant, subject_token), 400, "invalid_grant",
                        "user_inactive")
 
@@ -130,7 +134,7 @@ def test_a_user_whose_type_the_application_no_longer_allows_has_nothing_to_give(
     """services.directory.may_use at the exchange too, for the application that exchanges."""
     assistant = agent()
     _, subject_token = users_token(service, assistant)
-    directory.create_user_type(name="contractor", actor="test")
+    directory.create_user_type(name="contractor", origin=RequestOrigin(actor="test"))
     allow_only(assistant, "contractor")
     assert_oauth_error(exchange(service, assistant, subject_token), 400, "invalid_grant",
                        "user_type_not_allowed")
@@ -149,7 +153,8 @@ def test_a_revoked_subject_token_is_not_exchanged(service: Service, resources: N
 def test_a_second_hop_names_both_actors(service: Service, resources: None) -> None:
     search = "https://search.example/api"  # reads notes for the notes server
     resource_servers.register_resource_server(ServiceContext.for_config(service.config),
-                                              identifier=search, scopes=["notes:read"])
+                                              identifier=search, scopes=["notes:read"],
+                                              origin=TEST_ORIGIN)
     assistant = agent()
     user_id, subject_token = users_token(service, assistant)
     first = exchange(service, assistant, subject_token, scope="notes:read")

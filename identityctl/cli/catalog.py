@@ -16,7 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from identityctl.cli.common import (
-    ACTOR,
+    ORIGIN,
     Session,
     YesOption,
     command,
@@ -249,7 +249,7 @@ def app_create(
     if chosen is not None:
         catalog_service.applications.require_own_redirect_uri(chosen, document)
     with console.status("Creating the application..."):
-        created, secret = catalog_service.applications.create_application(document, actor=ACTOR)
+        created, secret = catalog_service.applications.create_application(document, origin=ORIGIN)
     if as_json:
         emit_json({**created, "clientSecret": secret})
         return
@@ -325,7 +325,7 @@ def app_update(
                    sign_in_flow=sign_in_flow, sign_up_flow=sign_up_flow,
                    allow_sign_up=allow_sign_up)
     document["id"] = current["id"]
-    updated = catalog_service.applications.update_application(document, actor=ACTOR)
+    updated = catalog_service.applications.update_application(document, origin=ORIGIN)
     show_record(updated if as_json else _application_view(updated),
                 title=f"Updated application {updated['name']}", as_json=as_json)
 
@@ -361,7 +361,7 @@ def app_rotate_secret(application: str = typer.Argument(..., metavar="ID|CLIENT_
         typer.confirm(f"Replace the client secret of {found['name']}? Clients using the old "
                       "one fail until they get the new one.", abort=True, err=True)
     with console.status("Generating and hashing the new secret..."):
-        secret = catalog_service.applications.regenerate_client_secret(found["id"], actor=ACTOR)
+        secret = catalog_service.applications.regenerate_client_secret(found["id"], origin=ORIGIN)
     if as_json:
         emit_json({"id": found["id"], "clientId": _oauth(found)["clientId"],
                    "clientSecret": secret})
@@ -441,7 +441,7 @@ def flow_create(file: Path = FileOption, as_json: bool = JsonOption) -> None:
 
     document = _document(file, "flow")
     Session.connected()
-    created = catalog_service.flows.create_flow(document, actor=ACTOR)
+    created = catalog_service.flows.create_flow(document, origin=ORIGIN)
     _show_flow(created, title=f"Created {_flow_summary(created)}", as_json=as_json)
 
 
@@ -513,7 +513,7 @@ def flow_update(flow: str = typer.Argument(..., metavar="ID|HANDLE"), file: Path
                            "type; create a new flow instead", code="invalid_flow")
     updated = catalog_service.flows.update_flow(current["id"], name=document.get("name"),
                                           nodes=document.get("nodes"),
-                                          handle=document.get("handle"), actor=ACTOR)
+                                          handle=document.get("handle"), origin=ORIGIN)
     _show_flow(updated, title=f"Updated {_flow_summary(updated)}", as_json=as_json)
 
 
@@ -562,7 +562,7 @@ def theme_create(file: Path = FileOption, as_json: bool = JsonOption) -> None:
         if argument not in fields:
             raise MissingField(key)
     Session.connected()
-    created = catalog_service.themes.create_theme(**fields, actor=ACTOR)
+    created = catalog_service.themes.create_theme(**fields, origin=ORIGIN)
     show_record(created, title=f"Created theme {created['handle']}", as_json=as_json)
 
 
@@ -608,7 +608,7 @@ def theme_update(theme: str = typer.Argument(..., metavar="ID|HANDLE"), file: Pa
 
     fields = _theme_fields(file)
     Session.connected()
-    updated = catalog_service.themes.update_theme(theme, actor=ACTOR, **fields)
+    updated = catalog_service.themes.update_theme(theme, origin=ORIGIN, **fields)
     show_record(updated, title=f"Updated theme {updated['handle']}", as_json=as_json)
 
 

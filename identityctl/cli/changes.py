@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from identityctl.cli.common import ACTOR, Session, command, when
+from identityctl.cli.common import ORIGIN, Session, command, when
 from identityctl.cli.configuration import show_changes
 from identityctl.cli.output import JsonOption, console, emit_json, show_record, show_table
 
@@ -91,7 +91,7 @@ def change_approve(change_id: str = ChangeId, as_json: bool = JsonOption) -> Non
 
     config = Session.connected()
     change = changes.approve_on_host(ServiceContext.for_config(config), change_id,
-                                     actor=ACTOR)
+                                     origin=ORIGIN)
     if as_json:
         emit_json(change)
         return
@@ -109,7 +109,7 @@ def change_reject(change_id: str = ChangeId,
     from identityctl.services.admin import changes
 
     Session.connected()
-    change = changes.reject(change_id, actor=ACTOR, reason=reason)
+    change = changes.reject(change_id, origin=ORIGIN, reason=reason)
     if as_json:
         emit_json(change)
         return

@@ -16,6 +16,7 @@ from rich.markup import escape
 from identityctl.cli.output import done, emit_json, errors
 from identityctl.config import Config, load_config, resolve_config_path
 from identityctl.errors import ConfigError, IdentityError, InvalidField
+from identityctl.services.origin import RequestOrigin
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -115,8 +116,8 @@ def read_json_file(path: Path) -> Any:
         raise IdentityError(f"{path} is not valid JSON: {exc}", code="malformed_json") from None
 
 
-#: Who the audit events of the command line name.
-ACTOR = "cli"
+#: Who the audit events of the command line name, from no address (the host's own operator).
+ORIGIN = RequestOrigin(actor="cli")
 
 YesOption = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation (scripts).")
 
@@ -129,7 +130,7 @@ def confirm_and_delete(what: str, record_id: str, delete: Callable[..., None], *
     """
     if not yes:
         typer.confirm(f"Delete {what}? This cannot be undone.", abort=True, err=True)
-    delete(record_id, actor=ACTOR)
+    delete(record_id, origin=ORIGIN)
     done(f"deleted {what}", as_json=as_json, data={"deleted": record_id, **shown})
 
 
@@ -163,4 +164,4 @@ def end_sessions(user_id: str, reason: str) -> int:
     from identityctl.services.context import ServiceContext
 
     return sessions.end_user_sessions(ServiceContext.for_config(Session.config()), user_id,
-                                      actor=ACTOR, reason=reason)
+                                      origin=ORIGIN, reason=reason)

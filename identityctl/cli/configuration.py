@@ -97,7 +97,7 @@ def apply(
     document = load(file)
     config = Session.connected()
     changes = configuration.apply(ServiceContext.for_config(config), document,
-                                  dry_run=dry_run)
+                                  dry_run=dry_run, origin=configuration.APPLY)
     if as_json:
         emit_json({"dryRun": dry_run, "changes": [change.to_api() for change in changes]})
         return

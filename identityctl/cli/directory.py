@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from identityctl.cli.common import (
-    ACTOR,
+    ORIGIN,
     Session,
     YesOption,
     command,
@@ -132,11 +132,11 @@ def user_create(
     with console.status(f"Creating user {username}..."):
         user = directory_service.create_user(username=username, password=password,
                                              attributes=attributes, user_type=user_type,
-                                             ou=ou, actor=ACTOR)
+                                             ou=ou, origin=ORIGIN)
     from identityctl.services.directory import roles
 
     for name in role or []:
-        roles.grant_role(user.id, name, actor=ACTOR)
+        roles.grant_role(user.id, name, origin=ORIGIN)
     _confirm_email(user.id, email_verified)
     _show_user(user, title=f"Created user {user.username}", as_json=as_json)
 
@@ -145,7 +145,7 @@ def _confirm_email(user_id: str, vouched: bool) -> None:
     if vouched:
         from identityctl.services.accounts import recovery
 
-        recovery.confirm_email(user_id, actor=ACTOR)
+        recovery.confirm_email(user_id, origin=ORIGIN)
 
 
 @command(user_app, "list")
@@ -233,7 +233,7 @@ def user_update(
         for name in unset or []:
             attributes.pop(name, None)
     updated = directory_service.update_user(current.id, attributes=attributes, ou=ou,
-                                            actor=ACTOR)
+                                            origin=ORIGIN)
     _confirm_email(updated.id, email_verified)
     _show_user(updated, title=f"Updated user {updated.username}", as_json=as_json)
 
@@ -274,7 +274,7 @@ def user_set_password(
     found = directory_service.require_user(user)
     password = read_new_password(from_stdin=password_stdin)
     with console.status("Hashing the password (argon2id)..."):
-        directory_service.set_password(found.id, password, actor=ACTOR)
+        directory_service.set_password(found.id, password, origin=ORIGIN)
     ended = end_sessions(found.id, "password changed")
     done(f"password set for {found.username}" + (f"; {ended} session(s) ended" if ended
                                                   else ""), as_json=as_json,
@@ -287,10 +287,10 @@ def _change_status(user: str, change: str, as_json: bool) -> None:
 
     Session.connected()
     if change == "unlock":
-        updated = directory_service.unlock_user(user, actor=ACTOR)
+        updated = directory_service.unlock_user(user, origin=ORIGIN)
     else:
         updated = directory_service.set_status(
-            user, "disabled" if change == "disable" else "active", actor=ACTOR)
+            user, "disabled" if change == "disable" else "active", origin=ORIGIN)
     if change == "disable":  # refused at their next use anyway; ended, clients are told
         end_sessions(updated.id, "user disabled")
     done(f"{updated.username} is now {updated.status}", as_json=as_json, data=updated.to_api())
@@ -388,7 +388,7 @@ def ou_create(
 
     Session.connected()
     created = directory_service.create_ou(handle=handle, name=name or handle,
-                                          description=description, parent=parent, actor=ACTOR)
+                                          description=description, parent=parent, origin=ORIGIN)
     show_record(created, title=f"Created organization unit {handle}", as_json=as_json)
 
 
@@ -446,7 +446,7 @@ def ou_update(
                                if value is not None}
     if top_level:
         changes["parent"] = None
-    updated = directory_service.update_ou(ou, actor=ACTOR, **changes)
+    updated = directory_service.update_ou(ou, origin=ORIGIN, **changes)
     show_record(updated, title=f"Updated organization unit {updated['handle']}",
                 as_json=as_json)
 
@@ -500,7 +500,7 @@ def user_type_create(
     Session.connected()
     created = directory_service.create_user_type(
         name=name, ou=ou, allow_self_registration=bool(self_registration),
-        schema=_read_schema(schema_file), actor=ACTOR)
+        schema=_read_schema(schema_file), origin=ORIGIN)
     show_record(created, title=f"Created user type {name}", as_json=as_json)
 
 
@@ -553,7 +553,7 @@ def user_type_update(
     Session.connected()
     updated = directory_service.update_user_type(
         user_type, ou=ou, allow_self_registration=self_registration,
-        schema=_read_schema(schema_file), actor=ACTOR)
+        schema=_read_schema(schema_file), origin=ORIGIN)
     show_record(updated, title=f"Updated user type {updated['name']}", as_json=as_json)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from identityctl.cli.common import ACTOR, Session, YesOption, command, when
+from identityctl.cli.common import ORIGIN, Session, YesOption, command, when
 from identityctl.cli.output import JsonOption, done, show_table
 
 grant_app = typer.Typer(help="Grants: what people let clients have (list, revoke).",
@@ -53,7 +53,7 @@ def grant_revoke(user: str = typer.Argument(..., metavar="USER", help="User id o
         typer.confirm(f"Revoke {user}'s grant to {client_id}? Its tokens stop working now.",
                       abort=True, err=True)
     ended = grants.revoke_grant(ServiceContext.for_config(config), user, client_id,
-                                actor=ACTOR)
+                                origin=ORIGIN)
     done(f"revoked {user}'s grant to {client_id} ({ended} token famil"
          f"{'y' if ended == 1 else 'ies'} ended)", as_json=as_json,
          data={"user": user, "clientId": client_id, "tokenFamiliesEnded": ended})

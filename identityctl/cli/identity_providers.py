@@ -6,7 +6,7 @@ from __future__ import annotations
 import typer
 
 from identityctl.cli.common import (
-    ACTOR,
+    ORIGIN,
     Session,
     YesOption,
     command,
@@ -73,7 +73,7 @@ def idp_add(
             ctx, kind=kind, client_id=client_id, client_secret=secret, handle=handle,
             name=name, issuer=issuer, tenant=tenant, scopes=scope or None,
             mapping=parse_assignments(mapping, "--map") or None, api_url=api_url,
-            web_url=web_url, discovery_url=discovery_url, actor=ACTOR)
+            web_url=web_url, discovery_url=discovery_url, origin=ORIGIN)
     record = {**created.to_api(), "redirectUri": federation.callback_uri(ctx)}
     show_record(record, title=f"Added identity provider {created.name} (register the "
                               "redirectUri there)", as_json=as_json)

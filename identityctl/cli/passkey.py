@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from identityctl.cli.common import (
-    ACTOR,
+    ORIGIN,
     Session,
     YesOption,
     command,
@@ -18,6 +18,7 @@ from identityctl.cli.common import (
     when,
 )
 from identityctl.cli.output import JsonOption, done, show_table
+from identityctl.services.origin import RequestOrigin
 
 passkey_app = typer.Typer(help="A user's passkeys (WebAuthn credentials): list, rename, delete.",
                           no_args_is_help=True)
@@ -57,7 +58,7 @@ def passkey_rename(user: str = UserArgument, credential_id: str = CredentialArgu
     from identityctl.services.accounts.passkeys import admin
 
     Session.connected()
-    record = admin.rename_credential(user, credential_id, name, actor=ACTOR)
+    record = admin.rename_credential(user, credential_id, name, origin=ORIGIN)
     done(f"renamed passkey {credential_id} to {record.name!r}", as_json=as_json,
          data=record.to_api())
 
@@ -71,8 +72,8 @@ def passkey_delete(user: str = UserArgument, credential_id: str = CredentialArgu
 
     Session.connected()
 
-    def delete(credential: str, *, actor: str) -> None:
-        admin.delete_credential(user, credential, actor=actor)
+    def delete(credential: str, *, origin: RequestOrigin) -> None:
+        admin.delete_credential(user, credential, origin=origin)
         end_sessions(user, "passkey removed")
 
     confirm_and_delete(f"passkey {credential_id} of {user}", credential_id, delete, yes=yes,

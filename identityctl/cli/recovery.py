@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from identityctl.cli.common import ACTOR, Session, command, when
+from identityctl.cli.common import ORIGIN, Session, command, when
 from identityctl.cli.output import JsonOption, console, emit_json
 
 
@@ -31,7 +31,7 @@ def add_recovery_commands(user_app: typer.Typer) -> None:
 
         config = Session.connected()
         made = recovery.invite(ServiceContext.for_config(config), user, send_email=email,
-                               days=days, actor=ACTOR)
+                               days=days, origin=ORIGIN)
         record = {key: made[key] for key in ("url", "expiresAt", "emailedTo")}
         if as_json:
             emit_json(record)
@@ -56,7 +56,7 @@ def add_recovery_commands(user_app: typer.Typer) -> None:
         from identityctl.services.accounts import recovery
 
         Session.connected()
-        made = recovery.new_recovery_codes(user, actor=ACTOR)
+        made = recovery.new_recovery_codes(user, origin=ORIGIN)
         if as_json:
             emit_json({"recoveryCodes": made})
             return

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from identityctl.cli.common import ACTOR, Session, YesOption, command, confirm_and_delete
+from identityctl.cli.common import ORIGIN, Session, YesOption, command, confirm_and_delete
 from identityctl.cli.output import JsonOption, show_record, show_table
 
 resource_server_app = typer.Typer(
@@ -56,7 +56,7 @@ def resource_server_add(
     config = Session.connected()
     created = resource_servers.register_resource_server(
         ServiceContext.for_config(config), identifier=identifier, scopes=scope, name=name,
-        actor=ACTOR)
+        origin=ORIGIN)
     show_record(created.to_api(), title=f"Registered resource server {created.identifier}",
                 as_json=as_json)
 
@@ -81,7 +81,7 @@ def resource_server_update(
 
     Session.connected()
     updated = resource_servers.update_resource_server(identifier, scopes=scope, name=name,
-                                                      actor=ACTOR)
+                                                      origin=ORIGIN)
     show_record(updated.to_api(), title=f"Updated resource server {updated.identifier}",
                 as_json=as_json)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from identityctl.cli.common import ACTOR, Session, YesOption, command, confirm_and_delete
+from identityctl.cli.common import ORIGIN, Session, YesOption, command, confirm_and_delete
 from identityctl.cli.output import JsonOption, done, show_record, show_table
 
 role_app = typer.Typer(help="Roles: the scopes users hold and may grant to clients (list, "
@@ -48,7 +48,7 @@ def role_create(
     from identityctl.services.directory import roles
 
     Session.connected()
-    role = roles.create_role(name=name, scopes=scope, description=description, actor=ACTOR)
+    role = roles.create_role(name=name, scopes=scope, description=description, origin=ORIGIN)
     show_record(role.to_api(), title=f"Created role {role.name}", as_json=as_json)
 
 
@@ -64,7 +64,7 @@ def role_update(
     from identityctl.services.directory import roles
 
     Session.connected()
-    updated = roles.update_role(role, scopes=scope, description=description, actor=ACTOR)
+    updated = roles.update_role(role, scopes=scope, description=description, origin=ORIGIN)
     show_record(updated.to_api(), title=f"Role {updated.name}", as_json=as_json)
 
 
@@ -91,7 +91,7 @@ def role_grant(role: str = RoleArgument, user: str = UserArgument,
     from identityctl.services.directory import roles
 
     Session.connected()
-    granted = roles.grant_role(user, role, actor=ACTOR)
+    granted = roles.grant_role(user, role, origin=ORIGIN)
     done(f"{user} holds the role {granted.name} ({' '.join(granted.scopes)})",
          as_json=as_json, data={"user": user, "role": granted.to_api()})
 
@@ -104,6 +104,6 @@ def role_revoke(role: str = RoleArgument, user: str = UserArgument,
     from identityctl.services.directory import roles
 
     Session.connected()
-    roles.revoke_role(user, role, actor=ACTOR)
+    roles.revoke_role(user, role, origin=ORIGIN)
     done(f"{user} no longer holds the role {role}", as_json=as_json,
          data={"user": user, "role": role})

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import typer
 
-from identityctl.cli.common import ACTOR, Session, YesOption, command, confirm_and_delete, when
+from identityctl.cli.common import ORIGIN, Session, YesOption, command, confirm_and_delete, when
 from identityctl.cli.output import JsonOption, console, emit_json, show_record, show_table
 
 webhook_app = typer.Typer(help="Event webhooks: audit events to your HTTPS endpoints (add, "
@@ -35,7 +35,7 @@ def webhook_add(
 
     Session.connected()
     made, secret = webhooks.add_subscription(url=url, events=event, description=description,
-                                             actor=ACTOR)
+                                             origin=ORIGIN)
     if as_json:
         emit_json({**made.to_api(), "secret": secret})
         return

@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
     from mcp.server.transport_security import TransportSecuritySettings
 
-__all__ = ["ACCESS_TOKEN_ENVIRON_KEY", "HOP_BY_HOP_HEADERS", "ASGIApp", "McpWsgiBridge"]
+__all__ = ["ACCESS_TOKEN_ENVIRON_KEY", "HOP_BY_HOP_HEADERS", "ORIGIN_ENVIRON_KEY", "ASGIApp",
+           "McpWsgiBridge"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,10 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 ACCESS_TOKEN_ENVIRON_KEY: Final = "identityctl.mcp.access_token"
 """WSGI environ key under which the auth layer may put the caller's verified `AccessToken`."""
+
+ORIGIN_ENVIRON_KEY: Final = "identityctl.mcp.origin"
+"""WSGI environ key under which the auth layer puts the request's `RequestOrigin` (who, from
+which address, which request), which the tools pass to the services they call."""
 
 HOP_BY_HOP_HEADERS: Final = frozenset(
     {

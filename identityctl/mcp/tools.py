@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.auth.middleware.auth_context import get_access_token
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
@@ -31,6 +31,7 @@ from identityctl import __version__
 from identityctl.errors import Forbidden, IdentityError
 from identityctl.federation import KINDS
 from identityctl.mcp import react_sdk
+from identityctl.mcp.bridge import ORIGIN_ENVIRON_KEY
 from identityctl.mcp.schemas import (
     Application,
     ApplicationFields,
@@ -63,12 +64,16 @@ from identityctl.services.context import ServiceContext
 from identityctl.services.delivery import webhooks as webhooks_service
 from identityctl.services.directory import roles as roles_service
 from identityctl.services.directory import users as directory_service
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import db
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 SERVER_NAME = "identityctl"
 STDIO_ACTOR = "mcp:stdio"
+STDIO_ORIGIN = RequestOrigin(actor=STDIO_ACTOR)
+#: The keyword of a tool's parameter that receives who asks (see _takes_origin).
+ORIGIN = "origin"
 INSTRUCTIONS = f"""\
 identityctl is a passkey-first identity service. These tools manage the applications (OAuth
 clients) that sign users in through it, the sign-in and sign-up flows, the themes of its
@@ -114,10 +119,21 @@ ServiceUrl = Annotated[str | None, Field(
                 "the service's configured base_url.")]
 
 
-def current_actor() -> str:
-    """The audit actor: the verified bearer token's subject over HTTP, else the local admin."""
-    token = get_access_token()
-    return f"mcp:{token.subject}" if token is not None else STDIO_ACTOR
+def request_origin(context: Context[Any, Any]) -> RequestOrigin:
+    """Who asks and from where: over /mcp, the verified caller server/mcp_endpoint.py put in
+    the request (``mcp:<subject>``, its address, the request's id); else the local user of
+    stdio."""
+    request = context.request_context.request
+    environ = getattr(request, "scope", {}).get("wsgi_environ") if request is not None else None
+    origin = environ.get(ORIGIN_ENVIRON_KEY) if environ else None
+    return origin if isinstance(origin, RequestOrigin) else STDIO_ORIGIN
+
+
+def _takes_origin(function: Any) -> bool:
+    """A tool that changes something takes ``origin`` (keyword-only): the SDK passes its
+    request context there, never a client's argument, and _reporting_failures makes it the
+    request's :func:`request_origin`."""
+    return ORIGIN in inspect.signature(function).parameters
 
 
 def tool(operation: str, annotations: ToolAnnotations, *, proposable: bool = False
@@ -153,8 +169,9 @@ def takes_fields_of(model: type[WireModel], *leading: inspect.Parameter) -> Call
             for name, field in model.model_fields.items()]
         _TAKE_DOCUMENTS.add(function.__name__)
         signature = inspect.signature(function, eval_str=True)
+        origin = [signature.parameters[ORIGIN]] if ORIGIN in signature.parameters else []
         function.__signature__ = signature.replace(  # type: ignore[attr-defined]
-            parameters=[*leading, *fields])
+            parameters=[*leading, *fields, *origin])
         return function
 
     return apply
@@ -211,7 +228,7 @@ def svc_get_application_by_client_id(
 
 @tool("create application", CREATES, proposable=True)
 @takes_fields_of(ApplicationFields)
-def svc_create_application(**application: Any) -> CreatedApplication:
+def svc_create_application(*, origin: RequestOrigin, **application: Any) -> CreatedApplication:
     """Create an application, optionally with its OAuth configuration (inboundAuthConfig).
 
     Start from svc_get_application_templates. SPA, Mobile and Server applications show the
@@ -221,14 +238,14 @@ def svc_create_application(**application: Any) -> CreatedApplication:
     redirect URIs with the app's real ones. A confidential client's secret is returned once,
     in clientSecret."""
     created, secret = catalog_service.applications.create_application(
-        _document(ApplicationFields, application), actor=current_actor())
+        _document(ApplicationFields, application), origin=origin)
     return CreatedApplication.model_validate({**created, "clientSecret": secret})
 
 
 @tool("update application", REPLACES, proposable=True)
 @takes_fields_of(ApplicationFields, inspect.Parameter(
     "id", inspect.Parameter.KEYWORD_ONLY, annotation=ApplicationId))
-def svc_update_application(**application: Any) -> Application:
+def svc_update_application(*, origin: RequestOrigin, **application: Any) -> Application:
     """Replace an existing application (full replacement: fields left out are reset).
 
     Read it with svc_get_application_by_id, change what you need and send the whole object
@@ -236,7 +253,7 @@ def svc_update_application(**application: Any) -> Application:
     rules of svc_create_application apply."""
     document = {**_document(ApplicationFields, application), "id": application["id"]}
     return Application.model_validate(
-        catalog_service.applications.update_application(document, actor=current_actor()))
+        catalog_service.applications.update_application(document, origin=origin))
 
 
 @tool("get application templates", READ_ONLY)
@@ -296,7 +313,7 @@ def svc_get_flow_by_id(id: FlowId) -> Flow:
 
 @tool("create flow", CREATES, proposable=True)
 @takes_fields_of(FlowDefinition)
-def svc_create_flow(**flow: Any) -> Flow:
+def svc_create_flow(*, origin: RequestOrigin, **flow: Any) -> Flow:
     """Create an AUTHENTICATION (sign-in), REGISTRATION (sign-up) or RECOVERY flow.
 
     A flow is a graph of nodes: one START (onSuccess), PROMPT nodes (prompts: inputs and an
@@ -305,17 +322,17 @@ def svc_create_flow(**flow: Any) -> Flow:
     names the node and the fix. Read an existing flow (svc_get_flow_by_handle,
     default-passkey-flow) for a working example."""
     return Flow.model_validate(
-        catalog_service.flows.create_flow(_document(FlowDefinition, flow), actor=current_actor()))
+        catalog_service.flows.create_flow(_document(FlowDefinition, flow), origin=origin))
 
 
 @tool("update flow", REPLACES, proposable=True)
-def svc_update_flow(id: FlowId, name: FlowName,
-                    nodes: FlowNodes) -> Flow:
+def svc_update_flow(id: FlowId, name: FlowName, nodes: FlowNodes, *,
+                    origin: RequestOrigin) -> Flow:
     """Replace a flow's name and nodes (its handle and type stay).
 
     Read it with svc_get_flow_by_id first; the new nodes are validated as in svc_create_flow."""
     return Flow.model_validate(catalog_service.flows.update_flow(
-        id, name=name, nodes=[node.document() for node in nodes], actor=current_actor()))
+        id, name=name, nodes=[node.document() for node in nodes], origin=origin))
 
 
 # --- themes, organization units, user types -------------------------------------------------
@@ -390,25 +407,25 @@ def list_roles(limit: PageSize = 30, offset: PageOffset = 0) -> Annotated[CallTo
 @tool("create role", CREATES, proposable=True)
 def create_role(name: Annotated[str, Field(description="Handle: letters, digits, - and _.")],
                 scopes: Annotated[list[str], Field(description="Scopes the role carries.")],
-                description: str = "") -> Role:
+                description: str = "", *, origin: RequestOrigin) -> Role:
     """Create a role carrying scopes. From then on only people holding a role that carries
     one of those scopes can grant it to a client."""
     return Role.model_validate(roles_service.create_role(
-        name=name, scopes=scopes, description=description, actor=current_actor()).to_api())
+        name=name, scopes=scopes, description=description, origin=origin).to_api())
 
 
 @tool("grant role", CREATES)
-def grant_role(user: UserName, role: RoleName) -> UserRoles:
+def grant_role(user: UserName, role: RoleName, *, origin: RequestOrigin) -> UserRoles:
     """Give a user a role (nothing changes if they hold it); the user's roles after."""
-    roles_service.grant_role(user, role, actor=current_actor())
+    roles_service.grant_role(user, role, origin=origin)
     return _user_roles(user)
 
 
 @tool("revoke role", REPLACES)
-def revoke_role(user: UserName, role: RoleName) -> UserRoles:
+def revoke_role(user: UserName, role: RoleName, *, origin: RequestOrigin) -> UserRoles:
     """Take a role from a user; the user's roles after. Tokens already issued keep their
     scopes until they expire; refreshing them is refused."""
-    roles_service.revoke_role(user, role, actor=current_actor())
+    roles_service.revoke_role(user, role, origin=origin)
     return _user_roles(user)
 
 
@@ -473,6 +490,8 @@ def _reporting_failures(function: F, operation: str) -> F:
 
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:
+        if ORIGIN in kwargs:
+            kwargs[ORIGIN] = request_origin(kwargs[ORIGIN])
         try:
             with db.failures_as_503():
                 return function(*args, **kwargs)
@@ -503,7 +522,7 @@ def _approved_by_a_person(function: F, operation: str, context: ServiceContext) 
         change = changes_service.propose(
             context, summary=operation, make=lambda: function(*args, **kwargs),
             client_id=token.client_id if token is not None else STDIO_ACTOR,
-            author=current_actor())
+            origin=kwargs[ORIGIN])
         url = changes_service.console_url(context, change.id)
         # An error result: nothing was applied, and a client checks a success against the
         # tool's output schema, which describes the applied record.
@@ -580,6 +599,7 @@ def build_server(context: ServiceContext) -> MCPServer[Any]:
                                          "organizations / common.")] = "",
             handle: Annotated[str, Field(description="Short key (default: the kind).")] = "",
             name: Annotated[str, Field(description="Shown after \"Continue with\".")] = "",
+            *, origin: RequestOrigin,
     ) -> IdentityProviderInfo:
         """Let people sign in through an identity provider; register
         list_identity_providers' redirect_uri at the provider first. The default sign-in
@@ -587,14 +607,15 @@ def build_server(context: ServiceContext) -> MCPServer[Any]:
         return IdentityProviderInfo.model_validate(federation.add_provider(
             context, kind=kind, client_id=client_id, client_secret=client_secret,
             issuer=issuer, tenant=tenant, handle=handle, name=name,
-            actor=current_actor()).to_api())
+            origin=origin).to_api())
 
     def remove_identity_provider(
-            provider: Annotated[str, Field(description="Its handle or id.")]) -> Removed:
+            provider: Annotated[str, Field(description="Its handle or id.")], *,
+            origin: RequestOrigin) -> Removed:
         """Stop offering a provider; accounts linked through it are unlinked (the users
         stay and sign in another way)."""
         found = federation.require_provider(provider)
-        federation.remove_provider(found.id, actor=current_actor())
+        federation.remove_provider(found.id, origin=origin)
         return Removed(id=found.id, removed=True)
 
     def list_webhooks() -> WebhookList:
@@ -607,27 +628,27 @@ def build_server(context: ServiceContext) -> MCPServer[Any]:
             url: Annotated[str, Field(description="The endpoint (https).")],
             events: Annotated[list[str], Field(description="Audit event types "
                                                "(passkey.register), prefixes (user.*) or *.")],
-            description: str = "",
+            description: str = "", *, origin: RequestOrigin,
     ) -> NewWebhook:
         """Send audit events to an HTTPS endpoint, signed per Standard Webhooks; the signing
         secret is in this answer only."""
         made, secret = webhooks_service.add_subscription(
-            url=url, events=events, description=description, actor=current_actor())
+            url=url, events=events, description=description, origin=origin)
         return NewWebhook(**WebhookInfo.model_validate(made.to_api()).model_dump(),
                           secret=secret)
 
-    def remove_webhook(id: Annotated[str, Field(description="The subscription's id.")]
-                       ) -> Removed:
+    def remove_webhook(id: Annotated[str, Field(description="The subscription's id.")], *,
+                       origin: RequestOrigin) -> Removed:
         """Stop delivering to a webhook subscription."""
-        webhooks_service.remove_subscription(id, actor=current_actor())
+        webhooks_service.remove_subscription(id, origin=origin)
         return Removed(id=id, removed=True)
 
-    def end_user_sessions(user: UserName) -> EndedSessions:
+    def end_user_sessions(user: UserName, *, origin: RequestOrigin) -> EndedSessions:
         """Sign a user out everywhere: end every sign-in session (single sign-on) and every
         token of a client signed in through one; clients with a back-channel logout URI are
         told."""
         person = directory_service.require_user(user)
-        ended = sessions_service.end_user_sessions(context, person.id, actor=current_actor(),
+        ended = sessions_service.end_user_sessions(context, person.id, origin=origin,
                                                    reason="ended by an administrator")
         return EndedSessions(user_id=person.id, username=person.username, ended=ended)
 
@@ -645,7 +666,8 @@ def build_server(context: ServiceContext) -> MCPServer[Any]:
                  for function, operation, hints in tools]
     served = [Tool.from_function(_reporting_failures(function, operation),
                                  name=function.__name__, annotations=hints,
-                                 description=inspect.cleandoc(function.__doc__ or ""))
+                                 description=inspect.cleandoc(function.__doc__ or ""),
+                                 context_kwarg=ORIGIN if _takes_origin(function) else None)
               for function, operation, hints in tools]
     with _root_logging_kept():
         server: MCPServer[Any] = MCPServer(

@@ -17,7 +17,7 @@ def parse_max_age(value: str | None) -> int | None:
     """``max_age``: seconds, a non-negative integer (0 means: sign in now)."""
     if value is None:
         return None
-    if not value.isdigit() or len(value) > 10:
+    if not (value.isascii() and value.isdigit()) or len(value) > 10:
         raise InvalidRequest("max_age must be a non-negative number of seconds.",
                              code="max_age_invalid")
     return int(value)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -31,16 +31,16 @@ import falcon
 
 from identityctl import logs, metrics
 from identityctl.errors import IdentityError, PayloadTooLarge, ServiceUnavailable, Unauthorized
-from identityctl.mcp.bridge import ACCESS_TOKEN_ENVIRON_KEY, McpWsgiBridge
+from identityctl.mcp.bridge import ACCESS_TOKEN_ENVIRON_KEY, ORIGIN_ENVIRON_KEY, McpWsgiBridge
 from identityctl.mcp.memo import AnswerMemo
 from identityctl.security.tokens import require_scope
 from identityctl.server.errors import error_answer
 from identityctl.server.heap import settle_heap
 from identityctl.server.middleware import ClientAddress, log_access
 from identityctl.server.requests import presented_token
-from identityctl.services import audit
 from identityctl.services.clients.bearer import scheme_of, verify_presented
 from identityctl.services.context import ServiceContext
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import db
 
 if TYPE_CHECKING:
@@ -50,9 +50,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
-#: The caller's address (server.trusted_proxies applied), for the audit events of its tools.
-CLIENT_ADDRESS_ENVIRON_KEY = "identityctl.mcp.client_address"
-REQUEST_ID_ENVIRON_KEY = "identityctl.mcp.request_id"
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 
 
@@ -89,7 +86,7 @@ class McpDispatcher:
         public_hosts = {urlsplit(url).netloc for url in (config.base_url, config.mcp_audience)}
         self._client_address = ClientAddress(config.server.trusted_proxies)
         self._bridge = McpWsgiBridge(self._build_server, allowed_hosts=sorted(public_hosts),
-                                     path=MCP_PATH, request_context=_audited_request)
+                                     path=MCP_PATH, request_context=_logged_request)
         self._answers = AnswerMemo(self._bridge)
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
@@ -126,8 +123,10 @@ class McpDispatcher:
                 "WWW-Authenticate", self._challenge(refusal, token, scheme_of(presented))))
         environ[ACCESS_TOKEN_ENVIRON_KEY] = _access_token(presented.token, claims,
                                                           self._audience)
-        environ[CLIENT_ADDRESS_ENVIRON_KEY] = address
-        environ[REQUEST_ID_ENVIRON_KEY] = logs.current_request_id()
+        # Who the tools act for, from where (server.trusted_proxies applied), in which request.
+        environ[ORIGIN_ENVIRON_KEY] = RequestOrigin(actor=f"mcp:{claims['sub']}",
+                                                    address=address,
+                                                    request_id=logs.current_request_id())
         if not self._bridge.started:
             self._bridge.start()
             settle_heap()  # the SDK's modules and models live as long as the process too
@@ -172,13 +171,11 @@ class McpDispatcher:
                                 error="" if token is None else "invalid_token", scheme=scheme)
 
 
-@contextlib.contextmanager
-def _audited_request(environ: WSGIEnvironment) -> Iterator[None]:
-    """The changes a tool makes are audited with the caller's address and the request's id
-    (as REST calls are), though tools run on the SDK's threads."""
-    with audit.request_address(str(environ.get(CLIENT_ADDRESS_ENVIRON_KEY, ""))), \
-            logs.request_id_scope(str(environ.get(REQUEST_ID_ENVIRON_KEY, ""))):
-        yield
+def _logged_request(environ: WSGIEnvironment) -> contextlib.AbstractContextManager[None]:
+    """The log lines a tool writes name the request's id (as REST requests' do), though tools
+    run on the SDK's threads."""
+    origin = environ.get(ORIGIN_ENVIRON_KEY)
+    return logs.request_id_scope(origin.request_id if origin else "")
 
 
 def _error_response(start_response: StartResponse, error: IdentityError,

@@ -16,6 +16,7 @@ from identityctl import logs, metrics
 from identityctl.config import Config
 from identityctl.errors import Forbidden, PayloadTooLarge, UnsupportedMediaType
 from identityctl.oauth.discovery import CALLBACK_PATH, CONSENT_PATH
+from identityctl.services.origin import RequestOrigin
 
 #: The state-changing endpoints the hosted UI calls with ``fetch`` from its pages
 #: (identityctl/ui/static/gate.js). No cookies are involved, but a page of another site must
@@ -27,8 +28,9 @@ access_log = logging.getLogger("identityctl.access")
 
 
 class ClientAddress:
-    """``req.context.client_address``: the peer, or X-Forwarded-For from a trusted proxy;
-    and the request's id (identityctl/logs.py), echoed in ``X-Request-ID``.
+    """``req.context.origin`` (services/origin.py): the client address (the peer, or
+    X-Forwarded-For from a trusted proxy) and the request's id (identityctl/logs.py), echoed in
+    ``X-Request-ID``; the resource names the actor once it knows who acts.
 
     Unparsable forwarding headers never relax anything: the peer address is kept.
     """
@@ -47,10 +49,10 @@ class ClientAddress:
         # PERF: what every request carries is set by this one middleware: when it started
         # (the access log and the metrics time it), its client address and its id.
         req.context.started = time.perf_counter()
-        req.context.client_address = self.of(req)
         request_id = logs.request_id_for(req.get_header(logs.REQUEST_ID_HEADER))
-        logs.set_request_id(request_id)
+        logs.set_request_id(request_id)  # the log lines written while answering name it
         resp.set_header(logs.REQUEST_ID_HEADER, request_id)
+        req.context.origin = RequestOrigin(address=self.of(req), request_id=request_id)
 
     def of(self, req: falcon.Request) -> str:
         """The client address of ``req``."""
@@ -172,8 +174,8 @@ class RequestLog:
         started = getattr(req.context, "started", None)
         elapsed = (time.perf_counter() - started) * 1000 if started else 0.0
         status = resp.status[:3] if isinstance(resp.status, str) else resp.status
-        log_access(req.method, req.path, int(status), elapsed,
-                   getattr(req.context, "client_address", ""))
+        origin = getattr(req.context, "origin", None)
+        log_access(req.method, req.path, int(status), elapsed, origin.address if origin else "")
 
 
 def log_access(method: str, path: str, status: int, elapsed_ms: float, address: str) -> None:

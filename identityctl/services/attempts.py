@@ -1,7 +1,7 @@
 """One attempt to prove a credential: a passkey ceremony's finish, a password, a client
 secret. The one place where such an attempt is throttled (services.throttle) and audited.
 
-    with CredentialAttempt(ctx, action=..., client_address=...) as attempt:
+    with CredentialAttempt(ctx, action=..., origin=...) as attempt:
         attempt.check(account)        # 429 while the address is refused (for the account)
         attempt.at_stake(user_id)     # the presented credential is the account's own
         ...                           # a VerificationError or attempt.fail() is a failure
@@ -19,6 +19,7 @@ from identityctl.errors import IdentityError
 from identityctl.passkey.verification import VerificationError
 from identityctl.services import audit, throttle
 from identityctl.services.context import ServiceContext
+from identityctl.services.origin import RequestOrigin
 
 #: Failures that are refusals of a genuine-looking request rather than bad input.
 _DENIED_CODES = frozenset({"possible_clone", "account_unavailable", "backup_eligibility_changed"})
@@ -29,9 +30,9 @@ _THROTTLED_CODES = frozenset({"too_many_attempts"})
 class CredentialAttempt:
     """A throttled, audited credential attempt (see the module's docstring)."""
 
-    def __init__(self, ctx: ServiceContext, *, action: str, client_address: str,
+    def __init__(self, ctx: ServiceContext, *, action: str, origin: RequestOrigin,
                  password: bool = False) -> None:
-        self.ctx, self.action, self.client_address = ctx, action, client_address
+        self.ctx, self.action, self.origin = ctx, action, origin
         #: Password guesses are also bounded per account from all addresses together.
         self.password = password
         #: Who the audit events name: the actor (a typed username, a client id) and the user.
@@ -46,7 +47,7 @@ class CredentialAttempt:
         """Refuse with 429 while the address is refused for ``account`` or at all."""
         self._account = account
         self._allowed = throttle.ensure_allowed(self.ctx, action=self.action, account=account,
-                                                client_address=self.client_address,
+                                                origin=self.origin,
                                                 password=self.password)
 
     def at_stake(self, user_id: str | None = None) -> None:
@@ -66,13 +67,13 @@ class CredentialAttempt:
 
     def _count_failure(self) -> None:
         throttle.record_failure(self.ctx, action=self.action, account=self._counted_account,
-                                client_address=self.client_address, password=self.password)
+                                origin=self.origin, password=self.password)
 
     def _audit(self, outcome: str, details: dict[str, object]) -> None:
         self._audited = True
-        audit.record(self.action, outcome, actor=self.actor or self.user_id or "",
-                     user_id=self.user_id, client_address=self.client_address,
-                     details=details)
+        audit.record(self.action, outcome,
+                     origin=self.origin.acting_as(self.actor or self.user_id or ""),
+                     user_id=self.user_id, details=details)
 
     def __enter__(self) -> CredentialAttempt:
         return self

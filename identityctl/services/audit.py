@@ -1,30 +1,25 @@
 """The audit log: recording an event with what follows from it (its metric, a webhook
-delivery for each subscription that wants it, in the same transaction), reading it, keeping
-it within its retention, and naming the client address of what a request's tools change."""
+delivery for each subscription that wants it, in the same transaction), reading it, and
+keeping it within its retention. Who acted, from which address and in which request, is the
+caller's ``RequestOrigin``."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-from contextvars import ContextVar
 from typing import Any
 
-from identityctl import logs, metrics
+from identityctl import metrics
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import audit, db, webhooks
 from identityctl.store.models import now
 
-_request_address: ContextVar[str] = ContextVar("identityctl_request_address", default="")
 
-
-def record(event: str, outcome: str, *, actor: str = "", user_id: str | None = None,
-           client_address: str = "", details: dict[str, Any] | None = None) -> None:
+def record(event: str, outcome: str, *, origin: RequestOrigin, user_id: str | None = None,
+           details: dict[str, Any] | None = None) -> None:
     """Append one event (in the caller's transaction when there is one), with a webhook
     delivery for each subscription that wants it, in the same transaction."""
     metrics.audit_event(event, outcome)
-    at, address = now(), client_address or _request_address.get()
+    at, actor, address, request_id = now(), origin.actor, origin.address, origin.request_id
     subscribed = webhooks.subscribers(event)
-    # The request that caused it: its log line and X-Request-ID say the same.
-    request_id = logs.current_request_id()
     event_details = details or {}
     if not subscribed:
         audit.append(at=at, event=event, outcome=outcome, actor=actor, user_id=user_id,
@@ -48,13 +43,3 @@ def purge(retention_days: int) -> int:
     """Delete events older than ``retention_days`` (security.audit_retention_days); how many."""
     return audit.purge(retention_days)
 
-
-@contextlib.contextmanager
-def request_address(address: str) -> Iterator[None]:
-    """Events recorded inside name ``address`` when they name none themselves (the /mcp tools
-    call the same services as the CLI, which take no address)."""
-    reset = _request_address.set(address)
-    try:
-        yield
-    finally:
-        _request_address.reset(reset)

@@ -273,7 +273,7 @@ def exchange(pool: urllib3.PoolManager | urllib3.HTTPConnectionPool, method: str
 
 def _read(response: Any, max_bytes: int, url: str, *, whole: bool) -> bytes:
     length = response.headers.get("Content-Length")
-    announced = int(length) if length and length.isdigit() else 0
+    announced = int(length) if length and length.isascii() and length.isdigit() else 0
     body = b"" if announced > max_bytes else response.read(max_bytes + 1)
     if announced > max_bytes or len(body) > max_bytes:
         if whole:

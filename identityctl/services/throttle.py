@@ -40,6 +40,7 @@ from identityctl.errors import TooManyRequests
 from identityctl.security.usernames import username_key
 from identityctl.services import audit
 from identityctl.services.context import ServiceContext
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import throttle as store
 from identityctl.store.throttle import Counter
 
@@ -87,12 +88,12 @@ NOTHING_COUNTED = Allowed()
 
 
 def ensure_allowed(ctx: ServiceContext, *, action: str, account: str | None,
-                   client_address: str, password: bool = False,
+                   origin: RequestOrigin, password: bool = False,
                    start: bool = False) -> Allowed:
     """Refuse with 429 when this address is refused for this account or at all, when a
     ``password`` guess finds the account slowed down, or when a ceremony ``start`` finds the
     address over its starts."""
-    security = ctx.config.security
+    security, client_address = ctx.config.security, origin.address
     address = address_key(client_address) if client_address else None
     pair = pair_key(account, client_address) if account and client_address else None
     guessed = account_key(account) if password and account else None
@@ -115,7 +116,7 @@ def ensure_allowed(ctx: ServiceContext, *, action: str, account: str | None,
     if until is None and guessed in found and not trusted:
         until = _password_turn(security, guessed, found[guessed], now)
     if until is not None:
-        _refuse(action, client_address, until - now)
+        _refuse(action, origin, until - now)
     return Allowed(counted_pair=pair if pair in found else None,
                    trust=None if trusted else trust)
 
@@ -142,16 +143,16 @@ def document_fetches_key(client_address: str) -> str:
 
 
 def _ensure_left(ctx: ServiceContext, key: str, limit: int, *, action: str,
-                 client_address: str) -> None:
+                 origin: RequestOrigin) -> None:
     """Refuse with 429 when ``key`` (an address's allowance) was counted ``limit`` times
     within ``failure_window``; nothing is counted."""
-    if not client_address:
+    if not origin.address:
         return
     now, window = time.time(), ctx.config.security.failure_window
     counter = store.counters([key]).get(key)
     if counter is not None and counter.window_start > now - window \
             and counter.count >= limit:
-        _refuse(action, client_address, counter.window_start + window - now)
+        _refuse(action, origin, counter.window_start + window - now)
 
 
 def _count(ctx: ServiceContext, key: str, client_address: str) -> None:
@@ -160,49 +161,47 @@ def _count(ctx: ServiceContext, key: str, client_address: str) -> None:
 
 
 def ensure_registrations_left(ctx: ServiceContext, *, action: str,
-                              client_address: str) -> None:
+                              origin: RequestOrigin) -> None:
     """Refuse with 429 when the address registered ``oauth.registrations_per_address``
     clients within ``failure_window`` (so that no work is done for one more)."""
-    _ensure_left(ctx, registrations_key(client_address),
-                 ctx.config.oauth.registrations_per_address, action=action,
-                 client_address=client_address)
+    _ensure_left(ctx, registrations_key(origin.address),
+                 ctx.config.oauth.registrations_per_address, action=action, origin=origin)
 
 
-def count_registration(ctx: ServiceContext, *, action: str, client_address: str) -> None:
+def count_registration(ctx: ServiceContext, *, action: str, origin: RequestOrigin) -> None:
     """Refuse with 429 once the address registered ``oauth.registrations_per_address``
     clients within ``failure_window``; else count this registration."""
-    ensure_registrations_left(ctx, action=action, client_address=client_address)
-    _count(ctx, registrations_key(client_address), client_address)
+    ensure_registrations_left(ctx, action=action, origin=origin)
+    _count(ctx, registrations_key(origin.address), origin.address)
 
 
 def ensure_document_fetches_left(ctx: ServiceContext, *, action: str,
-                                 client_address: str) -> None:
+                                 origin: RequestOrigin) -> None:
     """Refuse with 429 when the address had ``oauth.document_fetches_per_address`` client
     metadata documents fetched within ``failure_window``."""
-    _ensure_left(ctx, document_fetches_key(client_address),
-                 ctx.config.oauth.document_fetches_per_address, action=action,
-                 client_address=client_address)
+    _ensure_left(ctx, document_fetches_key(origin.address),
+                 ctx.config.oauth.document_fetches_per_address, action=action, origin=origin)
 
 
-def count_document_fetch(ctx: ServiceContext, *, client_address: str) -> None:
+def count_document_fetch(ctx: ServiceContext, *, origin: RequestOrigin) -> None:
     """Count a fetch of a client metadata document for the address (made, or refused)."""
-    _count(ctx, document_fetches_key(client_address), client_address)
+    _count(ctx, document_fetches_key(origin.address), origin.address)
 
 
-def _refuse(action: str, client_address: str, seconds: float) -> None:
+def _refuse(action: str, origin: RequestOrigin, seconds: float) -> None:
     retry_after = max(1, math.ceil(seconds))
-    audit.record("throttle.refuse", "throttled", actor=action, client_address=client_address,
+    audit.record("throttle.refuse", "throttled", origin=origin.acting_as(action),
                  details={"action": action, "retryAfter": retry_after})
     raise TooManyRequests(f"Too many attempts; try again in {retry_after} seconds.",
                           retry_after=retry_after, code="too_many_attempts")
 
 
 def record_failure(ctx: ServiceContext, *, action: str, account: str | None,
-                   client_address: str, password: bool = False) -> None:
+                   origin: RequestOrigin, password: bool = False) -> None:
     """Count a failed attempt against the address and, when it was one at ``account``,
     against the account at this address; a wrong ``password`` also counts toward the
     account's guesses from all addresses."""
-    security = ctx.config.security
+    security, client_address = ctx.config.security, origin.address
     now = time.time()
     for key, limit in ((address_key(client_address) if client_address else None,
                         security.max_failures_per_address),
@@ -213,8 +212,7 @@ def record_failure(ctx: ServiceContext, *, action: str, account: str | None,
         until = store.count_failure(key, now=now, window=security.failure_window,
                                     limit=limit, block_for=security.lockout_seconds)
         if until is not None:
-            audit.record("throttle.block", "throttled", actor=action,
-                         client_address=client_address,
+            audit.record("throttle.block", "throttled", origin=origin.acting_as(action),
                          details={"action": action, "scope": key.split(":", 1)[0],
                                   "seconds": security.lockout_seconds})
     if password and account:
@@ -231,10 +229,10 @@ def record_success(allowed: Allowed) -> None:
         store.mark(allowed.trust, now=time.time())
 
 
-def count_start(ctx: ServiceContext, *, client_address: str) -> None:
+def count_start(ctx: ServiceContext, *, origin: RequestOrigin) -> None:
     """Count a ceremony start against its address (in the start's own transaction)."""
-    if client_address:
-        store.count(starts_key(client_address), now=time.time(),
+    if origin.address:
+        store.count(starts_key(origin.address), now=time.time(),
                     window=ctx.config.security.failure_window)
 
 

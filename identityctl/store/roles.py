@@ -8,7 +8,7 @@ from typing import Any
 import peewee
 
 from identityctl.store import crud, db
-from identityctl.store.models import Role, UserRole, now
+from identityctl.store.models import Role, User, UserRole, now
 
 
 @dataclass(slots=True)
@@ -80,3 +80,11 @@ def scopes_in_roles() -> set[str]:
 
 def holders(role_id: str) -> int:
     return UserRole.select().where(UserRole.role == role_id).count()
+
+
+def other_active_holders(role_name: str, user_id: str) -> int:
+    """How many active users other than ``user_id`` hold the role named ``role_name``."""
+    return (UserRole.select().join(Role, on=UserRole.role == Role.id)
+            .switch(UserRole).join(User, on=UserRole.user == User.id)
+            .where(Role.name == role_name, UserRole.user != user_id, User.status == "active")
+            .count())

@@ -22,9 +22,11 @@ from identityctl.oauth.pkce import s256_challenge
 from identityctl.services import catalog
 from identityctl.services.accounts.sessions import COOKIE as SESSION_COOKIE
 from identityctl.services.directory import roles as roles_service
+from identityctl.services.origin import RequestOrigin
 from identityctl.store.directory import UserRecord
 from tests.conftest import Service
 from tests.support.authenticator import SoftAuthenticator
+from tests.support.origins import TEST_ORIGIN
 from tests.support.passkeys import PasskeyClient
 
 REDIRECT_URI = "https://app.example/callback"
@@ -49,7 +51,7 @@ def register_client(template: str = "SPA", *, redirect_uri: str = REDIRECT_URI,
     if "authorization_code" in oauth["grantTypes"]:
         oauth["redirectUris"] = [redirect_uri]
     oauth.update(config)
-    application, secret = catalog.applications.create_application(document)
+    application, secret = catalog.applications.create_application(document, origin=TEST_ORIGIN)
     settings = catalog.applications.oauth_config(application)
     return RegisteredClient(application_id=application["id"], client_id=settings["clientId"],
                             secret=secret, redirect_uri=redirect_uri,
@@ -128,7 +130,7 @@ class OAuthDriver:
         user = self.passkeys.new_user(email=f"ada-{uuid.uuid4().hex[:8]}@example.com",
                                       given_name="Ada", family_name="Lovelace")
         for role in roles:
-            roles_service.grant_role(user.id, role, actor="test")
+            roles_service.grant_role(user.id, role, origin=RequestOrigin(actor="test"))
         authenticator = SoftAuthenticator()
         self.passkeys.enrolled(user, authenticator)
         finished = self.passkeys.sign_in(authenticator, user.id)

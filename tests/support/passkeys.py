@@ -24,6 +24,7 @@ from identityctl.services.tokens import TokenService
 from identityctl.store.directory import UserRecord
 from tests.conftest import Service, free_port
 from tests.support.authenticator import SoftAuthenticator
+from tests.support.origins import TEST_ORIGIN
 from tests.support.processes import stop
 
 
@@ -104,7 +105,7 @@ class PasskeyClient:
 
     def new_user(self, **attributes: Any) -> UserRecord:
         return directory.create_user(username=f"user-{uuid.uuid4().hex[:10]}",
-                                     attributes=attributes)
+                                     attributes=attributes, origin=TEST_ORIGIN)
 
     def admin_token(self) -> str:
         """An admin access token, as `identityctl token --scope system` mints it."""

@@ -39,7 +39,8 @@ class _AccountResource:
     def holder(self, req: falcon.Request, resp: falcon.Response) -> account.AccountHolder:
         resp.set_header("Cache-Control", "no-store")
         return account.account_holder(self.context,
-                                      presented_token(req, self.context.config.base_url))
+                                      presented_token(req, self.context.config.base_url),
+                                      req.context.origin)
 
 
 class PageResource:
@@ -63,16 +64,14 @@ class EmailCodeResource(_AccountResource):
         holder = self.holder(req, resp)
         resp.status = falcon.HTTP_202
         resp.media = account.send_email_code(
-            self.context, holder, json_object(req).get("address"), language=language_of(req),
-            client_address=req.context.client_address)
+            self.context, holder, json_object(req).get("address"), language=language_of(req))
 
 
 class EmailConfirmResource(_AccountResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         holder = self.holder(req, resp)
         resp.media = account.confirm_email_code(self.context, holder,
-                                                string_field(json_object(req), "code"),
-                                                client_address=req.context.client_address)
+                                                string_field(json_object(req), "code"))
 
 
 class PasskeysResource(_AccountResource):
@@ -93,7 +92,7 @@ class PasskeyResource(_AccountResource):
 class PasskeyStartResource(_AccountResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.media = creation_answer(account.start_passkey(
-            self.context, self.holder(req, resp), client_address=req.context.client_address))
+            self.context, self.holder(req, resp)))
 
 
 class PasskeyFinishResource(_AccountResource):
@@ -104,7 +103,7 @@ class PasskeyFinishResource(_AccountResource):
             self.context, user_id=holder.user.id,
             credential=codec.json_credential(object_field(body, CREDENTIAL)),
             session_token=string_field(body, "sessionToken"), name=body.get("credentialName"),
-            client_address=req.context.client_address, language=language_of(req))
+            origin=req.context.origin, language=language_of(req))
 
 
 class EnrolmentLinkResource(_AccountResource):
@@ -117,7 +116,7 @@ class EnrolStartResource(_AccountResource):
         resp.set_header("Cache-Control", "no-store")
         username, started = account.start_linked_passkey(
             self.context, string_field(json_object(req), "link"),
-            client_address=req.context.client_address)
+            origin=req.context.origin)
         resp.media = {"username": username, **creation_answer(started)}
 
 
@@ -129,7 +128,7 @@ class EnrolFinishResource(_AccountResource):
             self.context, string_field(body, "link"),
             credential=codec.json_credential(object_field(body, CREDENTIAL)),
             session_token=string_field(body, "sessionToken"), name=body.get("credentialName"),
-            client_address=req.context.client_address, language=language_of(req))
+            origin=req.context.origin, language=language_of(req))
 
 
 class SessionsResource(_AccountResource):
@@ -182,8 +181,7 @@ class DeviceResource(_AccountResource):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.media = device.describe(self.context, self.holder(req, resp),
-                                     req.get_param("userCode"),
-                                     client_address=req.context.client_address)
+                                     req.get_param("userCode"))
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = json_object(req)
@@ -191,8 +189,7 @@ class DeviceResource(_AccountResource):
         if decision not in ("allow", "deny"):
             raise InvalidField("decision", "must be 'allow' or 'deny'")
         resp.media = device.decide(self.context, self.holder(req, resp), body.get("userCode"),
-                                   approve=decision == "allow",
-                                   client_address=req.context.client_address)
+                                   approve=decision == "allow")
 
 
 class ConsentsResource(_AccountResource):

@@ -20,11 +20,18 @@ from identityctl.services.context import ServiceContext
 API = "/admin/api/v1"
 
 
+#: What reads: any other method changes something, and a person needs the step-up for it.
+READS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
 class AdminResource:
-    """A resource of the admin API: :meth:`holder` is who calls (or the refusal); the
-    services a destructive call reaches ask for the step-up (console.require_step_up)."""
+    """A resource of the admin API: :meth:`holder` is who calls (or the refusal), and a
+    person's change needs the step-up (console.admin_holder's ``changing``)."""
 
     json_body = True
+    #: A POST that changes nothing (a dry-run plan, a preview), or that carries its own fresh
+    #: passkey assertion (a change's approval): no step-up.
+    changes_nothing = False
 
     def __init__(self, context: ServiceContext) -> None:
         self.context = context
@@ -32,7 +39,9 @@ class AdminResource:
     def holder(self, req: falcon.Request, resp: falcon.Response) -> console.AdminHolder:
         resp.set_header("Cache-Control", "no-store")
         return console.admin_holder(self.context,
-                                    presented_token(req, self.context.config.base_url))
+                                    presented_token(req, self.context.config.base_url),
+                                    req.context.origin,
+                                    changing=req.method not in READS and not self.changes_nothing)
 
 
 def page_of(req: falcon.Request) -> tuple[int, list[Any] | None]:
@@ -80,7 +89,7 @@ def page_response(description: str, item: dict[str, Any]) -> dict[str, Any]:
 def operation(summary: str, operation_id: str, responses: dict[str, Any], *,
               step_up: bool = False, **extra: Any) -> dict[str, Any]:
     """An admin API operation: the bearer rule and its refusals added (``step_up``: a
-    destructive one, which needs a recent sign-in)."""
+    change, which a person makes only within admin.step_up_seconds of their sign-in)."""
     return {"summary": summary, "operationId": operation_id, "description": BEARER,
             "tags": ["admin"],
             "responses": {**responses, "401": STEP_UP if step_up else DENIED,

@@ -40,14 +40,16 @@ class ChangeResource(AdminResource):
 
 
 class ApprovalResource(AdminResource):
+    changes_nothing = True  # it only asks the passkey
     json_body = False  # a POST without a body
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, change_id: str) -> None:
-        resp.media = changes.approval_options(self.context, self.holder(req, resp), change_id,
-                                              client_address=req.context.client_address)
+        resp.media = changes.approval_options(self.context, self.holder(req, resp), change_id)
 
 
 class ApproveResource(AdminResource):
+    changes_nothing = True  # its passkey assertion is fresh
+
     def on_post(self, req: falcon.Request, resp: falcon.Response, change_id: str) -> None:
         holder = self.holder(req, resp)
         body = json_object(req)
@@ -55,14 +57,14 @@ class ApproveResource(AdminResource):
             self.context, holder, change_id,
             credential=codec.json_credential(object_field(body, CREDENTIAL)),
             session_token=string_field(body, "sessionToken"),
-            nonce=string_field(body, "nonce"), client_address=req.context.client_address)
+            nonce=string_field(body, "nonce"))
 
 
 class RejectResource(AdminResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response, change_id: str) -> None:
         holder = self.holder(req, resp)
         body = json_object(req)
-        resp.media = changes.reject(change_id, actor=holder.actor,
+        resp.media = changes.reject(change_id, origin=holder.origin,
                                     reason=string_field(body, "reason", required=False) or "")
 
 
@@ -117,5 +119,5 @@ OPENAPI_PATHS = {
                            "409": _NOT_PENDING},
                           requestBody=json_body({"type": "object",
                                                  "properties": {"reason": {
-                                                     "type": "string"}}}))},
+                                                     "type": "string"}}}), step_up=True)},
 }

@@ -31,11 +31,12 @@ class ThemeResource(AdminResource):
         resp.media = design.update_theme(self.holder(req, resp), theme_id, json_object(req))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, theme_id: str) -> None:
-        design.delete_theme(self.context, self.holder(req, resp), theme_id)
+        design.delete_theme(self.holder(req, resp), theme_id)
         resp.status = falcon.HTTP_204
 
 
 class ThemePreviewResource(AdminResource):
+    changes_nothing = True  # a stylesheet computed
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         self.holder(req, resp)
         resp.media = design.theme_preview(json_object(req))
@@ -60,7 +61,7 @@ class FlowResource(AdminResource):
         resp.media = design.update_flow(self.holder(req, resp), flow_id, json_object(req))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, flow_id: str) -> None:
-        design.delete_flow(self.context, self.holder(req, resp), flow_id)
+        design.delete_flow(self.holder(req, resp), flow_id)
         resp.status = falcon.HTTP_204
 
 
@@ -95,7 +96,7 @@ OPENAPI_PATHS = {
                           requestBody=json_body({"type": "object",
                                                  "required": ["handle", "displayName"],
                                                  "description": "{handle, displayName, "
-                                                 "description?, theme?}"}))},
+                                                 "description?, theme?}"}), step_up=True)},
     API + "/themes/{theme_id}": {
         "parameters": _THEME_ID,
         "get": operation("A theme", "adminTheme", {"200": json_response("The theme.", _THEME),
@@ -104,7 +105,7 @@ OPENAPI_PATHS = {
                            "adminThemeUpdate", {"200": json_response("Changed.", _THEME),
                                                 "400": _REFUSED_THEME,
                                                 "404": _NOT_FOUND_THEME},
-                           requestBody=json_body({"type": "object"})),
+                           requestBody=json_body({"type": "object"}), step_up=True),
         "delete": operation("Delete a theme (needs a recent sign-in)", "adminThemeDelete",
                             {"204": {"description": "Deleted."}, "404": _NOT_FOUND_THEME},
                             step_up=True)},
@@ -131,7 +132,7 @@ OPENAPI_PATHS = {
         "post": operation("Create a flow from its JSON document", "adminFlowCreate",
                           {"201": json_response("Created, with its graph.", _FLOW),
                            "400": _REFUSED_FLOW, "409": error_response("flow_exists.")},
-                          requestBody=json_body(_DOCUMENT))},
+                          requestBody=json_body(_DOCUMENT), step_up=True)},
     API + "/flows/{flow_id}": {
         "parameters": _FLOW_ID,
         "get": operation("A flow and its graph (nodes in layers, edges)", "adminFlow",
@@ -140,7 +141,7 @@ OPENAPI_PATHS = {
                          "adminFlowUpdate", {"200": json_response("Saved, with its graph.",
                                                                   _FLOW),
                                              "400": _REFUSED_FLOW, "404": _NOT_FOUND_FLOW},
-                         requestBody=json_body(_DOCUMENT)),
+                         requestBody=json_body(_DOCUMENT), step_up=True),
         "delete": operation("Delete a flow (needs a recent sign-in)", "adminFlowDelete",
                             {"204": {"description": "Deleted."}, "404": _NOT_FOUND_FLOW},
                             step_up=True)},

@@ -55,7 +55,7 @@ class RolesResource(AdminResource):
         resp.media = roles.create_role(
             name=string_field(body, "name"), scopes=_names(body, "scopes", required=False) or [],
             description=string_field(body, "description", required=False, blank_ok=True) or "",
-            actor=holder.actor).to_api()
+            origin=holder.origin).to_api()
 
 
 class RoleResource(AdminResource):
@@ -66,10 +66,10 @@ class RoleResource(AdminResource):
         resp.media = roles.update_role(
             role_id, scopes=_names(body, "scopes", required=False),
             description=string_field(body, "description", required=False, blank_ok=True),
-            actor=holder.actor).to_api()
+            origin=holder.origin).to_api()
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, role_id: str) -> None:
-        integrations.remove(self.context, self.holder(req, resp), roles.delete_role, role_id)
+        integrations.remove(self.holder(req, resp), roles.delete_role, role_id)
         resp.status = falcon.HTTP_204
 
 
@@ -93,7 +93,7 @@ class ProviderResource(AdminResource):
         resp.media = integrations.provider_item(self.context, updated)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, provider_id: str) -> None:
-        integrations.remove(self.context, self.holder(req, resp), federation.remove_provider,
+        integrations.remove(self.holder(req, resp), federation.remove_provider,
                             provider_id)
         resp.status = falcon.HTTP_204
 
@@ -111,7 +111,7 @@ class ResourceServersResource(AdminResource):
             self.context, identifier=string_field(body, "identifier"),
             scopes=_names(body, "scopes"),
             name=string_field(body, "name", required=False, blank_ok=True) or "",
-            actor=holder.actor).to_api()
+            origin=holder.origin).to_api()
 
 
 class ResourceServerResource(AdminResource):
@@ -122,10 +122,10 @@ class ResourceServerResource(AdminResource):
         resp.media = resource_servers.update_resource_server(
             server_id, scopes=_names(body, "scopes"),
             name=string_field(body, "name", required=False, blank_ok=True),
-            actor=holder.actor).to_api()
+            origin=holder.origin).to_api()
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
-        integrations.remove(self.context, self.holder(req, resp),
+        integrations.remove(self.holder(req, resp),
                             resource_servers.remove_resource_server, server_id)
         resp.status = falcon.HTTP_204
 
@@ -141,14 +141,14 @@ class WebhooksResource(AdminResource):
         made, secret = webhooks.add_subscription(
             url=string_field(body, "url"), events=_names(body, "events") or [],
             description=string_field(body, "description", required=False, blank_ok=True) or "",
-            actor=holder.actor)
+            origin=holder.origin)
         resp.status = falcon.HTTP_201
         resp.media = {**made.to_api(), "secret": secret}
 
 
 class WebhookResource(AdminResource):
     def on_delete(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
-        integrations.remove(self.context, self.holder(req, resp),
+        integrations.remove(self.holder(req, resp),
                             webhooks.remove_subscription, webhook_id)
         resp.status = falcon.HTTP_204
 
@@ -163,7 +163,7 @@ class RedeliverResource(AdminResource):
     json_body = False  # a POST without a body
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, delivery_id: str) -> None:
-        queued = webhooks.redeliver(delivery_id, actor=self.holder(req, resp).actor)
+        queued = webhooks.redeliver(delivery_id, origin=self.holder(req, resp).origin)
         resp.status = falcon.HTTP_201
         resp.media = {"id": queued}
 
@@ -233,14 +233,15 @@ OPENAPI_PATHS = {
         "post": operation("Create a role carrying scopes", "adminRoleCreate",
                           {"201": json_response("Created.", _ROLE), "400": _REFUSED,
                            "409": error_response("role_exists.")},
-                          requestBody=json_body({**_ROLE_BODY, "required": ["name"]}))},
+                          requestBody=json_body({**_ROLE_BODY,
+                                                 "required": ["name"]}), step_up=True)},
     API + "/roles/{role_id}": {
         "parameters": _ROLE_ID,
         "patch": operation("Change a role's scopes (the whole list) or description",
                            "adminRoleUpdate", {"200": json_response("Changed.", _ROLE),
                                                "400": _REFUSED,
                                                "404": error_response("role_not_found.")},
-                           requestBody=json_body(_ROLE_BODY)),
+                           requestBody=json_body(_ROLE_BODY), step_up=True),
         "delete": operation("Delete a role: its holders lose it (needs a recent sign-in)",
                             "adminRoleDelete", {**_NO_CONTENT,
                                                 "404": error_response("role_not_found.")},
@@ -259,7 +260,7 @@ OPENAPI_PATHS = {
                                                                   "clientSecret"],
                                    "properties": {"kind": {"type": "string"},
                                                   "handle": {"type": "string"},
-                                                  **_PROVIDER_SETTINGS}}))},
+                                                  **_PROVIDER_SETTINGS}}), step_up=True)},
     API + "/identity-providers/{provider_id}": {
         "parameters": _PROVIDER_ID,
         "patch": operation(
@@ -267,7 +268,8 @@ OPENAPI_PATHS = {
             "too, unless clientSecret gives a new one)", "adminIdentityProviderUpdate",
             {"200": _PROVIDER_ANSWER, "400": _PROVIDER_REFUSED,
              "404": error_response("provider_not_found.")},
-            requestBody=json_body({"type": "object", "properties": _PROVIDER_SETTINGS})),
+            requestBody=json_body({"type": "object",
+                                   "properties": _PROVIDER_SETTINGS}), step_up=True),
         "delete": operation("Remove a provider; accounts linked through it are unlinked "
                             "(needs a recent sign-in)", "adminIdentityProviderDelete",
                             {**_NO_CONTENT,
@@ -287,7 +289,7 @@ OPENAPI_PATHS = {
                                                  "properties": {
                                                      "identifier": {"type": "string"},
                                                      "name": {"type": "string"},
-                                                     "scopes": _TEXTS}}))},
+                                                     "scopes": _TEXTS}}), step_up=True)},
     API + "/resource-servers/{server_id}": {
         "parameters": _SERVER_ID,
         "patch": operation("Replace a resource server's scopes (and name)",
@@ -298,7 +300,7 @@ OPENAPI_PATHS = {
                             "404": error_response("resource_server_not_found.")},
                            requestBody=json_body({"type": "object", "required": ["scopes"],
                                                   "properties": {"name": {"type": "string"},
-                                                                 "scopes": _TEXTS}})),
+                                                                 "scopes": _TEXTS}}), step_up=True),
         "delete": operation("Stop issuing tokens for a resource server (needs a recent "
                             "sign-in)", "adminResourceServerDelete",
                             {**_NO_CONTENT,
@@ -315,7 +317,8 @@ OPENAPI_PATHS = {
             requestBody=json_body({"type": "object", "required": ["url", "events"],
                                    "properties": {"url": {"type": "string"},
                                                   "events": _TEXTS,
-                                                  "description": {"type": "string"}}}))},
+                                                  "description": {"type": "string"}}}),
+            step_up=True)},
     API + "/webhooks/{webhook_id}": {
         "parameters": _path_id("webhook_id", "The subscription's id."),
         "delete": operation("Stop delivering to a subscription (needs a recent sign-in)",
@@ -342,5 +345,5 @@ OPENAPI_PATHS = {
              "404": error_response("webhook_delivery_not_found, webhook_not_found (its "
                                    "subscription was removed)."),
              "409": error_response("webhook_delivery_not_given_up: it is still being tried, "
-                                   "or it was sent.")})},
+                                   "or it was sent.")}, step_up=True)},
 }

@@ -49,7 +49,7 @@ class ApplicationResource(AdminResource):
                                                 json_object(req))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, app_id: str) -> None:
-        records.delete_application(self.context, self.holder(req, resp), app_id)
+        records.delete_application(self.holder(req, resp), app_id)
         resp.status = falcon.HTTP_204
 
 
@@ -57,8 +57,7 @@ class ApplicationSecretResource(AdminResource):
     json_body = False  # a POST without a body
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, app_id: str) -> None:
-        resp.media = {"clientSecret": records.rotate_secret(self.context,
-                                                            self.holder(req, resp), app_id)}
+        resp.media = {"clientSecret": records.rotate_secret(self.holder(req, resp), app_id)}
 
 
 def _audit_filter(req: falcon.Request) -> AuditFilter:
@@ -118,11 +117,12 @@ def _sent(req: falcon.Request) -> object:
 
 
 class ConfigurationPlanResource(AdminResource):
+    changes_nothing = True  # a dry run
     json_body = False  # JSON or YAML: _sent
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self.holder(req, resp)
-        resp.media = records.configuration_plan(self.context, _sent(req))
+        resp.media = records.configuration_plan(self.context, self.holder(req, resp),
+                                                _sent(req))
 
 
 class ConfigurationApplyResource(AdminResource):
@@ -187,7 +187,8 @@ OPENAPI_PATHS = {
              "409": error_response("The name is taken.")},
             requestBody=json_body({"type": "object", "required": ["template", "name"],
                                    "description": "{template, name, oauth: {redirectUris, "
-                                   "scopes, grantTypes, ...}, description, themeId, ...}"}))},
+                                   "scopes, grantTypes, ...}, description, themeId, ...}"}),
+            step_up=True)},
     API + "/applications/{app_id}": {
         "parameters": _APP_ID,
         "get": operation("An application", "adminApplication",
@@ -195,7 +196,7 @@ OPENAPI_PATHS = {
         "patch": operation(
             "Change some of an application's fields (oauth: some of its OAuth settings)",
             "adminApplicationUpdate", {"200": json_response("Changed.", _APPLICATION)},
-            requestBody=json_body({"type": "object"})),
+            requestBody=json_body({"type": "object"}), step_up=True),
         "delete": operation("Delete an application (needs a recent sign-in)",
                             "adminApplicationDelete", {"204": {"description": "Deleted."}},
                             step_up=True)},

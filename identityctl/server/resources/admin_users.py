@@ -49,7 +49,7 @@ class UserResource(AdminResource):
                                    ou=string_field(body, "ou", required=False))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, user_id: str) -> None:
-        people.delete(self.context, self.holder(req, resp), user_id)
+        people.delete(self.holder(req, resp), user_id)
         resp.status = falcon.HTTP_204
 
 
@@ -85,12 +85,12 @@ class RoleResource(AdminResource):
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, user_id: str,
                role: str) -> None:
-        people.grant_role(self.context, self.holder(req, resp), user_id, role)
+        people.grant_role(self.holder(req, resp), user_id, role)
         resp.status = falcon.HTTP_204
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, user_id: str,
                   role: str) -> None:
-        people.revoke_role(self.context, self.holder(req, resp), user_id, role)
+        people.revoke_role(self.holder(req, resp), user_id, role)
         resp.status = falcon.HTTP_204
 
 
@@ -132,7 +132,7 @@ OPENAPI_PATHS = {
              "409": error_response("username_taken, attribute_taken.")},
             requestBody=json_body({"type": "object", "required": ["username"], "properties": {
                 "username": {"type": "string"}, "email": {"type": "string"},
-                "attributes": {"type": "object"}, "userType": {"type": "string"}}}))},
+                "attributes": {"type": "object"}, "userType": {"type": "string"}}}), step_up=True)},
     API + "/users/{user_id}": {
         "parameters": _USER_ID,
         "get": operation("One person's page", "adminUser", {"200": _PERSON, "404": _NOT_FOUND}),
@@ -163,20 +163,21 @@ OPENAPI_PATHS = {
              "400": error_response("email_not_configured, no_email."),
              "404": _NOT_FOUND, "409": error_response("user_inactive.")},
             requestBody=json_body({"type": "object", "properties": {
-                "sendEmail": {"type": "boolean", "default": False}}}))},
+                "sendEmail": {"type": "boolean", "default": False}}}), step_up=True)},
     API + "/users/{user_id}/sessions": {
         "parameters": _USER_ID,
         "delete": operation(
             "Sign the person out of every browser (with back-channel logout)",
             "adminUserSessionsEnd",
             {"200": json_response("{ended: number of sessions}", {"type": "object"}),
-             "404": _NOT_FOUND})},
+             "404": _NOT_FOUND}, step_up=True)},
     API + "/users/{user_id}/sessions/{session_id}": {
         "parameters": [*_USER_ID, {"name": "session_id", "in": "path", "required": True,
                                    "schema": {"type": "string"}}],
         "delete": operation("End one of the person's browser sessions", "adminUserSessionEnd",
                             {"204": {"description": "Ended."},
-                             "404": error_response("user_not_found, session_not_found.")})},
+                             "404": error_response("user_not_found, session_not_found.")},
+                            step_up=True)},
     API + "/users/{user_id}/passkeys": {
         "parameters": _USER_ID,
         "delete": operation(

@@ -58,7 +58,6 @@ class FlowExecuteResource:
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = json_object(req)
         verbose = bool_field(body, "verbose")
-        address = req.context.client_address
         # What the flow sends the person (a code by e-mail) is in their browser's language.
         language = i18n.choose(accept_language=req.get_header("Accept-Language"))
         # The hosted pages' requests carry the browser secret, and their executions are
@@ -67,13 +66,13 @@ class FlowExecuteResource:
         if body.get("executionId") is None:
             resp.media = flow_execution.start_execution(
                 self.context, application_id=string_field(body, "applicationId"),
-                flow_type=string_field(body, "flowType"), client_address=address,
+                flow_type=string_field(body, "flowType"), origin=req.context.origin,
                 language=language, verbose=verbose, browser=browser)
             return
         resp.media = flow_execution.continue_execution(
             self.context, execution_id=string_field(body, "executionId"),
             action=string_field(body, "action"), inputs=_inputs(body),
-            client_address=address, language=language, verbose=verbose, browser=browser)
+            origin=req.context.origin, language=language, verbose=verbose, browser=browser)
 
     def on_options(self, req: falcon.Request, resp: falcon.Response) -> None:
         """The CORS preflight of an application's own pages (the Origin decides)."""

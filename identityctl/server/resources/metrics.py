@@ -43,7 +43,7 @@ class MetricsResource:
 
     def _may_read(self, req: falcon.Request) -> bool:
         try:
-            address = ipaddress.ip_address(req.context.client_address)
+            address = ipaddress.ip_address(req.context.origin.address)
         except ValueError:
             address = None
         if address is not None and (address.is_loopback

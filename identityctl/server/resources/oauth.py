@@ -74,7 +74,7 @@ def _preflight(resp: falcon.Response, methods: str) -> None:
 def _client(req: falcon.Request) -> dict[str, Any]:
     """How the calling client identifies itself on token, revoke and introspect requests."""
     return {"authorization": req.get_header("Authorization"),
-            "client_address": req.context.client_address}
+            "origin": req.context.origin}
 
 
 def _with_proof(req: falcon.Request) -> dict[str, Any]:
@@ -245,7 +245,7 @@ class AuthorizeResource(_OAuthResource):
                    parameters: dict[str, Any]) -> None:
         resp.status = falcon.HTTP_302
         resp.location = authorization.authorize(
-            self.context, parameters, client_address=req.context.client_address,
+            self.context, parameters, origin=req.context.origin,
             session_cookie=req.cookies.get(sessions.COOKIE), browser=browser_secret(req, resp))
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -299,11 +299,11 @@ class CallbackResource(_OAuthResource):
         if body.get("resume") == "session":
             handed = authorization.resume_with_session(
                 self.context, auth_id=auth_id, session_cookie=cookie,
-                client_address=req.context.client_address)
+                origin=req.context.origin)
         else:
             handed = authorization.complete_authorization(
                 self.context, auth_id=auth_id, assertion=string_field(body, "assertion"),
-                client_address=req.context.client_address, user_agent=req.user_agent or "",
+                origin=req.context.origin, user_agent=req.user_agent or "",
                 session_cookie=cookie)
         if handed.new_session:
             _set_session_cookie(resp, handed.new_session,
@@ -338,7 +338,7 @@ class ConsentResource(_OAuthResource):
         resp.media = authorization.decide_consent(
             self.context, auth_id=string_field(body, "authId"),
             consent_token=string_field(body, "consentToken"), approve=decision == "allow",
-            client_address=req.context.client_address).to_api()
+            origin=req.context.origin).to_api()
 
 
 @falcon.before(_cross_origin)
@@ -557,7 +557,7 @@ class LogoutResource(_OAuthResource):
     def _logout(self, req: falcon.Request, resp: falcon.Response,
                 parameters: dict[str, Any]) -> None:
         config, language = self.context.config, language_of(req)
-        answer = logout.logout(self.context, parameters,
+        answer = logout.logout(self.context, parameters, origin=req.context.origin,
                                session_cookie=req.cookies.get(sessions.COOKIE),
                                confirmation=parameters.get(logout.CONFIRMATION_FIELD))
         account_url = config.base_url + ACCOUNT_PATH
@@ -616,7 +616,7 @@ class RegisterResource(_PostResource):
         resp.media = registration.register(self.context, json_value(req),
                                            access_token=presented_token(
                                                req, self.context.config.base_url),
-                                           client_address=req.context.client_address)
+                                           origin=req.context.origin)
 
 
 @falcon.before(_cross_origin)
@@ -652,7 +652,7 @@ class RegistrationResource(_OAuthResource):
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, client_id: str) -> None:
         registration.delete_registration(self.context, client_id, bearer_token(req),
-                                         client_address=req.context.client_address)
+                                         origin=req.context.origin)
         resp.status = falcon.HTTP_204
 
     def on_options(self, req: falcon.Request, resp: falcon.Response, client_id: str) -> None:

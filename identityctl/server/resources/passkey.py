@@ -54,7 +54,7 @@ class RegisterStartResource(_PasskeyResource):
             rp_name=string_field(body, "relyingPartyName", required=False),
             authenticator_selection=object_field(body, "authenticatorSelection",
                                                  required=False),
-            attestation=body.get("attestation"), client_address=req.context.client_address)
+            attestation=body.get("attestation"), origin=req.context.origin)
         resp.media = creation_answer(started)
 
 
@@ -70,7 +70,7 @@ class RegisterFinishResource(_PasskeyResource):
             self.context, credential=codec.json_credential(credential),
             session_token=session_token,
             credential_name=body.get("credentialName"),
-            client_address=req.context.client_address)
+            origin=req.context.origin)
         resp.status = falcon.HTTP_201
         resp.media = registered.to_api()
 
@@ -81,7 +81,7 @@ class AuthStartResource(_PasskeyResource):
         started = ceremonies.start_authentication(
             self.context, user_id=string_field(body, "userId", required=False, blank_ok=True),
             rp_id=string_field(body, "relyingPartyId", required=False),
-            client_address=req.context.client_address)
+            origin=req.context.origin)
         resp.media = {"publicKeyCredentialRequestOptions": started.options,
                       "sessionToken": started.session_token}
 
@@ -93,7 +93,7 @@ class AuthFinishResource(_PasskeyResource):
         signed_in = ceremonies.finish_authentication(
             self.context, credential=codec.json_credential(object_field(body, CREDENTIAL)),
             session_token=string_field(body, "sessionToken"),
-            client_address=req.context.client_address)
+            origin=req.context.origin)
         resp.media = signin.authentication_result(self.context, signed_in.user, signed_in.amr,
                                                   skip_assertion=skip_assertion)
 

@@ -36,6 +36,7 @@ from identityctl.services.delivery import mail
 from identityctl.services.directory import users as directory_service
 from identityctl.services.directory.roles import roles_of
 from identityctl.services.directory.users import is_usable
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import catalog as catalog_store
 from identityctl.store import directory
 from identityctl.store import email_codes as code_store
@@ -60,18 +61,18 @@ class AccountHolder:
 
     user: UserRecord
     auth_time: float
+    #: The request, acting as ``account:<userId>`` (what the audit log names).
+    origin: RequestOrigin
     #: How they signed in (RFC 8176 values of the token's ``amr``).
     amr: tuple[str, ...] = ()
     #: The token's grant (``sid``): which browser session this page was signed in through.
     grant_id: str | None = None
 
-    @property
-    def actor(self) -> str:
-        return f"account:{self.user.id}"
 
-
-def account_holder(ctx: ServiceContext, presented: PresentedToken | None) -> AccountHolder:
-    """The user an account call acts for: its access token's, with scope ``account``."""
+def account_holder(ctx: ServiceContext, presented: PresentedToken | None,
+                   origin: RequestOrigin) -> AccountHolder:
+    """The user an account call (from ``origin``) acts for: its access token's, with scope
+    ``account``."""
     if presented is None:
         raise Unauthorized("Your account needs 'Authorization: Bearer <token>' (sign in on "
                            "the account page).", code="missing_token",
@@ -83,6 +84,7 @@ def account_holder(ctx: ServiceContext, presented: PresentedToken | None) -> Acc
         raise Unauthorized("The account is disabled or no longer exists.",
                            code="user_inactive")
     return AccountHolder(user=user, auth_time=float(claims.get("auth_time") or 0),
+                         origin=origin.acting_as(f"account:{user.id}"),
                          amr=tuple(claims.get("amr") or ()),
                          grant_id=str(claims["sid"]) if claims.get("sid") else None)
 
@@ -133,7 +135,7 @@ def profile(ctx: ServiceContext, holder: AccountHolder) -> dict[str, Any]:
 
 
 def send_email_code(ctx: ServiceContext, holder: AccountHolder, address: Any, *,
-                    language: str, client_address: str) -> dict[str, Any]:
+                    language: str) -> dict[str, Any]:
     """A code to ``address``: the person's own (to confirm it) or the one they want instead
     (it replaces the old only once the code comes back). Another address needs a recent
     sign-in: recovery mail goes to it."""
@@ -141,23 +143,22 @@ def send_email_code(ctx: ServiceContext, holder: AccountHolder, address: Any, *,
     if not isinstance(address, str) or address.strip().lower() != current:
         require_recent_sign_in(ctx, holder)
     pending = email_codes.send_address_code(ctx, holder.user, address, language=language,
-                                            client_address=client_address, actor=holder.actor)
+                                            origin=holder.origin)
     return {"address": pending.address, "expiresAt": pending.expires_at}
 
 
-def confirm_email_code(ctx: ServiceContext, holder: AccountHolder, code: Any, *,
-                       client_address: str) -> dict[str, Any]:
+def confirm_email_code(ctx: ServiceContext, holder: AccountHolder, code: Any
+                       ) -> dict[str, Any]:
     """The code the person typed: the address it went to is theirs, confirmed."""
     address = email_codes.confirm_address_code(ctx, holder.user, code,
-                                               client_address=client_address,
-                                               actor=holder.actor)
+                                               origin=holder.origin)
     return {"address": address, "emailVerified": True}
 
 
 def new_recovery_codes(ctx: ServiceContext, holder: AccountHolder) -> list[str]:
     """Fresh recovery codes (after a recent sign-in); the old ones stop working."""
     require_recent_sign_in(ctx, holder)
-    return recovery.new_recovery_codes(holder.user.id, actor=holder.actor)
+    return recovery.new_recovery_codes(holder.user.id, origin=holder.origin)
 
 
 # --- passkeys ---------------------------------------------------------------------------------
@@ -168,7 +169,7 @@ def passkeys(holder: AccountHolder) -> list[dict[str, Any]]:
 
 
 def rename_passkey(holder: AccountHolder, credential_id: str, name: Any) -> dict[str, Any]:
-    return rename_credential(holder.user.id, credential_id, name, actor=holder.actor).to_api()
+    return rename_credential(holder.user.id, credential_id, name, origin=holder.origin).to_api()
 
 
 def delete_passkey(ctx: ServiceContext, holder: AccountHolder, credential_id: str) -> None:
@@ -182,21 +183,20 @@ def delete_passkey(ctx: ServiceContext, holder: AccountHolder, credential_id: st
                        "first.", code="last_credential")
     [removed] = [record for record in own if record.credential_id == credential_id]
     with transaction():
-        delete_credential(holder.user.id, credential_id, actor=holder.actor)
+        delete_credential(holder.user.id, credential_id, origin=holder.origin)
         mail.notify(ctx, holder.user, "passkey_removed", name=removed.name)
 
 
-def start_passkey(ctx: ServiceContext, holder: AccountHolder, *,
-                  client_address: str) -> ceremonies.CeremonyStart:
+def start_passkey(ctx: ServiceContext, holder: AccountHolder) -> ceremonies.CeremonyStart:
     """Add a passkey on this device: the creation options for the person."""
     require_recent_sign_in(ctx, holder)
     return ceremonies.start_registration(ctx, user_id=holder.user.id,
                                          rp_id=ctx.config.passkey.rp_id,
-                                         client_address=client_address)
+                                         origin=holder.origin)
 
 
 def finish_passkey(ctx: ServiceContext, *, user_id: str, credential: CredentialReader,
-                   session_token: str, name: Any, client_address: str, language: str,
+                   session_token: str, name: Any, origin: RequestOrigin, language: str,
                    how: str = "account") -> dict[str, Any]:
     """The passkey the person's device made, for the ceremony ``session_token`` started for
     ``user_id`` (another person's ceremony token is refused); unnamed, it is named after
@@ -209,7 +209,7 @@ def finish_passkey(ctx: ServiceContext, *, user_id: str, credential: CredentialR
                         code="token_for_another_user")
     registered = ceremonies.finish_registration(
         ctx, credential=credential, session_token=session_token, credential_name=name,
-        client_address=client_address, language=language)
+        origin=origin, language=language)
     with transaction():
         mail.notify(ctx, directory.get_user(user_id), "passkey_added", name=registered.name,
                     how=how)
@@ -223,7 +223,7 @@ def enrolment_link(ctx: ServiceContext, holder: AccountHolder) -> dict[str, Any]
     require_recent_sign_in(ctx, holder)
     token = ctx.tokens.sign({"sub": holder.user.id, "aud": ctx.config.issuer},
                             typ=ENROLMENT_LINK_TYP, ttl=ENROLMENT_LINK_TTL)
-    audit.record("passkey.enrolment_link", "success", actor=holder.actor,
+    audit.record("passkey.enrolment_link", "success", origin=holder.origin,
                  user_id=holder.user.id)
     url = f"{ctx.config.base_url}/account/enrol#{token}"
     return {"url": url, "expiresAt": time.time() + ENROLMENT_LINK_TTL,
@@ -231,7 +231,7 @@ def enrolment_link(ctx: ServiceContext, holder: AccountHolder) -> dict[str, Any]
 
 
 def start_linked_passkey(ctx: ServiceContext, link_token: str, *,
-                         client_address: str) -> tuple[str, ceremonies.CeremonyStart]:
+                         origin: RequestOrigin) -> tuple[str, ceremonies.CeremonyStart]:
     """The other device opened the link: the link is spent, and the ceremony starts for the
     person it was made for. Returns their username (shown on the page) and the ceremony."""
     claims = ctx.tokens.verify_enrolment_link(link_token)
@@ -244,18 +244,18 @@ def start_linked_passkey(ctx: ServiceContext, link_token: str, *,
         raise Unauthorized("The account is disabled or no longer exists.",
                            code="user_inactive")
     return user.username, ceremonies.start_registration(
-        ctx, user_id=user.id, rp_id=ctx.config.passkey.rp_id, client_address=client_address)
+        ctx, user_id=user.id, rp_id=ctx.config.passkey.rp_id, origin=origin)
 
 
 def finish_linked_passkey(ctx: ServiceContext, link_token: str, *, credential: CredentialReader,
-                          session_token: str, name: Any, client_address: str,
+                          session_token: str, name: Any, origin: RequestOrigin,
                           language: str) -> dict[str, Any]:
     """The other device's passkey: it shows the (spent) link again, and the ceremony must be
     the one started for the link's person."""
     claims = ctx.tokens.verify_enrolment_link(link_token)
     return finish_passkey(ctx, user_id=str(claims["sub"]), credential=credential,
                           session_token=session_token, name=name,
-                          client_address=client_address, language=language,
+                          origin=origin, language=language,
                           how="invite" if claims.get("purpose") == "invite" else "account")
 
 
@@ -272,7 +272,7 @@ def sign_out_client(ctx: ServiceContext, holder: AccountHolder, family: str) -> 
     if application_id is None:
         raise NotFound("You have no session with this id.", code="session_not_found")
     end_grant(ctx, family, client_of(catalog_store.get_application(application_id)))
-    audit.record("account.session_end", "success", actor=holder.actor, user_id=holder.user.id,
+    audit.record("account.session_end", "success", origin=holder.origin, user_id=holder.user.id,
                  details={"family": family})
 
 
@@ -308,7 +308,7 @@ def sign_out_device(ctx: ServiceContext, holder: AccountHolder, device_id: str) 
     if session is None:
         raise NotFound("You are not signed in on such a device (any more).",
                        code="device_not_found")
-    sessions.end_sessions(ctx, [session.id], actor=holder.actor,
+    sessions.end_sessions(ctx, [session.id], origin=holder.origin,
                           reason="signed out on the account page")
 
 
@@ -324,14 +324,14 @@ def sign_out_devices(ctx: ServiceContext, holder: AccountHolder, scope: str) -> 
     keep = _this_session(holder) if scope == "others" else None
     ending = [session_id for session_id in session_store.open_session_ids(holder.user.id)
               if session_id != keep]
-    return sessions.end_sessions(ctx, ending, actor=holder.actor,
+    return sessions.end_sessions(ctx, ending, origin=holder.origin,
                                  reason=f"signed out {scope} on the account page")
 
 
 def change_password(ctx: ServiceContext, holder: AccountHolder, new_password: str) -> None:
     """Set or change the person's password (after a recent sign-in)."""
     require_recent_sign_in(ctx, holder)
-    directory_service.set_password(holder.user.id, new_password, actor=holder.actor)
+    directory_service.set_password(holder.user.id, new_password, origin=holder.origin)
 
 
 def consents(holder: AccountHolder) -> list[dict[str, Any]]:
@@ -344,4 +344,4 @@ def consents(holder: AccountHolder) -> list[dict[str, Any]]:
 
 
 def revoke_consent(ctx: ServiceContext, holder: AccountHolder, client_id: str) -> int:
-    return grants_service.revoke_grant(ctx, holder.user.id, client_id, actor=holder.actor)
+    return grants_service.revoke_grant(ctx, holder.user.id, client_id, origin=holder.origin)

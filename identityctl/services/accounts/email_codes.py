@@ -34,6 +34,7 @@ from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.context import ServiceContext
 from identityctl.services.delivery import mail
 from identityctl.services.directory import users as directory_service
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import db, directory, outbox
 from identityctl.store import email_codes as code_store
 from identityctl.store import keys as key_store
@@ -74,7 +75,7 @@ def _address_binding(user_id: str, address: str) -> str:
 
 
 def send_address_code(ctx: ServiceContext, user: UserRecord, address: object, *,
-                      language: str, client_address: str, actor: str) -> PendingCode:
+                      language: str, origin: RequestOrigin) -> PendingCode:
     """E-mail a code to ``address`` (the person's own, or the one they want instead); any
     earlier code of theirs stops working. Nothing changes until the code comes back
     (:func:`confirm_address_code`)."""
@@ -86,8 +87,8 @@ def send_address_code(ctx: ServiceContext, user: UserRecord, address: object, *,
                     if earlier is not None and earlier.sends_since > now - HOUR else (1, now))
     if sends > CODES_PER_HOUR \
             or outbox.sent_to_since(mail.EMAIL, address, now - HOUR) >= CODE_MAILS_PER_HOUR:
-        audit.record(ADDRESS_CODE_ACTION, "throttled", actor=actor, user_id=user.id,
-                     client_address=client_address, details={"code": "too_many_codes"})
+        audit.record(ADDRESS_CODE_ACTION, "throttled", origin=origin, user_id=user.id,
+                     details={"code": "too_many_codes"})
         raise TooManyRequests("Too many codes were sent; try again in an hour.",
                               retry_after=int(since + HOUR - now) + 1, code="too_many_codes")
     code, ttl = codes.new_code(), ctx.config.email.code_ttl
@@ -100,8 +101,7 @@ def send_address_code(ctx: ServiceContext, user: UserRecord, address: object, *,
         code_store.replace(pending)
         mail.queue(ctx, "confirm_email", to=address, language=mail.language_of(user, language),
                    code=code, minutes=str(ttl // 60))
-        audit.record("email.code_sent", "success", actor=actor, user_id=user.id,
-                     client_address=client_address,
+        audit.record("email.code_sent", "success", origin=origin, user_id=user.id,
                      details={"change": address.lower() != _current_address(user)})
     return pending
 
@@ -111,7 +111,7 @@ def _current_address(user: UserRecord) -> str:
 
 
 def confirm_address_code(ctx: ServiceContext, user: UserRecord, code: object, *,
-                         client_address: str, actor: str) -> str:
+                         origin: RequestOrigin) -> str:
     """The code the person typed back: the address it went to is proven theirs and is their
     ``email`` from now on (another one's is replaced, and its owner told). The address."""
     pending = code_store.pending(user.id)
@@ -120,9 +120,9 @@ def confirm_address_code(ctx: ServiceContext, user: UserRecord, code: object, *,
                          code="email_code_not_sent")
     if pending.expires_at <= time.time():
         raise BadRequest("This code has expired; ask for a new one.", code="email_code_expired")
-    with CredentialAttempt(ctx, action=ADDRESS_CODE_ACTION, client_address=client_address,
+    with CredentialAttempt(ctx, action=ADDRESS_CODE_ACTION, origin=origin,
                            password=True) as attempt:
-        attempt.actor = actor
+        attempt.actor = origin.actor
         attempt.check(user.username)
         attempt.at_stake(user.id)
         if not codes.matches(key_store.service_secret(CODE_SECRET),
@@ -142,7 +142,6 @@ def confirm_address_code(ctx: ServiceContext, user: UserRecord, code: object, *,
             mail.notify(ctx, user, "email_changed", address=pending.address)  # to the old one
             directory_service.update_user(user.id, attributes={**user.attributes,
                                                                 EMAIL: pending.address},
-                                          actor=actor)
-        directory_service.address_proven(user.id, pending.address, actor=actor, how="code",
-                                         client_address=client_address)
+                                          origin=origin)
+        directory_service.address_proven(user.id, pending.address, origin=origin, how="code")
     return pending.address

@@ -50,6 +50,7 @@ from identityctl.services import audit
 from identityctl.services.accounts import upstream
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import users as directory_service
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import db, directory
 from identityctl.store import identity_providers as store
 from identityctl.store import recovery as recovery_store
@@ -77,7 +78,8 @@ def add_provider(ctx: ServiceContext, *, kind: str, client_id: str, client_secre
                  handle: str = "", name: str = "", issuer: str = "", tenant: str = "",
                  scopes: list[str] | None = None, mapping: dict[str, str] | None = None,
                  api_url: str = "", web_url: str = "", discovery_url: str = "",
-                 secret_ref: dict[str, str] | None = None, actor: str) -> ProviderRecord:
+                 secret_ref: dict[str, str] | None = None, origin: RequestOrigin
+                 ) -> ProviderRecord:
     """Register an upstream identity provider; an OpenID one's discovery is checked now.
     ``secret_ref``: where the secret came from (configuration as code writes it back)."""
     fields = _provider_fields(kind=kind, client_id=client_id, client_secret=client_secret,
@@ -87,13 +89,13 @@ def add_provider(ctx: ServiceContext, *, kind: str, client_id: str, client_secre
                               secret_ref=secret_ref)
     with db.transaction():
         created = store.create_provider(**fields)
-        audit.record("identity_provider.create", "success", actor=actor,
+        audit.record("identity_provider.create", "success", origin=origin,
                      details={"handle": created.handle, "kind": kind})
     _forget_choices()
     return created
 
 
-def update_provider(handle: str, *, actor: str, **arguments: Any) -> ProviderRecord:
+def update_provider(handle: str, *, origin: RequestOrigin, **arguments: Any) -> ProviderRecord:
     """Replace a provider's settings (``arguments``: :func:`add_provider`'s, but its kind and
     handle stay; linked accounts stay linked)."""
     current = store.require_provider(handle)
@@ -101,7 +103,7 @@ def update_provider(handle: str, *, actor: str, **arguments: Any) -> ProviderRec
                               handle=current.handle)
     with db.transaction():
         updated = store.update_provider(current.id, **fields)
-        audit.record("identity_provider.update", "success", actor=actor,
+        audit.record("identity_provider.update", "success", origin=origin,
                      details={"handle": current.handle})
     _forget_choices()
     return updated
@@ -179,12 +181,12 @@ def require_provider(id_or_handle: str) -> ProviderRecord:
     return store.require_provider(id_or_handle)
 
 
-def remove_provider(provider_id: str, *, actor: str) -> None:
+def remove_provider(provider_id: str, *, origin: RequestOrigin) -> None:
     """Remove a provider; the accounts linked through it are unlinked (users stay)."""
     provider = store.require_provider(provider_id)
     with db.transaction():
         store.delete_provider(provider.id)
-        audit.record("identity_provider.delete", "success", actor=actor,
+        audit.record("identity_provider.delete", "success", origin=origin,
                      details={"handle": provider.handle})
     _forget_choices()
 
@@ -316,7 +318,7 @@ def someone_proved(address: str) -> bool:
 
 
 def new_linked_user(*, application: dict[str, Any], provider: ProviderRecord,
-                    identity: UpstreamIdentity, client_address: str) -> UserRecord:
+                    identity: UpstreamIdentity, origin: RequestOrigin) -> UserRecord:
     """(In the caller's transaction.) A user made from the upstream account, linked."""
     kind = directory_service.self_registration_type(application)
     if not kind["allowSelfRegistration"]:
@@ -328,15 +330,15 @@ def new_linked_user(*, application: dict[str, Any], provider: ProviderRecord,
     # An upstream value that is not one e-mail address by our rule is not used as one.
     if EMAIL in attributes and address_or_none(attributes[EMAIL]) is None:
         del attributes[EMAIL]
-    actor = f"federation:{provider.handle}"
+    provisioning = origin.acting_as(f"federation:{provider.handle}")
     user = directory_service.create_user(
         username=_free_username(identity.suggested_username(), provider, identity),
-        attributes=attributes, user_type=kind["name"], actor=actor)
+        attributes=attributes, user_type=kind["name"], origin=provisioning)
     store.link(provider.id, identity.subject, user.id)
     verified = address_or_none(identity.email)
     if verified:  # the provider verified it
-        directory_service.address_proven(user.id, verified, actor=actor, how="provider",
-                                         client_address=client_address)
+        directory_service.address_proven(user.id, verified, origin=provisioning,
+                                         how="provider")
     return user
 
 

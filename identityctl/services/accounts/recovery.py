@@ -28,6 +28,7 @@ from identityctl.services.clients.client import client_of
 from identityctl.services.context import ServiceContext
 from identityctl.services.delivery import mail
 from identityctl.services.directory import users as directory_service
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import db
 from identityctl.store import keys as key_store
 from identityctl.store import recovery as recovery_store
@@ -64,24 +65,24 @@ def recovery_code_digest(code: str) -> str:
                         code=codes.normalize_recovery_code(code))
 
 
-def new_recovery_codes(user_id: str, *, actor: str) -> list[str]:
+def new_recovery_codes(user_id: str, *, origin: RequestOrigin) -> list[str]:
     """Fresh recovery codes for the user (the old ones stop working); shown once."""
     user = directory_service.require_user(user_id)
     made = [codes.new_recovery_code() for _ in range(RECOVERY_CODES)]
     with db.transaction():
         recovery_store.replace_codes(user.id, [recovery_code_digest(code) for code in made])
-        audit.record("recovery_codes.create", "success", actor=actor, user_id=user.id,
+        audit.record("recovery_codes.create", "success", origin=origin, user_id=user.id,
                      details={"count": len(made)})
     return made
 
 
-def confirm_email(id_or_username: str, *, actor: str) -> None:
+def confirm_email(id_or_username: str, *, origin: RequestOrigin) -> None:
     """An administrator vouches for the user's current ``email`` attribute (as a code sent
     there and typed back would): e-mail verified, usable for recovery."""
     user = directory_service.require_user(id_or_username)
     address = _address_of(user)
     with db.transaction():
-        directory_service.address_proven(user.id, address, actor=actor, how="administrator")
+        directory_service.address_proven(user.id, address, origin=origin, how="administrator")
 
 
 def _address_of(user: UserRecord) -> str:
@@ -98,7 +99,7 @@ def recovery_codes_left(user_id: str) -> int:
 
 
 def invite(ctx: ServiceContext, id_or_username: str, *, send_email: bool,
-           days: int = INVITE_DAYS, actor: str) -> dict[str, Any]:
+           days: int = INVITE_DAYS, origin: RequestOrigin) -> dict[str, Any]:
     """A one-time link with which the user enrols a passkey (their first, or another),
     mailed to their ``email`` attribute when ``send_email``."""
     user = directory_service.require_user(id_or_username)
@@ -117,7 +118,7 @@ def invite(ctx: ServiceContext, id_or_username: str, *, send_email: bool,
             mail.queue(ctx, "invite", to=address, language=mail.language_of(user),
                        username=user.username, link=url,
                        expires=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(expires_at)))
-        audit.record("user.invite", "success", actor=actor, user_id=user.id,
+        audit.record("user.invite", "success", origin=origin, user_id=user.id,
                      details={"emailed": send_email, "days": days})
     return {"url": url, "expiresAt": expires_at, "emailedTo": address,
             "qrCode": segno.make(url, error="m").svg_data_uri(scale=3)}

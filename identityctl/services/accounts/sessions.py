@@ -25,6 +25,7 @@ from identityctl.services.clients.revocation import end_grant
 from identityctl.services.context import ServiceContext
 from identityctl.services.delivery.outbox import BACKCHANNEL_LOGOUT
 from identityctl.services.directory.users import is_usable, require_user
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import catalog as catalog_store
 from identityctl.store import directory as directory_store
 from identityctl.store import outbox
@@ -62,7 +63,7 @@ def describe_browser(user_agent: str) -> dict[str, str]:
 
 
 def start(ctx: ServiceContext, *, user_id: str, auth_time: float, amr: list[str],
-          client_address: str, user_agent: str = "",
+          origin: RequestOrigin, user_agent: str = "",
           replacing: str | None = None) -> tuple[str, SessionRecord]:
     """A new session for a completed sign-in (in the browser ``user_agent`` names): the
     cookie's value and the session.
@@ -75,16 +76,17 @@ def start(ctx: ServiceContext, *, user_id: str, auth_time: float, amr: list[str]
     previous = store.find_live(token_hash(replacing), idle_since=0) if replacing else None
     with transaction():
         session = store.create(session_id=session_id, user_id=user_id, auth_time=auth_time,
-                               amr=amr, client_address=client_address,
+                               amr=amr, client_address=origin.address,
                                user_agent=user_agent[:USER_AGENT_KEPT],
                                expires_at=time.time() + ctx.config.session.absolute_timeout)
         if previous is not None and previous.user_id == user_id:
             store.move_grants(previous.id, session_id)
             store.end([previous.id])
     if previous is not None and previous.user_id != user_id:
-        end_sessions(ctx, [previous.id], actor=user_id, reason="another sign-in")
-    audit.record("session.start", "success", actor=user_id, user_id=user_id,
-                 client_address=client_address, details={"amr": amr})
+        end_sessions(ctx, [previous.id], origin=origin.acting_as(user_id),
+                     reason="another sign-in")
+    audit.record("session.start", "success", origin=origin.acting_as(user_id), user_id=user_id,
+                 details={"amr": amr})
     return value, session
 
 
@@ -111,7 +113,7 @@ def record_client(*, session_id: str, application_id: str, user_id: str) -> str:
     return family
 
 
-def end_sessions(ctx: ServiceContext, session_ids: list[str], *, actor: str,
+def end_sessions(ctx: ServiceContext, session_ids: list[str], *, origin: RequestOrigin,
                  reason: str) -> int:
     """End sessions: every token family of a client signed in through them ends, and each
     such client with a back-channel logout URI is told (from the outbox). How many ended."""
@@ -127,23 +129,23 @@ def end_sessions(ctx: ServiceContext, session_ids: list[str], *, actor: str,
                     "clientId": grant.client_id, "sub": grant.user_id, "sid": grant.family,
                     "jti": new_id()})
         for session_id in ended:
-            audit.record("session.end", "success", actor=actor,
+            audit.record("session.end", "success", origin=origin,
                          details={"session": session_id[:12], "reason": reason})
     return len(ended)
 
 
-def end_current(ctx: ServiceContext, cookie_value: str | None, *, actor: str) -> int:
+def end_current(ctx: ServiceContext, cookie_value: str | None, *, origin: RequestOrigin) -> int:
     """Sign the browser out (RP-initiated logout)."""
     if not cookie_value:
         return 0
-    return end_sessions(ctx, [token_hash(cookie_value)], actor=actor, reason="logout")
+    return end_sessions(ctx, [token_hash(cookie_value)], origin=origin, reason="logout")
 
 
-def end_user_sessions(ctx: ServiceContext, user: str, *, actor: str,
+def end_user_sessions(ctx: ServiceContext, user: str, *, origin: RequestOrigin,
                       reason: str = "ended by an administrator") -> int:
     """End every session of a user (id or username)."""
     person = require_user(user)
-    return end_sessions(ctx, store.open_session_ids(person.id), actor=actor, reason=reason)
+    return end_sessions(ctx, store.open_session_ids(person.id), origin=origin, reason=reason)
 
 
 def list_user_sessions(ctx: ServiceContext, user: str) -> list[SessionRecord]:

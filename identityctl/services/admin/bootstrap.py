@@ -20,6 +20,7 @@ from identityctl.services.accounts import account
 from identityctl.services.admin.console import ADMIN_CLIENT_ID
 from identityctl.services.directory import roles as roles_service
 from identityctl.services.directory import users as directory_service
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import catalog, db, directory, keys, migrations, roles
 from identityctl.store.startup import startup_lock
 
@@ -40,6 +41,9 @@ PERSON_SCHEMA = {
     "given_name": {"type": "string"},
     "family_name": {"type": "string"},
 }
+
+#: Who the audit log names for what initialisation (and each release's upgrade) made.
+INIT = RequestOrigin(actor="init")
 
 
 def render_config(*, base_url: str) -> str:
@@ -133,14 +137,14 @@ def seed(config: Config) -> list[str]:
                 lambda: directory.find_ou(directory_service.DEFAULT_OU),
                 lambda: directory_service.create_ou(
                     handle=directory_service.DEFAULT_OU, name="Default",
-                    description="Default organization unit", actor="init"),
+                    description="Default organization unit", origin=INIT),
                 exists_code="ou_exists"):
             made.append("organization unit 'default'")
         if _create_if_absent(
                 lambda: directory.find_user_type(directory_service.DEFAULT_USER_TYPE),
                 lambda: directory_service.create_user_type(
                     name=directory_service.DEFAULT_USER_TYPE, allow_self_registration=True,
-                    schema=PERSON_SCHEMA, actor="init"),
+                    schema=PERSON_SCHEMA, origin=INIT),
                 exists_code="user_type_exists"):
             made.append("user type 'person'")
         if _create_if_absent(
@@ -150,7 +154,7 @@ def seed(config: Config) -> list[str]:
                     description="Administers identityctl: signs in to the admin console "
                                 f"('{config.admin.required_scope}') and may grant an MCP "
                                 f"client the '{config.mcp.required_scope}' scope.",
-                    actor="init"),
+                    origin=INIT),
                 exists_code="role_exists"):
             made.append(f"role '{roles_service.ADMIN_ROLE}' "
                         f"({' '.join(_admin_scopes(config))})")
@@ -158,7 +162,7 @@ def seed(config: Config) -> list[str]:
                 lambda: catalog.find_theme("default"),
                 lambda: catalog_service.themes.create_theme(
                     handle="default", display_name="Default",
-                    description="Clean light/dark theme", theme=DEFAULT_THEME, actor="init"),
+                    description="Clean light/dark theme", theme=DEFAULT_THEME, origin=INIT),
                 exists_code="theme_exists"):
             made.append("theme 'default'")
         for document in default_flow_documents(config.passkey.rp_id):
@@ -166,13 +170,13 @@ def seed(config: Config) -> list[str]:
             if _create_if_absent(
                     lambda flow=flow: catalog.find_flow_by_handle(flow["handle"],
                                                                   flow["flowType"]),
-                    lambda flow=flow: catalog_service.flows.create_flow(flow, actor="init"),
+                    lambda flow=flow: catalog_service.flows.create_flow(flow, origin=INIT),
                     exists_code="flow_exists"):
                 made.append(f"flow '{flow['handle']}' ({flow['flowType']})")
         if _create_if_absent(
                 lambda: catalog.find_application_by_client_id(account.ACCOUNT_CLIENT_ID),
                 lambda: catalog_service.applications.create_application(
-                    account_application(config), actor="init"),
+                    account_application(config), origin=INIT),
                 exists_code="application_exists"):
             made.append(f"application '{account.ACCOUNT_CLIENT_ID}' (the account page)")
         elif _add_release_redirects(config):
@@ -180,7 +184,7 @@ def seed(config: Config) -> list[str]:
         if _create_if_absent(
                 lambda: catalog.find_application_by_client_id(ADMIN_CLIENT_ID),
                 lambda: catalog_service.applications.create_application(
-                    admin_application(config), actor="init"),
+                    admin_application(config), origin=INIT),
                 exists_code="application_exists"):
             made.append(f"application '{ADMIN_CLIENT_ID}' (the admin console)")
             if _add_admin_scope(config):
@@ -201,7 +205,7 @@ def _add_admin_scope(config: Config) -> bool:
     if role is None or config.admin.required_scope in role.scopes:
         return False
     roles_service.update_role(role.id, scopes=[*role.scopes, config.admin.required_scope],
-                              actor="init")
+                              origin=INIT)
     return True
 
 
@@ -220,7 +224,7 @@ def _add_release_redirects(config: Config) -> bool:
     catalog_service.applications.update_application({**current, "inboundAuthConfig": [{
         "type": "oauth2", "config": {**settings,
                                      "redirectUris": [*settings["redirectUris"], *missing]}}]},
-        actor="init")
+        origin=INIT)
     return True
 
 

@@ -33,6 +33,7 @@ from identityctl.services.accounts.passkeys import ceremonies
 from identityctl.services.admin import configuration
 from identityctl.services.admin.console import AdminHolder, checked_position, encode_cursor
 from identityctl.services.context import ServiceContext
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import changes as store
 from identityctl.store import db
 from identityctl.store import passkeys as passkey_store
@@ -85,7 +86,7 @@ PENDING_PER_CLIENT = 20
 
 
 def propose(ctx: ServiceContext, *, summary: str, make: Callable[[], object], client_id: str,
-            author: str) -> ChangeRecord:
+            origin: RequestOrigin) -> ChangeRecord:
     """Record what ``make`` (a mutating tool's call) would change, without changing it. One
     client has at most ``PENDING_PER_CLIENT`` changes waiting: an assistant in a loop cannot
     bury a person's queue (nor spend the server on its diffs)."""
@@ -97,14 +98,14 @@ def propose(ctx: ServiceContext, *, summary: str, make: Callable[[], object], cl
     if not document["set"] and not document["remove"]:
         raise BadRequest(f"{summary}: this would change nothing in the configuration.",
                          code="nothing_to_change")
-    diff = _diff(ctx, document, dry_run=True, actor=author)
+    diff = _diff(ctx, document, dry_run=True, origin=origin)
     now = time.time()
     digest = change_digest(document, diff)
     with db.transaction():
         made = store.create(summary=summary, document=document, diff=diff, digest=digest,
-                            client_id=client_id, author=author, now=now,
+                            client_id=client_id, author=origin.actor, now=now,
                             expires_at=now + ctx.config.admin.change_ttl)
-        audit.record(PROPOSE_EVENT, "success", actor=author,
+        audit.record(PROPOSE_EVENT, "success", origin=origin,
                      details={"changeId": made.id, "summary": summary, "digest": digest,
                               "clientId": client_id})
     return made
@@ -155,8 +156,8 @@ def _document(ctx: ServiceContext, fragment: dict[str, Any]) -> dict[str, Any]:
 
 
 def _diff(ctx: ServiceContext, fragment: dict[str, Any], *, dry_run: bool,
-          actor: str) -> list[dict[str, Any]]:
-    changes = configuration.apply(ctx, _document(ctx, fragment), dry_run=dry_run, actor=actor,
+          origin: RequestOrigin) -> list[dict[str, Any]]:
+    changes = configuration.apply(ctx, _document(ctx, fragment), dry_run=dry_run, origin=origin,
                                   from_host=False)
     # As stored: through JSON, so a comparison with a stored diff compares like with like.
     return json.loads(_canonical([change.to_api() for change in changes]))
@@ -195,7 +196,7 @@ def require_change(change_id: str) -> ChangeRecord:
 # --- deciding -------------------------------------------------------------------------------
 
 
-def _open(change_id: str, *, now: float, by: str) -> ChangeRecord:
+def _open(change_id: str, *, now: float, by: RequestOrigin) -> ChangeRecord:
     """The change, if it may still be approved: pending, unexpired, its digest intact."""
     change = store.require(change_id)
     if change.state == store.PENDING and change.expires_at <= now:
@@ -219,15 +220,15 @@ def _person(holder: AdminHolder) -> UserRecord:
     return holder.user
 
 
-def approval_options(ctx: ServiceContext, holder: AdminHolder, change_id: str, *,
-                     client_address: str = "") -> dict[str, Any]:
+def approval_options(ctx: ServiceContext, holder: AdminHolder, change_id: str
+                     ) -> dict[str, Any]:
     """The passkey assertion request that approves this change: request options for the
     admin's passkeys whose challenge is derived from the change's digest."""
     user = _person(holder)
-    change = _open(change_id, now=time.time(), by=holder.actor)
+    change = _open(change_id, now=time.time(), by=holder.origin)
     nonce = secrets.token_bytes(NONCE_BYTES)
     started = ceremonies.start_authentication(
-        ctx, user_id=user.id, rp_id=ctx.config.passkey.rp_id, client_address=client_address,
+        ctx, user_id=user.id, rp_id=ctx.config.passkey.rp_id, origin=holder.origin,
         scope=f"change:{change.id}", challenge=approval_challenge(change.digest, nonce))
     return {"publicKeyCredentialRequestOptions": started.options,
             "sessionToken": started.session_token, "nonce": codec.encode(nonce),
@@ -235,11 +236,10 @@ def approval_options(ctx: ServiceContext, holder: AdminHolder, change_id: str, *
 
 
 def approve(ctx: ServiceContext, holder: AdminHolder, change_id: str, *,
-            credential: CredentialReader, session_token: str, nonce: str,
-            client_address: str = "") -> dict[str, Any]:
+            credential: CredentialReader, session_token: str, nonce: str) -> dict[str, Any]:
     """Verify the admin's assertion over this change's digest, then apply the change."""
     user = _person(holder)
-    change = _open(change_id, now=time.time(), by=holder.actor)
+    change = _open(change_id, now=time.time(), by=holder.origin)
     session = passkey_store.find_session(token_hash(session_token))
     expected = approval_challenge(change.digest, codec.decode(nonce, field="nonce"))
     if session is not None and session.challenge != codec.encode(expected):
@@ -247,34 +247,37 @@ def approve(ctx: ServiceContext, holder: AdminHolder, change_id: str, *,
                          "for the change's approval options again.", code="approval_mismatch")
     signed_in = ceremonies.finish_authentication(ctx, credential=credential,
                                                  session_token=session_token,
-                                                 client_address=client_address)
+                                                 origin=holder.origin)
     if signed_in.user.id != user.id:
         raise Forbidden("The passkey is another person's than the signed-in admin's.",
                         code="approval_by_another")
-    return _apply(ctx, change, by=holder.actor, via="passkey")
+    return _apply(ctx, change, by=holder.origin, via="passkey")
 
 
-def approve_on_host(ctx: ServiceContext, change_id: str, *, actor: str) -> dict[str, Any]:
+def approve_on_host(ctx: ServiceContext, change_id: str, *, origin: RequestOrigin
+                    ) -> dict[str, Any]:
     """The host admin's approval (``identityctl change approve``): no passkey, they hold the
-    host; audited as ``actor``."""
-    return _apply(ctx, _open(change_id, now=time.time(), by=actor), by=actor, via=actor)
+    host; audited as ``origin``'s actor."""
+    return _apply(ctx, _open(change_id, now=time.time(), by=origin), by=origin,
+                  via=origin.actor)
 
 
-def _apply(ctx: ServiceContext, change: ChangeRecord, *, by: str, via: str) -> dict[str, Any]:
+def _apply(ctx: ServiceContext, change: ChangeRecord, *, by: RequestOrigin, via: str
+           ) -> dict[str, Any]:
     now = time.time()
     details = {"changeId": change.id, "summary": change.summary, "digest": change.digest,
                "author": change.author, "via": via}
     try:
         with db.transaction():
-            if not store.decide(change.id, state=store.APPROVED, by=by, at=now,
+            if not store.decide(change.id, state=store.APPROVED, by=by.actor, at=now,
                                 open_until=now):
                 raise Conflict("The change was decided meanwhile (approved, rejected or "
                                "expired).", code="change_not_pending")
-            diff = _diff(ctx, change.document, dry_run=False, actor=by)
+            diff = _diff(ctx, change.document, dry_run=False, origin=by)
             if diff != change.diff:
                 raise _Moved("the configuration changed since it was proposed: applying it "
                              "now would make another diff than the one approved")
-            audit.record(APPROVE_EVENT, "success", actor=by, details=details)
+            audit.record(APPROVE_EVENT, "success", origin=by, details=details)
     except _Moved as moved:
         _refuse(change, by=by, now=now, reason=moved.reason)
     except IdentityError as error:
@@ -284,29 +287,30 @@ def _apply(ctx: ServiceContext, change: ChangeRecord, *, by: str, via: str) -> d
     return shown(store.require(change.id))
 
 
-def _fail(change: ChangeRecord, *, by: str, now: float, reason: str) -> None:
+def _fail(change: ChangeRecord, *, by: RequestOrigin, now: float, reason: str) -> None:
     with db.transaction():
-        store.decide(change.id, state=store.FAILED, by=by, at=now, reason=reason)
-        audit.record(APPROVE_EVENT, "failure", actor=by,
+        store.decide(change.id, state=store.FAILED, by=by.actor, at=now, reason=reason)
+        audit.record(APPROVE_EVENT, "failure", origin=by,
                      details={"changeId": change.id, "digest": change.digest,
                               "reason": reason})
 
 
-def _refuse(change: ChangeRecord, *, by: str, now: float, reason: str) -> None:
+def _refuse(change: ChangeRecord, *, by: RequestOrigin, now: float, reason: str) -> None:
     _fail(change, by=by, now=now, reason=reason)
     raise Conflict(f"The change no longer applies cleanly: {reason}. Nothing was changed; "
                    "propose it again.", code="change_conflict")
 
 
-def reject(change_id: str, *, actor: str, reason: str = "") -> dict[str, Any]:
+def reject(change_id: str, *, origin: RequestOrigin, reason: str = "") -> dict[str, Any]:
     """Turn a pending change down."""
     now = time.time()
     change = store.require(change_id)
     with db.transaction():
-        if not store.decide(change.id, state=store.REJECTED, by=actor, at=now, reason=reason):
+        if not store.decide(change.id, state=store.REJECTED, by=origin.actor, at=now,
+                            reason=reason):
             raise Conflict(f"The change is {change.state}; only a pending change can be "
                            "rejected.", code="change_not_pending")
-        audit.record(REJECT_EVENT, "success", actor=actor,
+        audit.record(REJECT_EVENT, "success", origin=origin,
                      details={"changeId": change.id, "digest": change.digest,
                               "reason": reason})
     return shown(store.require(change.id))

@@ -34,6 +34,7 @@ from identityctl.services.clients import resource_servers
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import roles
 from identityctl.services.directory import users as directory
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import db
 
 API_VERSION = "identityctl/v1"
@@ -110,13 +111,16 @@ def _source(reference: dict[str, str]) -> str:
 
 # --- sections -------------------------------------------------------------------------------
 
+#: Who the audit log names for what ``identityctl apply`` (the host's operator) changes.
+APPLY = RequestOrigin(actor="apply")
+
 
 class Section(ABC):
     """How one kind of record reads as document entries and is made to match one."""
 
     name: str = ""
     #: Who the audit events of its changes name (``identityctl apply``, an admin's API call).
-    actor: str = "apply"
+    origin: RequestOrigin = APPLY
     #: Entries every deployment is seeded with: never deleted (the next start would bring
     #: them back), though they may be changed.
     built_in: frozenset[str] = frozenset()
@@ -181,15 +185,16 @@ class Themes(Section):
         catalog.themes.create_theme(
             handle=self.key(entry), display_name=_text(entry, "displayName"),
                              description=entry.get("description") or "",
-                             theme=entry.get("theme") or {}, actor=self.actor)
+                             theme=entry.get("theme") or {}, origin=self.origin)
 
     def update(self, key: str, entry: dict[str, Any]) -> None:
-        catalog.themes.update_theme(key, actor=self.actor, display_name=_text(entry, "displayName"),
+        catalog.themes.update_theme(key, origin=self.origin, display_name=_text(entry,
+                                                                                "displayName"),
                              description=entry.get("description") or "",
                              theme=entry.get("theme") or {})
 
     def delete(self, key: str) -> None:
-        catalog.themes.delete_theme(key, actor=self.actor)
+        catalog.themes.delete_theme(key, origin=self.origin)
 
 
 class Flows(Section):
@@ -211,17 +216,17 @@ class Flows(Section):
         return found
 
     def create(self, entry: dict[str, Any]) -> None:
-        catalog.flows.create_flow(_without(entry, "id"), actor=self.actor)
+        catalog.flows.create_flow(_without(entry, "id"), origin=self.origin)
 
     def update(self, key: str, entry: dict[str, Any]) -> None:
         flow_type, handle = key.split("/", 1)
         current = catalog.flows.require_flow_by_handle(handle, flow_type)
         catalog.flows.update_flow(current["id"], name=_text(entry, "name"),
-                            nodes=entry.get("nodes") or [], actor=self.actor)
+                            nodes=entry.get("nodes") or [], origin=self.origin)
 
     def delete(self, key: str) -> None:
         flow_type, handle = key.split("/", 1)
-        catalog.flows.delete_flow(handle, flow_type=flow_type, actor=self.actor)
+        catalog.flows.delete_flow(handle, flow_type=flow_type, origin=self.origin)
 
 
 class OrganizationUnits(Section):
@@ -264,15 +269,15 @@ class OrganizationUnits(Section):
     def create(self, entry: dict[str, Any]) -> None:
         directory.create_ou(handle=self.key(entry), name=_text(entry, "name"),
                             description=entry.get("description") or "",
-                            parent=entry.get("parent") or None, actor=self.actor)
+                            parent=entry.get("parent") or None, origin=self.origin)
 
     def update(self, key: str, entry: dict[str, Any]) -> None:
-        directory.update_ou(key, actor=self.actor, name=_text(entry, "name"),
+        directory.update_ou(key, origin=self.origin, name=_text(entry, "name"),
                             description=entry.get("description") or "",
                             parent=entry.get("parent") or None)
 
     def delete(self, key: str) -> None:
-        directory.delete_ou(key, actor=self.actor)
+        directory.delete_ou(key, origin=self.origin)
 
 
 class UserTypes(Section):
@@ -294,16 +299,16 @@ class UserTypes(Section):
                                    ou=entry.get("ou") or directory.DEFAULT_OU,
                                    allow_self_registration=_flag(entry,
                                                                  "allowSelfRegistration"),
-                                   schema=entry.get("schema") or {}, actor=self.actor)
+                                   schema=entry.get("schema") or {}, origin=self.origin)
 
     def update(self, key: str, entry: dict[str, Any]) -> None:
         directory.update_user_type(key, ou=entry.get("ou") or directory.DEFAULT_OU,
                                    allow_self_registration=_flag(entry,
                                                                  "allowSelfRegistration"),
-                                   schema=entry.get("schema") or {}, actor=self.actor)
+                                   schema=entry.get("schema") or {}, origin=self.origin)
 
     def delete(self, key: str) -> None:
-        directory.delete_user_type(key, actor=self.actor)
+        directory.delete_user_type(key, origin=self.origin)
 
 
 class Roles(Section):
@@ -320,14 +325,14 @@ class Roles(Section):
 
     def create(self, entry: dict[str, Any]) -> None:
         roles.create_role(name=self.key(entry), scopes=_texts(entry, "scopes"),
-                          description=entry.get("description") or "", actor=self.actor)
+                          description=entry.get("description") or "", origin=self.origin)
 
     def update(self, key: str, entry: dict[str, Any]) -> None:
         roles.update_role(key, scopes=_texts(entry, "scopes"),
-                          description=entry.get("description") or "", actor=self.actor)
+                          description=entry.get("description") or "", origin=self.origin)
 
     def delete(self, key: str) -> None:
-        roles.delete_role(key, actor=self.actor)
+        roles.delete_role(key, origin=self.origin)
 
 
 class ResourceServers(Section):
@@ -349,15 +354,15 @@ class ResourceServers(Section):
     def create(self, entry: dict[str, Any]) -> None:
         resource_servers.register_resource_server(
             self.ctx, identifier=self.key(entry), scopes=_texts(entry, "scopes"),
-            name=entry.get("name") or "", actor=self.actor)
+            name=entry.get("name") or "", origin=self.origin)
 
     def update(self, key: str, entry: dict[str, Any]) -> None:
         resource_servers.update_resource_server(key, scopes=_texts(entry, "scopes"),
-                                                name=entry.get("name") or "", actor=self.actor)
+                                                name=entry.get("name") or "", origin=self.origin)
         # (no name in the document: the URL, as create makes it)
 
     def delete(self, key: str) -> None:
-        resource_servers.remove_resource_server(key, actor=self.actor)
+        resource_servers.remove_resource_server(key, origin=self.origin)
 
 
 class IdentityProviders(Section):
@@ -393,7 +398,7 @@ class IdentityProviders(Section):
         federation.add_provider(
             self.ctx, kind=_text(entry, "kind"), handle=self.key(entry),
             client_secret=_required_secret(self.secret(entry), "clientSecret"),
-            **self._arguments(entry), actor=self.actor)
+            **self._arguments(entry), origin=self.origin)
 
     def update(self, key: str, entry: dict[str, Any]) -> None:
         current = federation.require_provider(key)
@@ -402,14 +407,14 @@ class IdentityProviders(Section):
                                "anew to change its kind")
         federation.update_provider(
             key, client_secret=resolve_secret(self.secret(entry)) or current.client_secret,
-            **self._arguments(entry), actor=self.actor)
+            **self._arguments(entry), origin=self.origin)
 
     def changes_outside(self, key: str, entry: dict[str, Any]) -> bool:
         secret = resolve_secret(self.secret(entry))
         return secret is not None and secret != federation.require_provider(key).client_secret
 
     def delete(self, key: str) -> None:
-        federation.remove_provider(key, actor=self.actor)
+        federation.remove_provider(key, origin=self.origin)
 
 
 class Applications(Section):
@@ -462,7 +467,7 @@ class Applications(Section):
     def create(self, entry: dict[str, Any]) -> None:
         reference = self.secret(entry)
         catalog.applications.create_application(
-            _without(entry, "clientSecret", "id"), actor=self.actor,
+            _without(entry, "clientSecret", "id"), origin=self.origin,
             marks={"secretRef": reference} if reference else None,
             client_secret=_required_secret(reference, "clientSecret") if reference else None)
 
@@ -471,11 +476,11 @@ class Applications(Section):
         current = catalog.applications.require_application_by_client_id(key)
         catalog.applications.update_application(
             {**_without(entry, "clientSecret"), "id": current["id"]},
-                                   actor=self.actor,
+                                   origin=self.origin,
                                    marks={"secretRef": reference} if reference else None)
 
     def replace_secret(self, key: str, entry: dict[str, Any]) -> None:
-        catalog.applications.regenerate_client_secret(key, actor=self.actor,
+        catalog.applications.regenerate_client_secret(key, origin=self.origin,
                                          secret=resolve_secret(self.secret(entry) or {}))
 
     def changes_outside(self, key: str, entry: dict[str, Any]) -> bool:
@@ -485,14 +490,14 @@ class Applications(Section):
             catalog.applications.require_application_by_client_id(key), secret)
 
     def delete(self, key: str) -> None:
-        catalog.applications.delete_application(key, actor=self.actor)
+        catalog.applications.delete_application(key, origin=self.origin)
 
 
-def sections(ctx: ServiceContext, *, actor: str = Section.actor) -> list[Section]:
+def sections(ctx: ServiceContext, *, origin: RequestOrigin = Section.origin) -> list[Section]:
     every = [Themes(), Flows(), OrganizationUnits(), UserTypes(), Roles(), ResourceServers(ctx),
              IdentityProviders(ctx), Applications()]
     for section in every:
-        section.actor = actor
+        section.origin = origin
     return every
 
 
@@ -524,9 +529,9 @@ class _Unchanged(Exception):
 
 
 def apply(ctx: ServiceContext, document: object, *, dry_run: bool = False,
-          actor: str = Section.actor, from_host: bool = True) -> list[Change]:
+          origin: RequestOrigin, from_host: bool = True) -> list[Change]:
     """Make the deployment match ``document``, in one transaction; the changes made (or, with
-    ``dry_run``, that would be made: the transaction is rolled back), audited as ``actor``'s.
+    ``dry_run``, that would be made: the transaction is rolled back), audited as ``origin``'s.
 
     ``from_host``: the document comes from the host's own operator (the CLI). One that came
     over the network (the admin API, a proposed change) may name no file and only the
@@ -537,7 +542,7 @@ def apply(ctx: ServiceContext, document: object, *, dry_run: bool = False,
     changes: list[Change] = []
     try:
         with db.transaction():
-            changes = list(_apply(ctx, wanted, actor))
+            changes = list(_apply(ctx, wanted, origin))
             if dry_run:
                 raise _DryRun
     except _DryRun:
@@ -545,9 +550,9 @@ def apply(ctx: ServiceContext, document: object, *, dry_run: bool = False,
     return changes
 
 
-def _apply(ctx: ServiceContext, wanted: dict[str, dict[str, dict[str, Any]]], actor: str
-           ) -> Iterator[Change]:
-    managed = [section for section in sections(ctx, actor=actor) if section.name in wanted]
+def _apply(ctx: ServiceContext, wanted: dict[str, dict[str, dict[str, Any]]],
+           origin: RequestOrigin) -> Iterator[Change]:
+    managed = [section for section in sections(ctx, origin=origin) if section.name in wanted]
     _check_new_secrets(managed, wanted)
     deletions: list[tuple[Section, list[str]]] = []
     for section in managed:

@@ -1,4 +1,4 @@
-"""Who may call the admin API (``/admin/api/v1``), and the step-up its destructive calls ask.
+"""Who may call the admin API (``/admin/api/v1``), and the step-up every change asks.
 
 A call carries an access token for the admin API's own audience (``admin_audience``: a token
 for /mcp, the account API or a resource server is refused) with the admin scope
@@ -6,7 +6,8 @@ for /mcp, the account API or a resource server is refused) with the admin scope
 
 - a person (the console, signed in through the hosted sign-in as ``identityctl-admin``) who
   still holds a role carrying the scope, is usable, and signed in with a passkey (``amr``);
-  destructive calls need that sign-in within ``admin.step_up_seconds`` (RFC 9470);
+  every change (any method but a read; admin_holder's ``changing``) needs that sign-in
+  within ``admin.step_up_seconds`` (RFC 9470);
 - an application acting for itself (client_credentials: automation), granted the scope by
   its registration. It has no sign-in to renew, so step-up does not apply to it.
 """
@@ -27,6 +28,7 @@ from identityctl.services.accounts.account import bearer_claims, require_sign_in
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory.roles import roles_of
 from identityctl.services.directory.users import is_usable
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import directory
 from identityctl.store.directory import UserRecord
 
@@ -43,9 +45,10 @@ PASSKEY_METHODS = frozenset({"passkey"})
 @dataclass(frozen=True, slots=True)
 class AdminHolder:
     """Who an admin API call acts for: a person (``user``) or an application (``user`` is
-    None), as the audit log names them."""
+    None); ``origin`` is the request acting as them (``admin:<userId>`` or
+    ``client:<clientId>`` in the audit log)."""
 
-    actor: str
+    origin: RequestOrigin
     client_id: str
     user: UserRecord | None = None
     #: When the person signed in (None for an application), and how (RFC 8176).
@@ -53,9 +56,11 @@ class AdminHolder:
     amr: tuple[str, ...] = ()
 
 
-def admin_holder(ctx: ServiceContext, presented: PresentedToken | None) -> AdminHolder:
-    """Who the presented token lets act on the admin API; else 401 (no token, not a live
-    token for the admin API) or 403 (no admin scope or role, no passkey sign-in)."""
+def admin_holder(ctx: ServiceContext, presented: PresentedToken | None,
+                 origin: RequestOrigin, *, changing: bool = False) -> AdminHolder:
+    """Who the presented token (of a request from ``origin``) lets act on the admin API;
+    else 401 (no token, not a live token for the admin API; a person ``changing`` something
+    without the step-up) or 403 (no admin scope or role, no passkey sign-in)."""
     scope = ctx.config.admin.required_scope
     if presented is None:
         raise Unauthorized("The admin API needs 'Authorization: Bearer <token>' with scope "
@@ -69,7 +74,7 @@ def admin_holder(ctx: ServiceContext, presented: PresentedToken | None) -> Admin
         raise
     client_id, subject = str(claims.get("client_id") or ""), str(claims["sub"])
     if subject == client_id and "auth_time" not in claims:
-        return AdminHolder(actor=f"client:{client_id}", client_id=client_id)
+        return AdminHolder(origin=origin.acting_as(f"client:{client_id}"), client_id=client_id)
     user = directory.find_user_by_id(subject)
     if user is None or not is_usable(user):
         raise Unauthorized("The account is disabled or no longer exists.",
@@ -83,22 +88,26 @@ def admin_holder(ctx: ServiceContext, presented: PresentedToken | None) -> Admin
     if not PASSKEY_METHODS.intersection(amr):
         raise Forbidden("The admin console needs a sign-in with a passkey; sign in again "
                         "with yours.", code="passkey_required")
-    return AdminHolder(actor=f"admin:{user.id}", client_id=client_id, user=user,
-                       auth_time=float(claims.get("auth_time") or 0), amr=amr)
+    holder = AdminHolder(origin=origin.acting_as(f"admin:{user.id}"), client_id=client_id,
+                         user=user, auth_time=float(claims.get("auth_time") or 0), amr=amr)
+    if changing:
+        require_step_up(ctx, holder)
+    return holder
 
 
 def step_up_until(ctx: ServiceContext, holder: AdminHolder) -> float | None:
-    """Until when the person's sign-in allows destructive changes (None: an application,
-    which step-up does not apply to)."""
+    """Until when the person's sign-in allows changes (None: an application, which step-up
+    does not apply to)."""
     if holder.auth_time is None:
         return None
     return holder.auth_time + ctx.config.admin.step_up_seconds
 
 
 def require_step_up(ctx: ServiceContext, holder: AdminHolder) -> None:
-    """A destructive change by a person needs a sign-in within ``admin.step_up_seconds``
-    (RFC 9470, the account API's rule): else 401 ``sign_in_too_old`` and the console signs
-    in again with ``max_age``."""
+    """Every change by a person needs a sign-in within ``admin.step_up_seconds`` (RFC 9470,
+    the account API's rule): a token left open on a desk, or stolen, reads but changes
+    nothing (no credential minted, no role widened, nothing deleted) once that window has
+    passed; else 401 ``sign_in_too_old`` and the console signs in again with ``max_age``."""
     if holder.auth_time is not None:
         require_sign_in_within(holder.auth_time, ctx.config.admin.step_up_seconds)
 
@@ -109,7 +118,7 @@ def me(ctx: ServiceContext, holder: AdminHolder) -> dict[str, object]:
     return {"id": user.id if user else holder.client_id,
             "username": user.username if user else holder.client_id,
             "displayName": _display_name(user) if user else holder.client_id,
-            "actor": holder.actor, "authTime": holder.auth_time, "amr": list(holder.amr),
+            "actor": holder.origin.actor, "authTime": holder.auth_time, "amr": list(holder.amr),
             "stepUpUntil": step_up_until(ctx, holder)}
 
 
@@ -128,7 +137,8 @@ def page_limit(raw: str | None) -> int:
     if raw is None or raw == "":
         return DEFAULT_PAGE_LIMIT
     low, high = PAGE_LIMITS
-    if not raw.isdigit() or not low <= int(raw) <= high:
+    # isascii: str.isdigit() also takes '²' (which int() refuses) and other scripts' digits.
+    if not (raw.isascii() and raw.isdigit()) or not low <= int(raw) <= high:
         raise InvalidField("limit", f"must be a whole number from {low} to {high}")
     return int(raw)
 

@@ -2,10 +2,10 @@
 hosted sign-in page in a theme not yet saved) and flows (drawn as a graph).
 
 Every change goes through the functions the CLI, the MCP tools and configuration as code
-call (catalog/themes, catalog/flows), with the caller's actor in their audit events;
-deleting needs a recent sign-in (console.require_step_up). A preview is checked by the very
-``validate_theme`` a save runs and drawn from the stylesheet ``/gate/theme.css`` would serve,
-so the console never shows a theme the hosted page would not. A refused theme or flow says
+call (catalog/themes, catalog/flows), with the caller's actor in their audit events. A
+preview is checked by the very ``validate_theme`` a save runs and drawn from the stylesheet
+``/gate/theme.css`` would serve, so the console never shows a theme the hosted page would
+not. A refused theme or flow says
 in its message, in a sentence, which colour, setting or node to fix (the field path stays in
 the description, for programs).
 """
@@ -20,9 +20,8 @@ from typing import Any
 from identityctl.errors import InvalidField
 from identityctl.flow.definition import executor_of, successors
 from identityctl.services import shapes
-from identityctl.services.admin.console import AdminHolder, require_step_up
+from identityctl.services.admin.console import AdminHolder
 from identityctl.services.catalog import flows, themes
-from identityctl.services.context import ServiceContext
 from identityctl.theme import stylesheet
 from identityctl.theme.branding import page_branding
 
@@ -91,19 +90,18 @@ def create_theme(holder: AdminHolder, body: dict[str, Any]) -> dict[str, Any]:
     """A new theme: ``{handle, displayName, description?, theme?}``."""
     fields = _theme_fields(body, required=("handle", "displayName"))
     with _in_plain_words():
-        return themes.create_theme(**fields, actor=holder.actor)
+        return themes.create_theme(**fields, origin=holder.origin)
 
 
 def update_theme(holder: AdminHolder, theme_id: str, body: dict[str, Any]) -> dict[str, Any]:
     """Change some of a theme's fields; ``theme``, when given, replaces the whole document."""
     fields = _theme_fields(body, required=())
     with _in_plain_words():
-        return themes.update_theme(theme_id, **fields, actor=holder.actor)
+        return themes.update_theme(theme_id, **fields, origin=holder.origin)
 
 
-def delete_theme(ctx: ServiceContext, holder: AdminHolder, theme_id: str) -> None:
-    require_step_up(ctx, holder)
-    themes.delete_theme(theme_id, actor=holder.actor)
+def delete_theme(holder: AdminHolder, theme_id: str) -> None:
+    themes.delete_theme(theme_id, origin=holder.origin)
 
 
 def theme_preview(theme: Any) -> dict[str, Any]:
@@ -135,7 +133,7 @@ def flow_with_graph(flow_id: str) -> dict[str, Any]:
 def create_flow(holder: AdminHolder, document: dict[str, Any]) -> dict[str, Any]:
     """A new flow from its JSON document (docs/flows.md)."""
     with _in_plain_words(document.get("nodes")):
-        return with_graph(flows.create_flow(document, actor=holder.actor))
+        return with_graph(flows.create_flow(document, origin=holder.origin))
 
 
 def update_flow(holder: AdminHolder, flow_id: str, document: dict[str, Any]) -> dict[str, Any]:
@@ -149,12 +147,11 @@ def update_flow(holder: AdminHolder, flow_id: str, document: dict[str, Any]) -> 
         shapes.check(document, shapes.FLOW)
         return with_graph(flows.update_flow(
             current["id"], name=_text(document, "name"), nodes=document.get("nodes"),
-            handle=document.get("handle"), actor=holder.actor))
+            handle=document.get("handle"), origin=holder.origin))
 
 
-def delete_flow(ctx: ServiceContext, holder: AdminHolder, flow_id: str) -> None:
-    require_step_up(ctx, holder)
-    flows.delete_flow(flow_id, actor=holder.actor)
+def delete_flow(holder: AdminHolder, flow_id: str) -> None:
+    flows.delete_flow(flow_id, origin=holder.origin)
 
 
 #: The keys of a node that lead to another, in the order the graph lists its edges.

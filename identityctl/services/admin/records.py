@@ -3,8 +3,7 @@ the deployment's operations at a glance, and its configuration as code.
 
 Every change goes through the functions the CLI and the MCP tools call (catalog/applications,
 admin/configuration), with the caller's actor (``admin:<user id>``, ``client:<client id>``)
-in their audit events; the destructive ones (deleting an application, a new secret, applying
-a configuration) need a recent sign-in (console.require_step_up). Lists are paged by keyset,
+in their audit events. Lists are paged by keyset,
 never by offset: a page costs the same at the first page and the last, however long the list
 (bench/admin_pages.py).
 """
@@ -31,7 +30,6 @@ from identityctl.services.admin.console import (
     AdminHolder,
     checked_position,
     encode_cursor,
-    require_step_up,
 )
 from identityctl.services.catalog import applications as application_service
 from identityctl.services.context import ServiceContext
@@ -99,7 +97,7 @@ def create_application(holder: AdminHolder,
     document = _merged(document, {key: value for key, value in body.items()
                                   if key != "template"})
     application_service.require_own_redirect_uri(template, document)
-    return application_service.create_application(document, actor=holder.actor)
+    return application_service.create_application(document, origin=holder.origin)
 
 
 def update_application(holder: AdminHolder, app_id: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -107,18 +105,16 @@ def update_application(holder: AdminHolder, app_id: str, body: dict[str, Any]) -
     the body leaves out stays as it is."""
     shapes.check(body, _CHANGES)
     current = application_service.require_application(app_id)
-    return application_service.update_application(_merged(current, body), actor=holder.actor)
+    return application_service.update_application(_merged(current, body), origin=holder.origin)
 
 
-def delete_application(ctx: ServiceContext, holder: AdminHolder, app_id: str) -> None:
-    require_step_up(ctx, holder)
-    application_service.delete_application(app_id, actor=holder.actor)
+def delete_application(holder: AdminHolder, app_id: str) -> None:
+    application_service.delete_application(app_id, origin=holder.origin)
 
 
-def rotate_secret(ctx: ServiceContext, holder: AdminHolder, app_id: str) -> str:
+def rotate_secret(holder: AdminHolder, app_id: str) -> str:
     """A new client secret for a confidential client, shown this once."""
-    require_step_up(ctx, holder)
-    return application_service.regenerate_client_secret(app_id, actor=holder.actor)
+    return application_service.regenerate_client_secret(app_id, origin=holder.origin)
 
 
 def _merged(document: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
@@ -320,15 +316,16 @@ def sent_document(sent: Any) -> Any:
     return parsed_document(sent) if isinstance(sent, str) else sent
 
 
-def configuration_plan(ctx: ServiceContext, document: object) -> dict[str, Any]:
+def configuration_plan(ctx: ServiceContext, holder: AdminHolder, document: object
+                       ) -> dict[str, Any]:
     """What applying ``document`` would change (``identityctl apply --dry-run``)."""
-    changes = configuration.apply(ctx, document, dry_run=True, from_host=False)
+    changes = configuration.apply(ctx, document, dry_run=True, origin=holder.origin,
+                                  from_host=False)
     return {"dryRun": True, "changes": [change.to_api() for change in changes]}
 
 
 def configuration_apply(ctx: ServiceContext, holder: AdminHolder,
                         document: object) -> dict[str, Any]:
     """Make the deployment match ``document`` (``identityctl apply``)."""
-    require_step_up(ctx, holder)
-    changes = configuration.apply(ctx, document, actor=holder.actor, from_host=False)
+    changes = configuration.apply(ctx, document, origin=holder.origin, from_host=False)
     return {"dryRun": False, "changes": [change.to_api() for change in changes]}

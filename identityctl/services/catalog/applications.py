@@ -23,6 +23,7 @@ from identityctl.services.catalog.flows import (
 )
 from identityctl.services.catalog.themes import require_theme
 from identityctl.services.directory.users import require_ou
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import catalog
 
 THEME_PLACEHOLDER = "<THEME_ID>"
@@ -352,7 +353,7 @@ def new_client_id() -> str:
     return "".join(secrets.choice(_CLIENT_ID_ALPHABET) for _ in range(24))
 
 
-def create_application(document: dict[str, Any], *, actor: str = "admin",
+def create_application(document: dict[str, Any], *, origin: RequestOrigin,
                        marks: dict[str, Any] | None = None,
                        client_secret: str | None = None) -> tuple[dict[str, Any], str | None]:
     """Create an application; returns it and its client secret (shown once, stored hashed).
@@ -372,12 +373,12 @@ def create_application(document: dict[str, Any], *, actor: str = "admin",
     created = catalog.create_application(
         **fields, clientId=client_id,
         clientSecretHash=passwords.hash_password(secret) if secret else None)
-    audit.record("application.create", "success", actor=actor,
+    audit.record("application.create", "success", origin=origin,
                  details={"id": created["id"], "clientId": client_id})
     return created, secret
 
 
-def update_application(document: dict[str, Any], *, actor: str = "admin",
+def update_application(document: dict[str, Any], *, origin: RequestOrigin,
                        marks: dict[str, Any] | None = None) -> dict[str, Any]:
     """Full replacement of an application (id required); client id and secret are kept.
     ``marks``: as for :func:`create_application`."""
@@ -391,7 +392,7 @@ def update_application(document: dict[str, Any], *, actor: str = "admin",
         raise InvalidField("inboundAuthConfig[0].config.publicClient",
                            "cannot change; create a new application instead")
     updated = catalog.update_application(app_id, **fields)
-    audit.record("application.update", "success", actor=actor, details={"id": app_id})
+    audit.record("application.update", "success", origin=origin, details={"id": app_id})
     return updated
 
 
@@ -413,7 +414,7 @@ def client_secret_matches(application: dict[str, Any], secret: str) -> bool:
         catalog.client_secret_hash(oauth_config(application)["clientId"]), secret)
 
 
-def regenerate_client_secret(id_or_client_id: str, *, actor: str = "admin",
+def regenerate_client_secret(id_or_client_id: str, *, origin: RequestOrigin,
                              secret: str | None = None) -> str:
     """A new client secret for a confidential client (``secret``: the admin's own)."""
     application = require_application(id_or_client_id)
@@ -423,7 +424,7 @@ def regenerate_client_secret(id_or_client_id: str, *, actor: str = "admin",
     secret = checked_client_secret(secret) if secret else secrets.token_urlsafe(32)
     catalog.update_application(application["id"],
                                clientSecretHash=passwords.hash_password(secret))
-    audit.record("application.secret_rotated", "success", actor=actor,
+    audit.record("application.secret_rotated", "success", origin=origin,
                  details={"id": application["id"]})
     return secret
 
@@ -433,7 +434,7 @@ def last_uses() -> dict[str, float]:
     return catalog.last_uses()
 
 
-def delete_application(id_or_client_id: str, *, actor: str = "admin") -> None:
+def delete_application(id_or_client_id: str, *, origin: RequestOrigin) -> None:
     app_id = require_application(id_or_client_id)["id"]
     catalog.delete_application(app_id)
-    audit.record("application.delete", "success", actor=actor, details={"id": app_id})
+    audit.record("application.delete", "success", origin=origin, details={"id": app_id})

@@ -7,6 +7,7 @@ from typing import Any
 from identityctl.errors import InvalidField, NotFound
 from identityctl.flow.definition import FLOW_TYPES, validate_flow
 from identityctl.services import audit, shapes
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import catalog
 
 DEFAULT_AUTH_FLOW = "default-basic-passkey-flow"
@@ -46,18 +47,18 @@ def require_flow_by_handle(handle: str, flow_type: str) -> dict[str, Any]:
     return found
 
 
-def create_flow(document: dict[str, Any], *, actor: str = "admin") -> dict[str, Any]:
+def create_flow(document: dict[str, Any], *, origin: RequestOrigin) -> dict[str, Any]:
     """Validate a flow definition (see docs/flows.md) and store it."""
     shapes.check(document, shapes.FLOW)
     flow = validate_flow(document)
     created = catalog.create_flow(handle=flow["handle"], name=flow["name"],
                                   flow_type=flow["flowType"], nodes=flow["nodes"])
-    audit.record("flow.create", "success", actor=actor, details={"id": created["id"]})
+    audit.record("flow.create", "success", origin=origin, details={"id": created["id"]})
     return created
 
 
 def update_flow(flow_id: str, *, name: str, nodes: list[dict[str, Any]],
-                handle: str | None = None, actor: str = "admin") -> dict[str, Any]:
+                handle: str | None = None, origin: RequestOrigin) -> dict[str, Any]:
     current = require_flow(flow_id)
     document = {"handle": handle or current["handle"], "name": name,
                 "flowType": current["flowType"], "nodes": nodes}
@@ -65,11 +66,11 @@ def update_flow(flow_id: str, *, name: str, nodes: list[dict[str, Any]],
     flow = validate_flow(document)
     updated = catalog.update_flow(current["id"], handle=flow["handle"], name=flow["name"],
                                   nodes=flow["nodes"])
-    audit.record("flow.update", "success", actor=actor, details={"id": current["id"]})
+    audit.record("flow.update", "success", origin=origin, details={"id": current["id"]})
     return updated
 
 
-def delete_flow(id_or_handle: str, *, flow_type: str | None = None, actor: str = "admin") -> None:
+def delete_flow(id_or_handle: str, *, flow_type: str | None = None, origin: RequestOrigin) -> None:
     flow_id = require_flow(id_or_handle, flow_type)["id"]
     catalog.delete_flow(flow_id)
-    audit.record("flow.delete", "success", actor=actor, details={"id": flow_id})
+    audit.record("flow.delete", "success", origin=origin, details={"id": flow_id})

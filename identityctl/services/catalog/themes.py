@@ -7,6 +7,7 @@ from typing import Any
 from identityctl.errors import NotFound
 from identityctl.services import audit, shapes
 from identityctl.services.directory.users import check_handle
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import catalog
 from identityctl.theme import stylesheet as theme_grammar
 
@@ -36,26 +37,26 @@ def validate_theme(theme: dict[str, Any]) -> dict[str, Any]:
 
 
 def create_theme(*, handle: str, display_name: str, description: str = "",
-                 theme: dict[str, Any] | None = None, actor: str = "admin") -> dict[str, Any]:
+                 theme: dict[str, Any] | None = None, origin: RequestOrigin) -> dict[str, Any]:
     check_handle(handle)
     created = catalog.create_theme(handle=handle, display_name=display_name,
                                    description=description, theme=validate_theme(theme or {}))
-    audit.record("theme.create", "success", actor=actor, details={"id": created["id"]})
+    audit.record("theme.create", "success", origin=origin, details={"id": created["id"]})
     return created
 
 
-def update_theme(id_or_handle: str, *, actor: str = "admin", **fields: Any) -> dict[str, Any]:
+def update_theme(id_or_handle: str, *, origin: RequestOrigin, **fields: Any) -> dict[str, Any]:
     theme_id = require_theme(id_or_handle)["id"]
     if "handle" in fields:
         check_handle(fields["handle"])
     if "theme" in fields:
         validate_theme(fields["theme"])
     updated = catalog.update_theme(theme_id, **fields)
-    audit.record("theme.update", "success", actor=actor, details={"id": theme_id})
+    audit.record("theme.update", "success", origin=origin, details={"id": theme_id})
     return updated
 
 
-def delete_theme(id_or_handle: str, *, actor: str = "admin") -> None:
+def delete_theme(id_or_handle: str, *, origin: RequestOrigin) -> None:
     theme_id = require_theme(id_or_handle)["id"]
     catalog.delete_theme(theme_id)
-    audit.record("theme.delete", "success", actor=actor, details={"id": theme_id})
+    audit.record("theme.delete", "success", origin=origin, details={"id": theme_id})

@@ -26,6 +26,7 @@ from identityctl.services.catalog.applications import oauth_config
 from identityctl.services.clients import resource_servers
 from identityctl.services.clients.keys import client_jwks
 from identityctl.services.context import ServiceContext
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import catalog as catalog_store
 from identityctl.store import replay
 
@@ -37,7 +38,7 @@ def client_of(application: dict[str, Any]) -> Client:
 
 
 def find_client_application(ctx: ServiceContext, client_id: str, *,
-                            client_address: str = "") -> dict[str, Any] | None:
+                            origin: RequestOrigin) -> dict[str, Any] | None:
     """The application with this client id, or None. A client id that is an https URL is a
     client metadata document when the deployment takes them (``oauth.client_documents``): it
     is fetched for the request from ``client_address``, checked and kept as an application
@@ -56,41 +57,43 @@ def find_client_application(ctx: ServiceContext, client_id: str, *,
             oauth_config(application).get("documentExpiresAt", 0) > time.time():
         return application
     throttle.ensure_document_fetches_left(ctx, action=DOCUMENT_ACTION,
-                                          client_address=client_address)
+                                          origin=origin)
     if application is None:  # no allowance left: refused before it costs a fetch
         throttle.ensure_registrations_left(ctx, action=DOCUMENT_ACTION,
-                                           client_address=client_address)
-    return _from_document(ctx, client_id, application, client_address)
+                                           origin=origin)
+    return _from_document(ctx, client_id, application, origin)
 
 
 def _from_document(ctx: ServiceContext, url: str, known: dict[str, Any] | None,
-                   client_address: str) -> dict[str, Any]:
+                   origin: RequestOrigin) -> dict[str, Any]:
     oauth = ctx.config.oauth
     try:
         fetched = outbound.fetch_json(url, outbound.FetchPolicy(
             timeout=oauth.client_documents_timeout, max_bytes=oauth.client_documents_max_bytes,
             allow_private=oauth.client_documents_allow_private,
-            ca_bundle=oauth.client_documents_ca_bundle), client_address=client_address)
-        throttle.count_document_fetch(ctx, client_address=client_address)
+            ca_bundle=oauth.client_documents_ca_bundle),
+            client_address=origin.address)
+        throttle.count_document_fetch(ctx, origin=origin)
         metadata = validate_document(fetched.document, url=url,
                                      allowed_scopes=resource_servers.registrable_scopes(ctx),
                                      default_scopes=tuple(oauth.registration_scopes))
     except outbound.FetchRefused as refused:
-        throttle.count_document_fetch(ctx, client_address=client_address)
-        audit.record(DOCUMENT_ACTION, "failure", actor=url,
+        throttle.count_document_fetch(ctx, origin=origin)
+        audit.record(DOCUMENT_ACTION, "failure", origin=origin.acting_as(url),
                      details={"code": refused.code, "detail": refused.detail})
         raise UntrustedRedirect(f"The client's metadata document cannot be used: "
                                 f"{refused.description}", code="client_document_refused") \
             from None
     except OAuthError as invalid:
-        audit.record(DOCUMENT_ACTION, "failure", actor=url, details={"code": invalid.code})
+        audit.record(DOCUMENT_ACTION, "failure", origin=origin.acting_as(url),
+                     details={"code": invalid.code})
         raise UntrustedRedirect(f"The client's metadata document is not valid: "
                                 f"{invalid.description}", code="client_document_refused") \
             from None
     if known is not None and oauth_config(known).get("publicClient") != (
             metadata.token_endpoint_auth_method == client_auth.NONE):
         # Its grants were made to a client of the other kind: not carried over silently.
-        audit.record(DOCUMENT_ACTION, "failure", actor=url,
+        audit.record(DOCUMENT_ACTION, "failure", origin=origin.acting_as(url),
                      details={"code": "client_type_changed"})
         raise UntrustedRedirect(
             "The client's metadata document changed how the client authenticates (public or "
@@ -105,28 +108,27 @@ def _from_document(ctx: ServiceContext, url: str, known: dict[str, Any] | None,
         "inboundAuthConfig": [{"type": "oauth2", "config": metadata.oauth_config(url)}]}
     marks = {"clientDocument": True, "documentExpiresAt": time.time() + fetched.max_age,
              **({"logoUri": metadata.logo_uri} if metadata.logo_uri else {})}
-    actor = "client-document:" + (host or "")
+    registrar = origin.acting_as("client-document:" + (host or ""))
     if known is None:
-        throttle.count_registration(ctx, action=DOCUMENT_ACTION, client_address=client_address)
-        application, _ = catalog_service.applications.create_application(document, actor=actor,
-                                                            marks=marks)
+        throttle.count_registration(ctx, action=DOCUMENT_ACTION, origin=origin)
+        application, _ = catalog_service.applications.create_application(
+            document, origin=registrar, marks=marks)
     else:
         application = catalog_service.applications.update_application(
-            {**document, "id": known["id"]},
-                                                         actor=actor, marks=marks)
-    audit.record(DOCUMENT_ACTION, "success", actor=url,
+            {**document, "id": known["id"]}, origin=registrar, marks=marks)
+    audit.record(DOCUMENT_ACTION, "success", origin=origin.acting_as(url),
                  details={"applicationId": application["id"], "maxAge": fetched.max_age})
     return application
 
 
 def _check_assertion(ctx: ServiceContext, assertion: str, config: dict[str, Any],
-                     endpoint: str, client_address: str) -> None:
+                     endpoint: str, origin: RequestOrigin) -> None:
     """private_key_jwt: signed by one of the client's keys, for us, used once."""
     base, registered = ctx.config.base_url, config.get("tokenEndpointAuthSigningAlg")
     checked = verify_client_assertion(
         assertion, client_id=config["clientId"],
         jwks=client_jwks(ctx, config, kid=assertion_key_id(assertion),
-                         client_address=client_address),
+                         origin=origin),
         audiences={ctx.config.issuer, base + TOKEN_PATH, base + endpoint}, now=time.time(),
         algorithms=(registered,) if registered else ASYMMETRIC_ALGORITHMS)
     if not replay.first_use("client_assertion", checked.client_id, checked.jti,
@@ -179,7 +181,7 @@ def client_throttle_account(client_id: str) -> str:
 
 
 def authenticate_client(ctx: ServiceContext, parameters: Parameters, authorization: str | None,
-                         *, client_address: str = "", endpoint: str = TOKEN_PATH) -> Client:
+                         *, origin: RequestOrigin, endpoint: str = TOKEN_PATH) -> Client:
     """The client of a token, revocation, introspection or pushed authorization request
     (``endpoint``: its path, an audience a client assertion may name), authenticated.
 
@@ -190,7 +192,7 @@ def authenticate_client(ctx: ServiceContext, parameters: Parameters, authorizati
     presented = client_auth.presented_client(authorization=authorization, parameters=parameters)
     failed = "Unknown client, or wrong client credentials."
     with CredentialAttempt(ctx, action=CLIENT_AUTH_ACTION,
-                           client_address=client_address) as attempt:
+                           origin=origin) as attempt:
         attempt.actor = presented.client_id
         attempt.check(client_throttle_account(presented.client_id))
         attempt.at_stake()  # the secret presented is the named client's
@@ -205,8 +207,7 @@ def authenticate_client(ctx: ServiceContext, parameters: Parameters, authorizati
         client_auth.check_method(presented, registered_method=client.auth_method)
         if presented.assertion is not None:
             try:
-                _check_assertion(ctx, presented.assertion, found.config, endpoint,
-                                 client_address)
+                _check_assertion(ctx, presented.assertion, found.config, endpoint, origin)
             except InvalidClient as refusal:
                 attempt.fail(refusal.code)
                 raise

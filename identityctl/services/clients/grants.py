@@ -13,6 +13,7 @@ from identityctl.services.clients.client import client_of
 from identityctl.services.clients.revocation import end_grant
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory.users import require_user
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import grants as store
 from identityctl.store.grants import GrantRecord
 
@@ -23,7 +24,7 @@ def list_grants(*, user: str | None = None) -> list[GrantRecord]:
 
 
 def revoke_grant(ctx: ServiceContext, user: str, client_id: str, *,
-                 actor: str = "admin") -> int:
+                 origin: RequestOrigin) -> int:
     """Forget the user's grant to the client and end every token family of it; how many."""
     person = require_user(user)
     application = require_application_by_client_id(client_id)
@@ -34,16 +35,17 @@ def revoke_grant(ctx: ServiceContext, user: str, client_id: str, *,
     families = store.token_families(application["id"], person.id)
     for family in families:
         end_grant(ctx, family, client)
-    audit.record("oauth.grant_revoke", "success", actor=actor, user_id=person.id,
+    audit.record("oauth.grant_revoke", "success", origin=origin, user_id=person.id,
                  details={"clientId": client_id, "families": len(families)})
     return len(families)
 
 
-def remove_client(ctx: ServiceContext, application: dict[str, Any], *, actor: str) -> None:
+def remove_client(ctx: ServiceContext, application: dict[str, Any], *,
+                  origin: RequestOrigin) -> None:
     """Delete a client and end at once every token it holds (RFC 7592 §2.3: deleting a
     registration invalidates its grants and tokens), not only the refresh tokens that go
     with its rows."""
     client = client_of(application)
     for family in store.token_families(application["id"]):
         end_grant(ctx, family, client)
-    catalog.applications.delete_application(application["id"], actor=actor)
+    catalog.applications.delete_application(application["id"], origin=origin)

@@ -24,6 +24,7 @@ from identityctl.oauth.errors import InvalidClient
 from identityctl.security.jwks import has_key
 from identityctl.services import outbound
 from identityctl.services.context import ServiceContext
+from identityctl.services.origin import RequestOrigin
 
 MAX_BYTES = 64 * 1024
 CACHE_SECONDS = 300.0
@@ -48,7 +49,7 @@ def _remember(url: str, entry: tuple[float, float, dict[str, Any] | None]) -> No
 
 
 def client_jwks(ctx: ServiceContext, config: dict[str, Any], *, kid: str | None,
-                client_address: str = "") -> dict[str, Any]:
+                origin: RequestOrigin) -> dict[str, Any]:
     """The JWK Set to check a client's assertion with (``kid``: the key it names), for a
     request from ``client_address``."""
     if config.get("jwks"):
@@ -72,7 +73,8 @@ def client_jwks(ctx: ServiceContext, config: dict[str, Any], *, kid: str | None,
         fetched = outbound.fetch_json(url, outbound.FetchPolicy(
             timeout=oauth.client_documents_timeout, max_bytes=MAX_BYTES,
             allow_private=oauth.client_documents_allow_private,
-            ca_bundle=oauth.client_documents_ca_bundle), client_address=client_address)
+            ca_bundle=oauth.client_documents_ca_bundle),
+            client_address=origin.address)
         jwks = check_client_jwks(fetched.document, "jwks")
     except (outbound.FetchRefused, InvalidField) as failure:
         # PERF, and a bound: a failing URL is not fetched on every request

@@ -24,6 +24,7 @@ from identityctl.oauth.resource_indicators import (
 from identityctl.services import audit
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory.roles import checked_scopes
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import resource_servers as store
 from identityctl.store.resource_servers import ResourceServerRecord
 
@@ -41,7 +42,7 @@ def require_resource_server(id_or_identifier: str) -> ResourceServerRecord:
 
 
 def register_resource_server(ctx: ServiceContext, *, identifier: str, scopes: Sequence[str],
-                             name: str = "", actor: str = "admin") -> ResourceServerRecord:
+                             name: str = "", origin: RequestOrigin) -> ResourceServerRecord:
     try:
         check_resources([identifier])
     except OAuthError as error:
@@ -52,14 +53,13 @@ def register_resource_server(ctx: ServiceContext, *, identifier: str, scopes: Se
     checked = _server_scopes(scopes)
     created = store.create_resource_server(identifier=identifier, name=name or identifier,
                                            scopes=checked)
-    audit.record("resource_server.create", "success", actor=actor,
+    audit.record("resource_server.create", "success", origin=origin,
                  details={"identifier": identifier, "scopes": checked})
     return created
 
 
 def update_resource_server(id_or_identifier: str, *, scopes: Sequence[str],
-                           name: str | None = None, actor: str = "admin"
-                           ) -> ResourceServerRecord:
+                           name: str | None = None, origin: RequestOrigin) -> ResourceServerRecord:
     """New scopes (and name, kept when None) for a registered server. Tokens already issued
     keep theirs until they expire; new ones, refreshed ones too, carry only scopes it still
     has."""
@@ -67,7 +67,7 @@ def update_resource_server(id_or_identifier: str, *, scopes: Sequence[str],
     checked = _server_scopes(scopes)
     new_name = found.name if name is None else (name or found.identifier)
     store.update_resource_server(found.id, name=new_name, scopes=checked)
-    audit.record("resource_server.update", "success", actor=actor, details={
+    audit.record("resource_server.update", "success", origin=origin, details={
         "identifier": found.identifier, "scopes": checked, "scopesBefore": found.scopes,
         **({"name": new_name, "nameBefore": found.name} if new_name != found.name else {})})
     return require_resource_server(found.id)
@@ -87,12 +87,12 @@ def _server_scopes(scopes: Sequence[str]) -> list[str]:
     return checked
 
 
-def remove_resource_server(id_or_identifier: str, *, actor: str = "admin") -> None:
+def remove_resource_server(id_or_identifier: str, *, origin: RequestOrigin) -> None:
     """Tokens are no longer issued for it, nor refreshed; those issued keep working until
     they expire."""
     found = require_resource_server(id_or_identifier)
     store.delete_resource_server(found.id)
-    audit.record("resource_server.delete", "success", actor=actor,
+    audit.record("resource_server.delete", "success", origin=origin,
                  details={"identifier": found.identifier})
 
 

@@ -14,6 +14,7 @@ from identityctl.security.tokens import LEEWAY_SECONDS
 from identityctl.services import audit
 from identityctl.services.clients.client import authenticate_client
 from identityctl.services.context import ServiceContext
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import oauth as oauth_store
 from identityctl.store.oauth import IssuedToken
 
@@ -27,22 +28,22 @@ def end_grant(ctx: ServiceContext, family: str, client: Client | None) -> None:
 
 
 def revoke(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
-           client_address: str = "") -> None:
+           origin: RequestOrigin) -> None:
     """RFC 7009: end a refresh token's grant, or an access token, of the calling client.
 
     Unknown, invalid and other clients' tokens are answered alike (200, nothing done), so
     the endpoint says nothing about tokens the caller does not own.
     """
     parameters = read_parameters(raw)
-    client = authenticate_client(ctx, parameters, authorization, client_address=client_address,
+    client = authenticate_client(ctx, parameters, authorization, origin=origin,
                                  endpoint=REVOKE_PATH)
     presented = require(parameters, "token")
     stored = oauth_store.find_refresh_token(token_hash(presented))
     if stored is not None:
         if stored.application_id == client.application_id:
             end_grant(ctx, stored.family, client)
-            audit.record("oauth.revoke", "success", actor=client.client_id,
-                         user_id=stored.user_id, client_address=client_address,
+            audit.record("oauth.revoke", "success", origin=origin.acting_as(client.client_id),
+                         user_id=stored.user_id,
                          details={"token": "refresh_token"})
         return
     try:
@@ -52,5 +53,5 @@ def revoke(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None
     if claims.get("client_id") == client.client_id:
         oauth_store.revoke_tokens([IssuedToken(jti=str(claims["jti"]),
                                                expires_at=float(claims["exp"]))])
-        audit.record("oauth.revoke", "success", actor=client.client_id,
-                     client_address=client_address, details={"token": "access_token"})
+        audit.record("oauth.revoke", "success", origin=origin.acting_as(client.client_id),
+                     details={"token": "access_token"})

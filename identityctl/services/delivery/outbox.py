@@ -35,6 +35,7 @@ from identityctl.security.tokens import LOGOUT_TOKEN_TYP
 from identityctl.services import audit, outbound
 from identityctl.services.context import ServiceContext
 from identityctl.services.delivery import mail
+from identityctl.services.origin import RequestOrigin
 from identityctl.services.outbound import DeliveryFailed
 from identityctl.store import db, outbox
 from identityctl.store import webhooks as webhook_store
@@ -49,6 +50,9 @@ FIRST_RETRY, LONGEST_RETRY = 5, 900
 WORKERS_PER_KIND = 3
 #: A logout token is valid this long after it is signed (each attempt signs anew).
 LOGOUT_TOKEN_TTL = 120
+
+#: Who the audit log names for a delivery given up on.
+DELIVERIES = RequestOrigin(actor="deliveries")
 
 
 def _deliver_logout(ctx: ServiceContext, message: OutboxRecord) -> None:
@@ -129,7 +133,7 @@ def _failed(ctx: ServiceContext, message: OutboxRecord, error: str, *,
         # A mail's code must not outlive its chance of being read.
         outbox.give_up(message.id, error=error, keep=mail.kept_once_done(message.payload)
                        if message.kind == mail.EMAIL else None)
-        audit.record(f"outbox.{message.kind}", "failure", actor="deliveries",
+        audit.record(f"outbox.{message.kind}", "failure", origin=DELIVERIES,
                      details={"target": message.target, "attempts": message.attempts + 1,
                               "error": error})
         return

@@ -13,12 +13,16 @@ from collections.abc import Iterable
 
 from identityctl.errors import Conflict, InvalidField, NotFound
 from identityctl.services import audit
-from identityctl.services.directory.users import check_handle, require_user
+from identityctl.services.directory.users import (
+    ADMIN_ROLE,
+    check_handle,
+    keep_an_administrator,
+    require_user,
+)
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import roles as store
 from identityctl.store.db import transaction
 from identityctl.store.roles import RoleRecord
-
-ADMIN_ROLE = "admin"
 
 
 def list_roles() -> list[RoleRecord]:
@@ -41,30 +45,37 @@ def checked_scopes(scopes: Iterable[str]) -> list[str]:
 
 
 def create_role(*, name: str, scopes: Iterable[str], description: str = "",
-                actor: str = "admin") -> RoleRecord:
+                origin: RequestOrigin) -> RoleRecord:
     check_handle(name, "name")
     role = store.create_role(name=name, description=description,
                              scopes=checked_scopes(scopes))
-    audit.record("role.create", "success", actor=actor,
+    audit.record("role.create", "success", origin=origin,
                  details={"role": role.name, "scopes": role.scopes})
     return role
 
 
 def update_role(id_or_name: str, *, scopes: Iterable[str] | None = None,
-                description: str | None = None, actor: str = "admin") -> RoleRecord:
+                description: str | None = None, origin: RequestOrigin) -> RoleRecord:
     role = require_role(id_or_name)
     fields: dict[str, object] = {}
     if scopes is not None:
         fields["scopes"] = checked_scopes(scopes)
+        dropped = sorted(set(role.scopes) - set(fields["scopes"]))
+        if role.name == ADMIN_ROLE and dropped:
+            # Its scopes let its holders into the console and /mcp: without them nobody
+            # could administer (and only a restart would bring them back).
+            raise Conflict(f"The role '{ADMIN_ROLE}' keeps its scopes "
+                           f"({', '.join(dropped)}); add others, or make another role.",
+                           code="built_in_role")
     if description is not None:
         fields["description"] = description
     updated = store.update_role(role.id, **fields) if fields else role
-    audit.record("role.update", "success", actor=actor,
+    audit.record("role.update", "success", origin=origin,
                  details={"role": role.name, "scopes": updated.scopes})
     return updated
 
 
-def delete_role(id_or_name: str, *, actor: str = "admin") -> None:
+def delete_role(id_or_name: str, *, origin: RequestOrigin) -> None:
     """Delete a role; never the administrator role, without which nobody could administer
     (every start would seed it again, with nobody holding it)."""
     role = require_role(id_or_name)
@@ -72,33 +83,29 @@ def delete_role(id_or_name: str, *, actor: str = "admin") -> None:
         raise Conflict(f"The role '{ADMIN_ROLE}' is built in and cannot be deleted; take it "
                        "from people instead.", code="built_in_role")
     store.delete_role(role.id)
-    audit.record("role.delete", "success", actor=actor, details={"role": role.name})
+    audit.record("role.delete", "success", origin=origin, details={"role": role.name})
 
 
-def grant_role(id_or_username: str, role_name: str, *, actor: str = "admin") -> RoleRecord:
+def grant_role(id_or_username: str, role_name: str, *, origin: RequestOrigin) -> RoleRecord:
     """Give a user a role (nothing changes when they hold it already)."""
     user, role = require_user(id_or_username), require_role(role_name)
     if store.grant(user.id, role.id):
-        audit.record("role.grant", "success", actor=actor, user_id=user.id,
+        audit.record("role.grant", "success", origin=origin, user_id=user.id,
                      details={"role": role.name})
     return role
 
 
-def revoke_role(id_or_username: str, role_name: str, *, actor: str = "admin") -> None:
+def revoke_role(id_or_username: str, role_name: str, *, origin: RequestOrigin) -> None:
     """Take a role from a user. Tokens already issued keep their scopes until they expire;
     refreshing them is refused (see :func:`scopes_not_held`)."""
     user, role = require_user(id_or_username), require_role(role_name)
     with transaction():
-        # The last administrator cannot take the role from themselves or be left without
-        # a successor: the console and the admin API would then have nobody to let in.
-        if role.name == ADMIN_ROLE and store.holders(role.id) == 1 \
-                and ADMIN_ROLE in {held.name for held in store.roles_of(user.id)}:
-            raise Conflict(f"{user.username} is the only administrator; give the role "
-                           "'admin' to someone else first.", code="last_admin")
+        if role.name == ADMIN_ROLE:
+            keep_an_administrator(user)
         if not store.revoke(user.id, role.id):
             raise Conflict(f"{user.username} does not hold the role '{role.name}'.",
                            code="role_not_held")
-    audit.record("role.revoke", "success", actor=actor, user_id=user.id,
+    audit.record("role.revoke", "success", origin=origin, user_id=user.id,
                  details={"role": role.name})
 
 

@@ -18,8 +18,10 @@ from identityctl.security import passwords
 from identityctl.security.email_address import EMAIL, checked_address
 from identityctl.security.secrets import b64url_encode
 from identityctl.services import audit, throttle
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import directory
 from identityctl.store import recovery as recovery_store
+from identityctl.store import roles as role_store
 from identityctl.store.directory import UserRecord
 
 USERNAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
@@ -161,7 +163,7 @@ def users_who_cannot_recover(*, mail: bool, limit: int = 100,
 
 def create_user(*, username: str, password: str | None = None,
                 attributes: dict[str, Any] | None = None, user_type: str = DEFAULT_USER_TYPE,
-                ou: str | None = None, actor: str = "admin") -> UserRecord:
+                ou: str | None = None, origin: RequestOrigin) -> UserRecord:
     """Create a user of ``user_type`` (in its OU unless ``ou`` is given)."""
     if not isinstance(username, str) or not USERNAME_PATTERN.match(username):
         raise InvalidField("username", "use 1-128 letters, digits or . _ @ + - "
@@ -176,14 +178,14 @@ def create_user(*, username: str, password: str | None = None,
         username=username, user_handle=b64url_encode(secrets.token_bytes(32)),
         user_type_id=kind["id"], ou_id=require_ou(ou)["id"] if ou else kind["ouId"],
         attributes=attributes, password_hash=password_hash)
-    audit.record("user.create", "success", actor=actor, user_id=user.id,
+    audit.record("user.create", "success", origin=origin, user_id=user.id,
                  details={"username": username})
     return user
 
 
 def update_user(id_or_username: str, *, attributes: dict[str, Any] | None = None,
                 ou: str | None = None, user_type: str | None = None,
-                actor: str = "admin") -> UserRecord:
+                origin: RequestOrigin) -> UserRecord:
     """Replace the user's attributes and/or make it another ``user_type`` (the attributes,
     given or kept, are checked against its type's schema), and/or move its OU."""
     user = require_user(id_or_username)
@@ -200,44 +202,58 @@ def update_user(id_or_username: str, *, attributes: dict[str, Any] | None = None
     if not changes:
         return user
     updated = directory.update_user(user.id, **changes)
-    audit.record("user.update", "success", actor=actor, user_id=user.id,
+    audit.record("user.update", "success", origin=origin, user_id=user.id,
                  details={"changed": sorted(changes)})
     return updated
 
 
-def address_proven(user_id: str, address: str, *, actor: str, how: str,
-                   client_address: str = "") -> None:
+def address_proven(user_id: str, address: str, *, origin: RequestOrigin, how: str) -> None:
     """(In the caller's transaction.) ``address`` is proven to be the user's (``how``: a
     code sent there came back, an administrator vouched, the upstream provider verified
     it). It leaves every other account that held it, proven before or never; they are not
     told (the address is someone else's now), the audit log says so."""
     for other in recovery_store.mark_verified(user_id, address):
-        audit.record("email.removed", "success", actor=actor, user_id=other,
-                     client_address=client_address,
+        audit.record("email.removed", "success", origin=origin, user_id=other,
                      details={"reason": "proven by another account", "by": user_id})
-    audit.record("email.verified", "success", actor=actor, user_id=user_id,
-                 client_address=client_address, details={"by": how})
+    audit.record("email.verified", "success", origin=origin, user_id=user_id, details={"by": how})
 
 
-def set_password(id_or_username: str, password: str, *, actor: str = "admin") -> UserRecord:
+def set_password(id_or_username: str, password: str, *, origin: RequestOrigin) -> UserRecord:
     user = require_user(id_or_username)
     passwords.check_policy(password, username=user.username)
     updated = directory.update_user(user.id, password_hash=passwords.hash_password(password))
-    audit.record("user.password_set", "success", actor=actor, user_id=user.id)
+    audit.record("user.password_set", "success", origin=origin, user_id=user.id)
     return updated
 
 
-def set_status(id_or_username: str, status: str, *, actor: str = "admin") -> UserRecord:
+#: The role that administers the deployment (seeded by init: services/admin/bootstrap.py).
+ADMIN_ROLE = "admin"
+
+
+def keep_an_administrator(user: UserRecord) -> None:
+    """Refuse (409 ``last_admin``) what would leave nobody able to administer: ``user``
+    going (deleted, disabled, locked, the admin role taken) while holding the admin role
+    with no other active person holding it. (A client_credentials application with the
+    admin scope is no successor: it cannot sign in to the console.)"""
+    holds = ADMIN_ROLE in {role.name for role in role_store.roles_of(user.id)}
+    if holds and role_store.other_active_holders(ADMIN_ROLE, user.id) == 0:
+        raise Conflict(f"{user.username} is the only administrator; give the role "
+                       f"'{ADMIN_ROLE}' to someone else first.", code="last_admin")
+
+
+def set_status(id_or_username: str, status: str, *, origin: RequestOrigin) -> UserRecord:
     if status not in tuple(Standing):
         raise InvalidField("status", "must be active, disabled or locked")
     user = require_user(id_or_username)
+    if status != Standing.ACTIVE:
+        keep_an_administrator(user)
     updated = directory.update_user(user.id, status=status)
-    audit.record("user.status", "success", actor=actor, user_id=user.id,
+    audit.record("user.status", "success", origin=origin, user_id=user.id,
                  details={"status": status})
     return updated
 
 
-def unlock_user(id_or_username: str, *, actor: str = "admin") -> UserRecord:
+def unlock_user(id_or_username: str, *, origin: RequestOrigin) -> UserRecord:
     """Lift a lockout (after too many failures); a disabled account stays disabled."""
     user = require_user(id_or_username)
     if user.status == Standing.DISABLED:
@@ -245,14 +261,15 @@ def unlock_user(id_or_username: str, *, actor: str = "admin") -> UserRecord:
                        code="account_disabled")
     updated = directory.update_user(user.id, status=Standing.ACTIVE)
     throttle.unlock_account(user.username)
-    audit.record("user.unlock", "success", actor=actor, user_id=user.id)
+    audit.record("user.unlock", "success", origin=origin, user_id=user.id)
     return updated
 
 
-def delete_user(id_or_username: str, *, actor: str = "admin") -> None:
+def delete_user(id_or_username: str, *, origin: RequestOrigin) -> None:
     user = require_user(id_or_username)
+    keep_an_administrator(user)
     directory.delete_user(user.id)
-    audit.record("user.delete", "success", actor=actor, user_id=user.id,
+    audit.record("user.delete", "success", origin=origin, user_id=user.id,
                  details={"username": user.username})
 
 
@@ -266,16 +283,16 @@ def ous_page(*, limit: int, offset: int = 0) -> tuple[int, list[dict[str, Any]]]
 
 
 def create_ou(*, handle: str, name: str, description: str = "", parent: str | None = None,
-              actor: str = "admin") -> dict[str, Any]:
+              origin: RequestOrigin) -> dict[str, Any]:
     check_handle(handle)
     parent_id = require_ou(parent)["id"] if parent else None
     ou = directory.create_ou(handle=handle, name=name, description=description,
                              parent_id=parent_id)
-    audit.record("ou.create", "success", actor=actor, details={"id": ou["id"]})
+    audit.record("ou.create", "success", origin=origin, details={"id": ou["id"]})
     return ou
 
 
-def update_ou(id_or_handle: str, *, actor: str = "admin", **fields: Any) -> dict[str, Any]:
+def update_ou(id_or_handle: str, *, origin: RequestOrigin, **fields: Any) -> dict[str, Any]:
     """Change ``name``, ``description`` and/or ``parent`` (id or handle; None: top level)."""
     ou = require_ou(id_or_handle)
     if not fields:
@@ -290,15 +307,15 @@ def update_ou(id_or_handle: str, *, actor: str = "admin", **fields: Any) -> dict
                                    code="ou_cycle")
             parent = directory.find_ou(parent["parent"]) if parent["parent"] else None
     updated = directory.update_ou(ou["id"], **fields)
-    audit.record("ou.update", "success", actor=actor,
+    audit.record("ou.update", "success", origin=origin,
                  details={"id": ou["id"], "changed": sorted(fields)})
     return updated
 
 
-def delete_ou(id_or_handle: str, *, actor: str = "admin") -> None:
+def delete_ou(id_or_handle: str, *, origin: RequestOrigin) -> None:
     ou_id = require_ou(id_or_handle)["id"]
     directory.delete_ou(ou_id)
-    audit.record("ou.delete", "success", actor=actor, details={"id": ou_id})
+    audit.record("ou.delete", "success", origin=origin, details={"id": ou_id})
 
 
 def list_user_types() -> list[dict[str, Any]]:
@@ -311,19 +328,19 @@ def user_types_page(*, limit: int, offset: int = 0) -> tuple[int, list[dict[str,
 
 
 def create_user_type(*, name: str, ou: str = DEFAULT_OU, allow_self_registration: bool = False,
-                     schema: dict[str, Any] | None = None, actor: str = "admin") -> dict[str, Any]:
+                     schema: dict[str, Any] | None = None, origin: RequestOrigin) -> dict[str, Any]:
     check_handle(name, field="name")
     schema = validate_schema(schema or {})
     created = directory.create_user_type(name=name, ou_id=require_ou(ou)["id"], schema=schema,
                                          allow_self_registration=allow_self_registration)
-    audit.record("user_type.create", "success", actor=actor, details={"id": created["id"]})
+    audit.record("user_type.create", "success", origin=origin, details={"id": created["id"]})
     return created
 
 
 def update_user_type(id_or_name: str, *, ou: str | None = None,
                      allow_self_registration: bool | None = None,
                      schema: dict[str, Any] | None = None,
-                     actor: str = "admin") -> dict[str, Any]:
+                     origin: RequestOrigin) -> dict[str, Any]:
     """Change a user type's OU, self-registration setting and/or attribute schema."""
     kind = require_user_type(id_or_name)
     changes: dict[str, Any] = {}
@@ -336,15 +353,15 @@ def update_user_type(id_or_name: str, *, ou: str | None = None,
     if not changes:
         return kind
     updated = directory.update_user_type(kind["id"], **changes)
-    audit.record("user_type.update", "success", actor=actor,
+    audit.record("user_type.update", "success", origin=origin,
                  details={"id": kind["id"], "changed": sorted(changes)})
     return updated
 
 
-def delete_user_type(id_or_name: str, *, actor: str = "admin") -> None:
+def delete_user_type(id_or_name: str, *, origin: RequestOrigin) -> None:
     type_id = require_user_type(id_or_name)["id"]
     directory.delete_user_type(type_id)
-    audit.record("user_type.delete", "success", actor=actor, details={"id": type_id})
+    audit.record("user_type.delete", "success", origin=origin, details={"id": type_id})
 
 
 def validate_schema(schema: dict[str, Any]) -> dict[str, Any]:

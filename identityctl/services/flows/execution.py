@@ -27,6 +27,7 @@ from identityctl.services.accounts.passkeys import sessions
 from identityctl.services.context import ServiceContext
 from identityctl.services.flows.registry import task_runner
 from identityctl.services.flows.step import StepRequest
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import catalog
 from identityctl.store import flows as store
 
@@ -138,8 +139,8 @@ def _walk_and_save(step: StepRequest, execution: store.ExecutionRecord, graph: F
     if halt.status != INCOMPLETE:
         metrics.count(metrics.FLOWS, execution.flow_type, halt.status)
     if halt.status == ERROR:
-        audit.record("flow.error", "failure", actor=step.user_id or "",
-                     user_id=step.user_id, client_address=step.client_address,
+        audit.record("flow.error", "failure", origin=step.origin.acting_as(step.user_id or ""),
+                     user_id=step.user_id,
                      details={"executionId": execution.id, "node": halt.node_id,
                               "reason": halt.failure_reason})
     return _respond(step, execution.id, graph, halt.status, halt.node_id, halt.failure_reason,
@@ -152,7 +153,7 @@ def _concurrent() -> Conflict:
 
 
 def start_execution(ctx: ServiceContext, *, application_id: str, flow_type: str,
-                    auth_request_id: str | None = None, client_address: str = "",
+                    auth_request_id: str | None = None, origin: RequestOrigin,
                     language: str = "en", verbose: bool = False,
                     browser: str = "") -> dict[str, Any]:
     """Start the application's flow of ``flow_type``; its first step. With ``browser`` (the
@@ -170,7 +171,7 @@ def start_execution(ctx: ServiceContext, *, application_id: str, flow_type: str,
     graph = FlowGraph(flow["nodes"])
     step = StepRequest(ctx=ctx, execution_id=execution.id, application=application,
                        context={BROWSER_BINDING: token_hash(browser)} if browser else {},
-                       inputs={}, client_address=client_address,
+                       inputs={}, origin=origin,
                        language=language)
     return _walk_and_save(step, execution, graph, graph.start, claimed_version=0,
                           verbose=verbose)
@@ -196,7 +197,7 @@ def _open(execution_id: Any, now: float, browser: str) -> store.ExecutionRecord:
 
 
 def continue_execution(ctx: ServiceContext, *, execution_id: str, action: Any,
-                       inputs: dict[str, Any], client_address: str = "",
+                       inputs: dict[str, Any], origin: RequestOrigin,
                        language: str = "en", verbose: bool = False,
                        browser: str = "") -> dict[str, Any]:
     """Take ``action`` with ``inputs`` at the step the execution waits at; the next step.
@@ -213,7 +214,7 @@ def continue_execution(ctx: ServiceContext, *, execution_id: str, action: Any,
                if key not in ("additionalData", REDIRECTED)}
     step = StepRequest(ctx=ctx, execution_id=execution.id,
                        application=catalog.get_application(execution.application_id),
-                       context=context, inputs=inputs, client_address=client_address,
+                       context=context, inputs=inputs, origin=origin,
                        language=language)
     return _walk_and_save(step, execution, graph, next_node,
                           claimed_version=execution.version + 1, verbose=verbose)

@@ -18,6 +18,7 @@ from identityctl.errors import (
 )
 from identityctl.flow.engine import TaskOutcome
 from identityctl.services.context import ServiceContext
+from identityctl.services.origin import RequestOrigin
 
 
 @dataclass
@@ -29,7 +30,8 @@ class StepRequest:
     application: dict[str, Any]
     context: dict[str, Any]
     inputs: dict[str, Any]
-    client_address: str
+    #: Who asks (the actor is whoever the flow has signed in, once known) and from where.
+    origin: RequestOrigin
     #: The language of the person's page (their browser's), for what is sent to them.
     language: str = "en"
     #: Set by an executor that sends the browser elsewhere (REDIRECTION).

@@ -44,6 +44,7 @@ from identityctl.services.directory.users import is_usable, may_use
 from identityctl.services.flows import execution as flow_execution
 from identityctl.services.oauth import pushed_requests
 from identityctl.services.oauth.request_checks import EndpointRequest, run_checks
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import catalog as catalog_store
 from identityctl.store import directory, grants
 from identityctl.store import oauth as oauth_store
@@ -53,7 +54,7 @@ from identityctl.store.oauth import IssuedToken, StoredAuthorizationRequest
 from identityctl.store.sessions import SessionRecord
 
 
-def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = "",
+def authorize(ctx: ServiceContext, raw: RawParameters, *, origin: RequestOrigin,
               session_cookie: str | None = None, browser: str = "") -> str:
     """Where to send the browser for ``GET /oauth2/authorize``.
 
@@ -69,7 +70,7 @@ def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = 
     client_id = parameters.get("client_id")
     if client_id is None:
         raise UntrustedRedirect("client_id is required.", code="client_id_missing")
-    application = find_client_application(ctx, client_id, client_address=client_address)
+    application = find_client_application(ctx, client_id, origin=origin)
     if application is None:
         raise UntrustedRedirect(f"No application has client id {client_id!r}.",
                                 code="unknown_client")
@@ -94,19 +95,19 @@ def authorize(ctx: ServiceContext, raw: RawParameters, *, client_address: str = 
         session = _answering_session(ctx, application, request, session_cookie)
         if session is not None:
             answered = _continue(ctx, request_id, _signed_in_by(session), in_page=False,
-                                 client_address=client_address)
+                                 origin=origin)
             if answered.redirect_uri is not None:
                 return answered.redirect_uri
             return _gate_link(ctx, request_id, client, resume=True,  # the consent page
                               ui_locales=parameters.get("ui_locales"))
         if "none" in request.prompts:
             raise LoginRequired("prompt=none, and no sign-in session answers this request.")
-        first_step = _start_sign_in(ctx, client, request_id, client_address, browser)
+        first_step = _start_sign_in(ctx, client, request_id, origin, browser)
     except UntrustedRedirect:
         raise  # the redirect URI is not trusted (yet): a page says it, never a redirect
     except OAuthError as error:
-        audit.record("oauth.authorize", "failure", actor=client.client_id,
-                     client_address=client_address, details={"error": error.code})
+        audit.record("oauth.authorize", "failure", origin=origin.acting_as(client.client_id),
+                     details={"error": error.code})
         return error_response_url(checking.redirect_uri, error, state=state,
                                   issuer=ctx.config.issuer)
     if first_step is None:  # an application's own page starts the flow it drives
@@ -162,7 +163,7 @@ def _signed_in_by(session: SessionRecord) -> dict[str, Any]:
 
 
 def _start_sign_in(ctx: ServiceContext, client: Client, request_id: str,
-                   client_address: str, browser: str) -> dict[str, Any] | None:
+                   origin: RequestOrigin, browser: str) -> dict[str, Any] | None:
     """Start the application's AUTHENTICATION flow for the request, bound to ``browser``
     (the browser secret); its first step. None when the sign-in page is on another origin
     (``gate_client.url``): its requests carry no cookie, so it starts the execution itself
@@ -174,7 +175,7 @@ def _start_sign_in(ctx: ServiceContext, client: Client, request_id: str,
             return None
         return flow_execution.start_execution(
             ctx, application_id=client.application_id, flow_type="AUTHENTICATION",
-            auth_request_id=request_id, client_address=client_address, browser=browser)
+            auth_request_id=request_id, origin=origin, browser=browser)
     except IdentityError as error:
         raise ServerError(f"The application's sign-in flow could not start: "
                           f"{error.description or error.message}",
@@ -224,7 +225,7 @@ class HandOff:
 
 
 def complete_authorization(ctx: ServiceContext, *, auth_id: str, assertion: str,
-                           client_address: str = "", user_agent: str = "",
+                           origin: RequestOrigin, user_agent: str = "",
                            session_cookie: str | None = None) -> HandOff:
     """The hand-off from the hosted UI: a sign-in assertion for a pending request.
 
@@ -246,15 +247,15 @@ def complete_authorization(ctx: ServiceContext, *, auth_id: str, assertion: str,
     if is_usable(directory.find_user_by_id(signed_in["sub"])):
         cookie, session = sessions.start(
             ctx, user_id=signed_in["sub"], auth_time=signed_in["authTime"],
-            amr=signed_in["amr"], client_address=client_address, user_agent=user_agent,
+            amr=signed_in["amr"], origin=origin, user_agent=user_agent,
             replacing=session_cookie)
         signed_in["session"] = session.id
-    answer = _continue(ctx, auth_id, signed_in, in_page=True, client_address=client_address)
+    answer = _continue(ctx, auth_id, signed_in, in_page=True, origin=origin)
     return dataclasses.replace(answer, new_session=cookie)
 
 
 def resume_with_session(ctx: ServiceContext, *, auth_id: str, session_cookie: str | None,
-                        client_address: str = "") -> HandOff:
+                        origin: RequestOrigin) -> HandOff:
     """The hosted page of a request the browser's session answered but for the person's
     consent: ask it (the page sent no assertion; the session is who signed in)."""
     session = sessions.current(ctx, session_cookie)
@@ -262,11 +263,11 @@ def resume_with_session(ctx: ServiceContext, *, auth_id: str, session_cookie: st
         raise Unauthorized("Your sign-in session has ended; sign in again.",
                            code="session_expired")
     return _continue(ctx, auth_id, _signed_in_by(session), in_page=True,
-                     client_address=client_address)
+                     origin=origin)
 
 
 def _continue(ctx: ServiceContext, auth_id: str, signed_in: dict[str, Any], *,
-              in_page: bool, client_address: str) -> HandOff:
+              in_page: bool, origin: RequestOrigin) -> HandOff:
     """A person signed in for a pending request: ask their consent where needed (on the
     page; without one, ``prompt=none`` is ``consent_required`` and else the page is
     needed: an empty answer), then the code or the refusal."""
@@ -289,7 +290,7 @@ def _continue(ctx: ServiceContext, auth_id: str, signed_in: dict[str, Any], *,
                                   f"{application['name']}.")
         return HandOff()
     request = _consume(auth_id)
-    return _hand_off(ctx, request, application, signed_in, client_address=client_address)
+    return _hand_off(ctx, request, application, signed_in, origin=origin)
 
 
 def _request_gone() -> BadRequest:
@@ -319,7 +320,7 @@ def _username_of(user_id: str) -> str | None:
 
 
 def decide_consent(ctx: ServiceContext, *, auth_id: str, consent_token: str, approve: bool,
-                   client_address: str = "") -> HandOff:
+                   origin: RequestOrigin) -> HandOff:
     """The person's answer on the consent page: a code, or ``access_denied``."""
     pending = oauth_store.find_authorization_request(auth_id)
     if pending is None or not _consent_matches(pending, consent_token):
@@ -333,15 +334,17 @@ def decide_consent(ctx: ServiceContext, *, auth_id: str, consent_token: str, app
     signed_in = request.extra["signedIn"]
     if not approve:
         refusal = f"You did not allow {application['name']} access."
-        audit.record("oauth.consent", "denied", actor=oauth_config(application)["clientId"],
-                     user_id=signed_in["sub"], client_address=client_address)
+        audit.record("oauth.consent", "denied",
+                     origin=origin.acting_as(oauth_config(application)["clientId"]),
+                     user_id=signed_in["sub"])
         return HandOff(redirect_uri=error_response_url(
             request.redirect_uri, AccessDenied(refusal, code="consent_denied"),
             state=request.state, issuer=ctx.config.issuer), refused=refusal)
-    audit.record("oauth.consent", "success", actor=oauth_config(application)["clientId"],
-                 user_id=signed_in["sub"], client_address=client_address,
+    audit.record("oauth.consent", "success",
+                 origin=origin.acting_as(oauth_config(application)["clientId"]),
+                 user_id=signed_in["sub"],
                  details={"scopes": list(parse_scope(request.scope))})
-    return _hand_off(ctx, request, application, signed_in, client_address=client_address)
+    return _hand_off(ctx, request, application, signed_in, origin=origin)
 
 
 def _consent_matches(request: StoredAuthorizationRequest, consent_token: str) -> bool:
@@ -359,7 +362,7 @@ def _consume(auth_id: str) -> StoredAuthorizationRequest:
 
 def _hand_off(ctx: ServiceContext, request: StoredAuthorizationRequest,
               application: dict[str, Any], signed_in: dict[str, Any], *,
-              client_address: str) -> HandOff:
+              origin: RequestOrigin) -> HandOff:
     """The consumed request's answer: a code for the signed-in person, or ``access_denied``
     when they may not have what it asks (checked again after a consent: a role may have gone
     meanwhile)."""
@@ -368,8 +371,9 @@ def _hand_off(ctx: ServiceContext, request: StoredAuthorizationRequest,
     refusal = user_refusal(user, application, parse_scope(request.scope))
     if refusal is not None or user is None:
         refusal = refusal or "The user no longer exists."
-        audit.record("oauth.authorize", "denied", actor=oauth_config(application)["clientId"],
-                     user_id=user.id if user else None, client_address=client_address,
+        audit.record("oauth.authorize", "denied",
+                     origin=origin.acting_as(oauth_config(application)["clientId"]),
+                     user_id=user.id if user else None,
                      details={"reason": refusal})
         return HandOff(redirect_uri=error_response_url(
             request.redirect_uri, AccessDenied(refusal), state=request.state, issuer=issuer),
@@ -391,8 +395,9 @@ def _hand_off(ctx: ServiceContext, request: StoredAuthorizationRequest,
                    **({"dpopJkt": request.extra["dpopJkt"]}
                       if "dpopJkt" in request.extra else {})},
             expires_at=time.time() + ctx.config.oauth.code_ttl)
-        audit.record("oauth.authorize", "success", actor=oauth_config(application)["clientId"],
-                     user_id=user.id, client_address=client_address)
+        audit.record("oauth.authorize", "success",
+                     origin=origin.acting_as(oauth_config(application)["clientId"]),
+                     user_id=user.id)
     return HandOff(redirect_uri=success_response_url(request.redirect_uri, code=code,
                                                      state=request.state, issuer=issuer))
 

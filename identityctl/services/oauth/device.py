@@ -34,6 +34,7 @@ from identityctl.services.clients.client import authenticate_client, client_of
 from identityctl.services.context import ServiceContext
 from identityctl.services.oauth.authorization import user_refusal
 from identityctl.services.oauth.request_checks import EndpointRequest, run_checks
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import device as device_store
 from identityctl.store import grants
 from identityctl.store.db import transaction
@@ -46,10 +47,10 @@ _DRAWS = 5
 
 
 def start(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
-          client_address: str = "") -> dict[str, Any]:
+          origin: RequestOrigin) -> dict[str, Any]:
     """``POST /oauth2/device_authorization`` (§3.1-3.2): the device code and user code."""
     parameters = read_parameters(raw)
-    client = authenticate_client(ctx, parameters, authorization, client_address=client_address,
+    client = authenticate_client(ctx, parameters, authorization, origin=origin,
                                  endpoint=DEVICE_AUTHORIZATION_PATH)
     request = EndpointRequest(ctx=ctx, client=client, parameters=parameters)
     run_checks(DEVICE_AUTHORIZATION_PATH, request)
@@ -66,8 +67,8 @@ def start(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
     else:
         raise ServerError("No free user code could be drawn; try again.",
                           code="user_code_unavailable")
-    audit.record("oauth.device_authorization", "success", actor=client.client_id,
-                 client_address=client_address, details={"scope": " ".join(scope)})
+    audit.record("oauth.device_authorization", "success",
+                 origin=origin.acting_as(client.client_id), details={"scope": " ".join(scope)})
     page = ctx.config.base_url + DEVICE_PATH
     readable = readable_user_code(user_code)
     return {"device_code": device_code, "user_code": readable, "verification_uri": page,
@@ -75,10 +76,10 @@ def start(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
             "expires_in": oauth.device_code_ttl, "interval": oauth.device_poll_interval}
 
 
-def describe(ctx: ServiceContext, holder: AccountHolder, user_code: object, *,
-             client_address: str = "") -> dict[str, Any]:
+def describe(ctx: ServiceContext, holder: AccountHolder, user_code: object
+             ) -> dict[str, Any]:
     """What the page asks the person about the device's request (as the consent page)."""
-    found = _typed(ctx, holder, user_code, client_address)
+    found = _typed(ctx, holder, user_code)
     application = catalog.applications.get_application(found.application_id)
     client = client_of(application)
     return {"userCode": readable_user_code(found.user_code),
@@ -88,11 +89,11 @@ def describe(ctx: ServiceContext, holder: AccountHolder, user_code: object, *,
         resources=tuple(found.extra.get("resources") or ())).to_api()}
 
 
-def decide(ctx: ServiceContext, holder: AccountHolder, user_code: object, *, approve: bool,
-           client_address: str = "") -> dict[str, Any]:
+def decide(ctx: ServiceContext, holder: AccountHolder, user_code: object, *, approve: bool
+           ) -> dict[str, Any]:
     """The person's answer. An approval by someone who may not have what is asked (a role,
     the user type) becomes a denial, with the reason to show."""
-    found = _typed(ctx, holder, user_code, client_address)
+    found = _typed(ctx, holder, user_code)
     application = catalog.applications.get_application(found.application_id)
     refusal = user_refusal(holder.user, application, parse_scope(found.scope)) \
         if approve else None
@@ -105,18 +106,17 @@ def decide(ctx: ServiceContext, holder: AccountHolder, user_code: object, *, app
             grants.remember(holder.user.id, found.application_id,
                             list(parse_scope(found.scope)))
         audit.record("oauth.device_authorization", "success" if approved else "denied",
-                     actor=oauth_config(application)["clientId"], user_id=holder.user.id,
-                     client_address=client_address,
+                     origin=holder.origin.acting_as(oauth_config(application)["clientId"]),
+                     user_id=holder.user.id,
                      details={"reason": refusal} if refusal else {})
     return {"approved": approved, **({"reason": refusal} if refusal else {})}
 
 
-def _typed(ctx: ServiceContext, holder: AccountHolder, user_code: object,
-           client_address: str) -> StoredDeviceAuthorization:
+def _typed(ctx: ServiceContext, holder: AccountHolder, user_code: object
+           ) -> StoredDeviceAuthorization:
     """The unanswered authorization of the code the person typed; a wrong code counts
     against the person and the address (429 after too many)."""
-    with CredentialAttempt(ctx, action=USER_CODE_ACTION,
-                           client_address=client_address) as attempt:
+    with CredentialAttempt(ctx, action=USER_CODE_ACTION, origin=holder.origin) as attempt:
         attempt.check("device-user:" + holder.user.id)
         attempt.at_stake(holder.user.id)
         code = normalized_user_code(user_code)

@@ -15,6 +15,7 @@ from identityctl.services.accounts import sessions
 from identityctl.services.clients.client import client_of
 from identityctl.services.clients.revocation import end_grant
 from identityctl.services.context import ServiceContext
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import catalog as catalog_store
 
 #: The form field of the confirming POST that carries :attr:`LogoutAnswer.confirmation`.
@@ -42,8 +43,8 @@ def confirmation_of(session_cookie: str) -> str:
     return token_hash(f"logout:{session_cookie}")
 
 
-def logout(ctx: ServiceContext, raw: RawParameters, *, session_cookie: str | None = None,
-           confirmation: str | None = None) -> LogoutAnswer:
+def logout(ctx: ServiceContext, raw: RawParameters, *, origin: RequestOrigin,
+           session_cookie: str | None = None, confirmation: str | None = None) -> LogoutAnswer:
     """OIDC RP-Initiated Logout 1.0: end the browser's session (every client signed in
     through it, each told by back-channel logout where it asked to be), and the grant named
     by the ID token's ``sid``.
@@ -84,8 +85,9 @@ def logout(ctx: ServiceContext, raw: RawParameters, *, session_cookie: str | Non
     if claims is not None:
         if claims.get("sid"):
             end_grant(ctx, str(claims["sid"]), client_of(application) if application else None)
-        audit.record("oauth.logout", "success", actor=client_id, user_id=str(claims["sub"]))
-    sessions.end_current(ctx, session_cookie, actor=client_id or "browser")
+        audit.record("oauth.logout", "success", origin=origin.acting_as(client_id or ""),
+                     user_id=str(claims["sub"]))
+    sessions.end_current(ctx, session_cookie, origin=origin.acting_as(client_id or "browser"))
     return LogoutAnswer(location=location,
                         application_id=application["id"] if application else None)
 

@@ -21,15 +21,16 @@ from identityctl.services import audit
 from identityctl.services.clients.client import authenticate_client
 from identityctl.services.context import ServiceContext
 from identityctl.services.oauth.request_checks import EndpointRequest, run_checks
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import oauth as oauth_store
 
 
 def push(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
-         client_address: str = "", dpop_proof: str | None = None) -> dict[str, Any]:
+         origin: RequestOrigin, dpop_proof: str | None = None) -> dict[str, Any]:
     """The pushed request's ``request_uri`` and its lifetime (RFC 9126 §2.2). With a DPoP
     proof, the code will be redeemable only with a proof by the same key (RFC 9449 §10.1)."""
     parameters = read_parameters(raw)
-    client = authenticate_client(ctx, parameters, authorization, client_address=client_address,
+    client = authenticate_client(ctx, parameters, authorization, origin=origin,
                                  endpoint=PAR_PATH)
     request = EndpointRequest(ctx=ctx, client=client, parameters=parameters,
                               dpop_proof=dpop_proof)
@@ -38,8 +39,8 @@ def push(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
     except UntrustedRedirect as refusal:  # here it is an error answer like any other
         raise InvalidRequest(refusal.description, code=refusal.code) from None
     except OAuthError as refusal:
-        audit.record("oauth.par", "failure", actor=client.client_id,
-                     client_address=client_address, details={"error": refusal.code})
+        audit.record("oauth.par", "failure", origin=origin.acting_as(client.client_id),
+                     details={"error": refusal.code})
         raise
     reference = new_token(32)
     oauth_store.create_pushed_request(key=token_hash(reference),

@@ -26,6 +26,7 @@ from identityctl.services.clients import resource_servers
 from identityctl.services.clients.bearer import verify_presented
 from identityctl.services.clients.grants import remove_client
 from identityctl.services.context import ServiceContext
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import client_registrations
 from identityctl.store.db import transaction
 
@@ -36,25 +37,28 @@ DAY = 86400
 #: The scope of an initial access token (`identityctl token --scope client_registration`).
 REGISTRATION_SCOPE = "client_registration"
 
+#: Who the audit log names for a client removed for being unused.
+IDLE_REMOVAL = RequestOrigin(actor="idle-client-removal")
+
 
 def register(ctx: ServiceContext, document: Any, *, access_token: PresentedToken | None,
-             client_address: str = "") -> dict[str, Any]:
+             origin: RequestOrigin) -> dict[str, Any]:
     """Register the client ``document`` describes; the RFC 7591 §3.2.1 response."""
     mode = ctx.config.oauth.dynamic_registration
     if mode == "off":
         raise NotFound("Clients cannot register themselves here (oauth.dynamic_registration "
                        "is off); an administrator creates applications.",
                        code="registration_disabled")
-    actor = "dcr:" + (client_address or "unknown")
+    registrant = origin.acting_as("dcr:" + (origin.address or "unknown"))
     try:
         if mode == "token":
             _check_initial_access_token(ctx, access_token)
-        throttle.count_registration(ctx, action=REGISTER_ACTION, client_address=client_address)
+        throttle.count_registration(ctx, action=REGISTER_ACTION, origin=origin)
         metadata = validate_client_metadata(
             document, allowed_scopes=resource_servers.registrable_scopes(ctx),
             default_scopes=tuple(ctx.config.oauth.registration_scopes))
     except (OAuthError, Unauthorized, Forbidden) as refusal:
-        audit.record(REGISTER_ACTION, "failure", actor=actor, client_address=client_address,
+        audit.record(REGISTER_ACTION, "failure", origin=registrant,
                      details={"code": refusal.code})
         raise
     if secrets.randbelow(PURGE_ONE_IN) == 0:  # housekeeping, not on every registration
@@ -70,9 +74,9 @@ def register(ctx: ServiceContext, document: Any, *, access_token: PresentedToken
                            + (f"; client_uri {metadata.client_uri}" if metadata.client_uri
                               else ""),
             "inboundAuthConfig": [{"type": "oauth2", "config": metadata.oauth_config(client_id)}],
-        }, actor=actor, marks={"selfRegistered": True})
+        }, origin=registrant, marks={"selfRegistered": True})
         client_registrations.save(application["id"], token_hash(registration_token), response)
-        audit.record(REGISTER_ACTION, "success", actor=actor, client_address=client_address,
+        audit.record(REGISTER_ACTION, "success", origin=registrant,
                      details={"applicationId": application["id"], "clientId": client_id,
                               "clientName": metadata.client_name,
                               "authMethod": metadata.token_endpoint_auth_method})
@@ -108,13 +112,14 @@ def read_registration(ctx: ServiceContext, client_id: str,
 
 
 def delete_registration(ctx: ServiceContext, client_id: str, registration_token: str | None,
-                        *, client_address: str = "") -> None:
+                        *, origin: RequestOrigin) -> None:
     """RFC 7592 §2.3: the client goes, with its grants and every token it holds."""
     found = _registration(client_id, registration_token)
+    registrant = origin.acting_as(f"dcr:{client_id}")
     remove_client(ctx, catalog_service.applications.get_application(found.application_id),
-                  actor=f"dcr:{client_id}")
-    audit.record("oauth.register_delete", "success", actor=f"dcr:{client_id}",
-                 client_address=client_address, details={"clientId": client_id})
+                  origin=registrant)
+    audit.record("oauth.register_delete", "success", origin=registrant,
+                 details={"clientId": client_id})
 
 
 def remove_idle_clients(ctx: ServiceContext) -> int:
@@ -128,7 +133,7 @@ def remove_idle_clients(ctx: ServiceContext) -> int:
         marks = catalog_service.applications.oauth_config(application)
         if (marks.get("selfRegistered") or marks.get("clientDocument")) \
                 and last_used.get(application["id"], time.time()) < cutoff:
-            remove_client(ctx, application, actor="idle-client-removal")
+            remove_client(ctx, application, origin=IDLE_REMOVAL)
             removed += 1
     return removed
 

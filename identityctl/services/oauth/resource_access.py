@@ -18,6 +18,7 @@ from identityctl.services.clients.client import authenticate_client
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory.users import is_usable
 from identityctl.services.oauth.token_endpoint import released_claims
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import directory
 from identityctl.store import oauth as oauth_store
 
@@ -50,10 +51,10 @@ def userinfo(ctx: ServiceContext, access_token: PresentedToken | None) -> dict[s
 
 
 def introspect(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
-               client_address: str = "") -> dict[str, Any]:
+               origin: RequestOrigin) -> dict[str, Any]:
     """RFC 7662 for confidential clients (resource servers): is this token live, and whose."""
     parameters = read_parameters(raw)
-    client = authenticate_client(ctx, parameters, authorization, client_address=client_address,
+    client = authenticate_client(ctx, parameters, authorization, origin=origin,
                                  endpoint=INTROSPECT_PATH)
     if client.public or client.described_itself:
         # RFC 7662 §4: the server decides who may ask; a client a stranger registered (or

@@ -73,6 +73,7 @@ from identityctl.services.clients.revocation import end_grant
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import roles
 from identityctl.services.directory.users import is_usable, may_use
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import device as device_store
 from identityctl.store import directory
 from identityctl.store import oauth as oauth_store
@@ -84,7 +85,7 @@ from identityctl.store.oauth import IssuedToken, NewRefreshToken
 
 
 def token(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
-          client_address: str = "", dpop_proof: str | None = None) -> dict[str, Any]:
+          origin: RequestOrigin, dpop_proof: str | None = None) -> dict[str, Any]:
     """``POST /oauth2/token``: the token response of RFC 6749 §5.1 (OIDC: with id_token).
     ``dpop_proof``: the request's DPoP header; its key binds the tokens (RFC 9449 §5)."""
     parameters = read_parameters(raw)
@@ -93,7 +94,7 @@ def token(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
         raise UnsupportedGrantType(f"grant_type {grant_type!r} is not supported (supported: "
                                    f"{', '.join(GRANT_TYPES)}).", code="grant_type_unsupported")
     client = authenticate_client(ctx, parameters, authorization,
-                                 client_address=client_address)
+                                 origin=origin)
     try:
         client.require_grant(grant_type)
         proof = dpop.checked_proof(ctx, dpop_proof, method="POST",
@@ -102,14 +103,13 @@ def token(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
         if proof is None and client.dpop_required:
             raise InvalidDpopProof("This client's tokens are bound to its key: send a DPoP "
                                    "proof.", code="dpop_proof_missing")
-        issued = HANDLERS[grant_type](ctx, client, parameters, client_address, proof)
+        issued = HANDLERS[grant_type](ctx, client, parameters, origin, proof)
         metrics.count(metrics.TOKENS, grant_type)
         return issued
     except (AuthorizationPending, SlowDown):
         raise  # a device polling while the person answers: not a failure to audit
     except OAuthError as refusal:
-        audit.record("oauth.token", "failure", actor=client.client_id,
-                     client_address=client_address,
+        audit.record("oauth.token", "failure", origin=origin.acting_as(client.client_id),
                      details={"grantType": grant_type, "error": refusal.code})
         raise
 
@@ -118,7 +118,7 @@ def token(ctx: ServiceContext, raw: RawParameters, *, authorization: str | None,
 
 
 def _exchange_code(ctx: ServiceContext, client: Client, parameters: Parameters,
-                   client_address: str, proof: Proof | None) -> dict[str, Any]:
+                   origin: RequestOrigin, proof: Proof | None) -> dict[str, Any]:
     code_hash = token_hash(require(parameters, "code"))
     try:
         code = validate_code_redemption(
@@ -126,7 +126,7 @@ def _exchange_code(ctx: ServiceContext, client: Client, parameters: Parameters,
             redirect_uri=parameters.get("redirect_uri"),
             code_verifier=parameters.get("code_verifier"), now=time.time())
     except CodeReplayed:
-        _refuse_code_replay(ctx, code_hash, client, client_address)
+        _refuse_code_replay(ctx, code_hash, client, origin)
     bound_to = code.extra.get("dpopJkt")
     if bound_to is not None and (proof is None or proof.jkt != bound_to):
         raise InvalidGrant("The authorization was bound to a DPoP key (dpop_jkt): redeem the "
@@ -145,34 +145,34 @@ def _exchange_code(ctx: ServiceContext, client: Client, parameters: Parameters,
                     proof=proof)
     refresh = _new_refresh_token(ctx, client, issued, family=session_id, user=user,
                                  scope=scope, sign_in=sign_in, resources=resources,
-                                 client_address=client_address,
+                                 origin=origin,
                                  bound_to=proof.jkt if proof and client.public else None)
     with transaction():  # the audit event commits with the redemption, in one write
         redeemed = oauth_store.redeem_code(code_hash, issued=issued.tokens,
                                            refresh_token=refresh, session_id=session_id)
         if redeemed:
-            audit.record("oauth.token", "success", actor=client.client_id, user_id=user.id,
-                         client_address=client_address, details={"grant": AUTHORIZATION_CODE})
+            audit.record("oauth.token", "success", origin=origin.acting_as(client.client_id),
+                         user_id=user.id, details={"grant": AUTHORIZATION_CODE})
     if not redeemed:  # a parallel exchange of the same code won
-        _refuse_code_replay(ctx, code_hash, client, client_address)
+        _refuse_code_replay(ctx, code_hash, client, origin)
     return issued.response
 
 
 def _refuse_code_replay(ctx: ServiceContext, code_hash: str, client: Client,
-                        client_address: str) -> NoReturn:
+                        origin: RequestOrigin) -> NoReturn:
     """Revoke what the code issued, audit, refuse (RFC 9700 §4.4.1)."""
     stored = oauth_store.find_code(code_hash)
     if stored is not None:
         oauth_store.revoke_tokens(stored.issued)
         if stored.refresh_family:
             end_grant(ctx, stored.refresh_family, client)
-    audit.record("oauth.code_reuse", "denied", actor=client.client_id,
-                 user_id=stored.user_id if stored else None, client_address=client_address)
+    audit.record("oauth.code_reuse", "denied", origin=origin.acting_as(client.client_id),
+                 user_id=stored.user_id if stored else None)
     raise CodeReplayed
 
 
 def _refresh(ctx: ServiceContext, client: Client, parameters: Parameters,
-             client_address: str, proof: Proof | None) -> dict[str, Any]:
+             origin: RequestOrigin, proof: Proof | None) -> dict[str, Any]:
     presented_hash = token_hash(require(parameters, "refresh_token"))
     stored = oauth_store.find_refresh_token(presented_hash)
     try:
@@ -181,7 +181,7 @@ def _refresh(ctx: ServiceContext, client: Client, parameters: Parameters,
                                  now=time.time())
     except RefreshTokenReplayed:
         assert stored is not None  # a replay is of a token that exists
-        _refuse_refresh_replay(ctx, stored.family, stored.user_id, client, client_address)
+        _refuse_refresh_replay(ctx, stored.family, stored.user_id, client, origin)
     assert stored is not None  # validate_refresh refuses an unknown token
     bound_to = stored.extra.get("jkt")  # RFC 9449 §5: a public client's, to its DPoP key
     if bound_to is not None and (proof is None or proof.jkt != bound_to):
@@ -204,38 +204,38 @@ def _refresh(ctx: ServiceContext, client: Client, parameters: Parameters,
     # The successor keeps the scope of the grant: narrowing applies to this access token only.
     successor = _new_refresh_token(ctx, client, issued, family=stored.family, user=user,
                                    scope=parse_scope(stored.scope), sign_in=sign_in,
-                                   resources=resources, client_address=client_address,
+                                   resources=resources, origin=origin,
                                    bound_to=bound_to)
     if successor is None or not oauth_store.rotate_refresh_token(presented_hash, successor):
-        _refuse_refresh_replay(ctx, stored.family, stored.user_id, client, client_address)
-    audit.record("oauth.token", "success", actor=client.client_id, user_id=user.id,
-                 client_address=client_address, details={"grant": REFRESH_TOKEN})
+        _refuse_refresh_replay(ctx, stored.family, stored.user_id, client, origin)
+    audit.record("oauth.token", "success", origin=origin.acting_as(client.client_id),
+                 user_id=user.id, details={"grant": REFRESH_TOKEN})
     return issued.response
 
 
 def _refuse_refresh_replay(ctx: ServiceContext, family: str, user_id: str | None,
-                           client: Client, client_address: str) -> NoReturn:
+                           client: Client, origin: RequestOrigin) -> NoReturn:
     """End the whole grant, audit, refuse (RFC 9700 §4.14.2)."""
     end_grant(ctx, family, client)
-    audit.record("oauth.refresh_reuse", "denied", actor=client.client_id, user_id=user_id,
-                 client_address=client_address, details={"family": family})
+    audit.record("oauth.refresh_reuse", "denied", origin=origin.acting_as(client.client_id),
+                 user_id=user_id, details={"family": family})
     raise RefreshTokenReplayed
 
 
 def _client_credentials(ctx: ServiceContext, client: Client, parameters: Parameters,
-                        client_address: str, proof: Proof | None) -> dict[str, Any]:
+                        origin: RequestOrigin, proof: Proof | None) -> dict[str, Any]:
     scope = validate_client_credentials(client,
                                         requested_scope=parse_scope(parameters.get("scope")))
     issued = _issue(ctx, client, subject=client.client_id, scope=scope,
                     audience=resource_servers.audience_for(
                         ctx, parameters.resources, authorized=[], scope=scope), proof=proof)
-    audit.record("oauth.token", "success", actor=client.client_id,
-                 client_address=client_address, details={"grant": CLIENT_CREDENTIALS})
+    audit.record("oauth.token", "success", origin=origin.acting_as(client.client_id),
+                 details={"grant": CLIENT_CREDENTIALS})
     return issued.response
 
 
 def _exchange_token(ctx: ServiceContext, client: Client, parameters: Parameters,
-                    client_address: str, proof: Proof | None) -> dict[str, Any]:
+                    origin: RequestOrigin, proof: Proof | None) -> dict[str, Any]:
     """RFC 8693: a token for another resource, for the subject token's user, naming this
     client (or the actor token's subject) as the actor. Audited with who acted for whom."""
     request = read_exchange_request(parameters)
@@ -262,8 +262,8 @@ def _exchange_token(ctx: ServiceContext, client: Client, parameters: Parameters,
                     audience=list(exchange.audience), sign_in=sign_in,
                     session_id=exchange.grant_id, actor=exchange.act,
                     access_ttl=max(1, int(exchange.expires_at - now)), proof=proof)
-    audit.record("oauth.token_exchange", "success", actor=client.client_id,
-                 user_id=user.id if user else None, client_address=client_address,
+    audit.record("oauth.token_exchange", "success", origin=origin.acting_as(client.client_id),
+                 user_id=user.id if user else None,
                  details={"audience": list(exchange.audience), "scope": " ".join(exchange.scope),
                           "subjectClient": subject.get("client_id"), "act": exchange.act})
     return {**issued.response, "issued_token_type": ACCESS_TOKEN_TYPE}
@@ -279,7 +279,7 @@ def _presented_token(ctx: ServiceContext, token: str, role: str) -> dict[str, An
 
 
 def _redeem_device_code(ctx: ServiceContext, client: Client, parameters: Parameters,
-                        client_address: str, proof: Proof | None) -> dict[str, Any]:
+                        origin: RequestOrigin, proof: Proof | None) -> dict[str, Any]:
     """RFC 8628 §3.4-3.5: the device's poll; tokens once the person approved, once."""
     code_hash = token_hash(require(parameters, "device_code"))
     stored, now = device_store.by_device_code(code_hash), time.time()
@@ -311,15 +311,15 @@ def _redeem_device_code(ctx: ServiceContext, client: Client, parameters: Paramet
                     session_id=session_id, with_refresh_token=True, proof=proof)
     refresh = _new_refresh_token(ctx, client, issued, family=session_id, user=user,
                                  scope=scope, sign_in=sign_in, resources=resources,
-                                 client_address=client_address,
+                                 origin=origin,
                                  bound_to=proof.jkt if proof and client.public else None)
     with transaction():  # the tokens are handed out by the one poll that redeems
         redeemed = device_store.redeem(code_hash)
         if redeemed and refresh is not None:
             refresh.create()
         if redeemed:
-            audit.record("oauth.token", "success", actor=client.client_id, user_id=user.id,
-                         client_address=client_address, details={"grant": DEVICE_CODE})
+            audit.record("oauth.token", "success", origin=origin.acting_as(client.client_id),
+                         user_id=user.id, details={"grant": DEVICE_CODE})
     if not redeemed:
         raise InvalidGrant("The device code was used already.", code="device_code_used")
     return issued.response
@@ -403,7 +403,7 @@ def released_claims(user: UserRecord, scope: tuple[str, ...]) -> dict[str, Any]:
 
 def _new_refresh_token(ctx: ServiceContext, client: Client, issued: IssuedResponse, *,
                        family: str, user: UserRecord, scope: tuple[str, ...], sign_in: SignIn,
-                       resources: list[str], client_address: str,
+                       resources: list[str], origin: RequestOrigin,
                        bound_to: str | None = None) -> NewRefreshToken | None:
     """The refresh token to store (with where it was used from: the person's account page
     lists their sessions by client, time and address; ``bound_to``: the DPoP key a public
@@ -415,7 +415,7 @@ def _new_refresh_token(ctx: ServiceContext, client: Client, issued: IssuedRespon
         token_hash=token_hash(issued.refresh_token), family=family,
         application_id=client.application_id, user_id=user.id, scope=" ".join(scope),
         auth_time=sign_in.auth_time, amr=list(sign_in.amr),
-        extra={"resources": resources, "address": client_address,
+        extra={"resources": resources, "address": origin.address,
                **({"jkt": bound_to} if bound_to else {})},
         access_token=issued.access_token, expires_at=time.time() + ttl)
 

@@ -64,9 +64,18 @@
     return response;
   }
 
-  async function call(method, path, body) {
+  async function request(method, path, body) {
     const response = await send(method, path, body);
     return response.status === 204 ? {} : response.json().catch(() => ({}));
+  }
+
+  // A call of the API. Every change by a person needs a passkey sign-in within
+  // admin.step_up_seconds: a change asked later is made once more after that sign-in, back
+  // where the person was (see change()).
+  function call(method, path, body) {
+    if (method === "GET") return request(method, path, body);
+    return change(method, path, body, { hash: window.location.hash,
+      said: t("Signed in again with your passkey; the change was made.") });
   }
 
   // A change that may need a fresh passkey sign-in (RFC 9470): when the API asks for one,
@@ -74,7 +83,7 @@
   // then it opens ``after.hash`` and says ``after.said``.
   async function change(method, path, body, after) {
     try {
-      return await call(method, path, body);
+      return await request(method, path, body);
     } catch (failure) {
       if (!failure.stepUp) throw failure;
       sessionStorage.setItem(RETRY, JSON.stringify({ method, path, body, after }));
@@ -89,7 +98,7 @@
     sessionStorage.removeItem(RETRY);
     if (!pending) return null;
     try {
-      await call(pending.method, pending.path, pending.body);
+      await request(pending.method, pending.path, pending.body);
     } catch (failure) {
       return () => showError(messageFor(failure));
     }

@@ -6,6 +6,7 @@ from identityctl.errors import MissingField
 from identityctl.services import audit
 from identityctl.services.accounts.passkeys.ceremonies import valid_credential_name
 from identityctl.services.directory.users import require_user
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import passkeys as store
 
 
@@ -14,19 +15,19 @@ def list_credentials(id_or_username: str) -> list[store.PasskeyRecord]:
 
 
 def rename_credential(id_or_username: str, credential_id: str, name: str, *,
-                      actor: str = "admin") -> store.PasskeyRecord:
+                      origin: RequestOrigin) -> store.PasskeyRecord:
     user = require_user(id_or_username)
     new_name = valid_credential_name(name, field="name")
     if new_name is None:
         raise MissingField("name", "The new name must not be blank.")
     record = store.rename_credential(user.id, credential_id, new_name)
-    audit.record("passkey.rename", "success", actor=actor, user_id=user.id,
+    audit.record("passkey.rename", "success", origin=origin, user_id=user.id,
                  details={"credentialId": credential_id})
     return record
 
 
-def delete_credential(id_or_username: str, credential_id: str, *, actor: str = "admin") -> None:
+def delete_credential(id_or_username: str, credential_id: str, *, origin: RequestOrigin) -> None:
     user = require_user(id_or_username)
     store.delete_credential(user.id, credential_id)
-    audit.record("passkey.delete", "success", actor=actor, user_id=user.id,
+    audit.record("passkey.delete", "success", origin=origin, user_id=user.id,
                  details={"credentialId": credential_id})

@@ -48,6 +48,7 @@ from identityctl.services.accounts.passkeys.sessions import (
 from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory.users import ensure_usable, is_usable
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import directory
 from identityctl.store import keys as key_store
 from identityctl.store import passkeys as store
@@ -160,7 +161,7 @@ def start_registration(ctx: ServiceContext, *, user_id: str, rp_id: str,
                        rp_name: str | None = None,
                        authenticator_selection: dict | None = None,
                        attestation: str | None = None,
-                       client_address: str = "", scope: str | None = None) -> CeremonyStart:
+                       origin: RequestOrigin, scope: str | None = None) -> CeremonyStart:
     """Creation options for a new passkey of ``user_id`` and the session to finish it.
 
     ``scope`` says which earlier start of the user's registration this one replaces (see
@@ -180,7 +181,7 @@ def start_registration(ctx: ServiceContext, *, user_id: str, rp_id: str,
     ensure_usable(user)
     # A refused account or address gets no new challenge to guess against.
     throttle.ensure_allowed(ctx, action=REGISTER_EVENT, account=user.username,
-                            client_address=client_address, start=True)
+                            origin=origin, start=True)
     challenge = secrets.token_bytes(CHALLENGE_BYTES)
     options = creation_options(
         rp_id=rp_id, rp_name=rp_name.strip() if rp_name and rp_name.strip() else config.rp_name,
@@ -193,18 +194,18 @@ def start_registration(ctx: ServiceContext, *, user_id: str, rp_id: str,
              "attestation": policy.attestation, "algorithms": list(policy.algorithms)}
     return CeremonyStart(options=options, session_token=new_session(
         ctx, ceremony=store.REGISTRATION, user_id=user.id,
-        scope=scope or ceremony_scope(client_address=client_address),
-        client_address=client_address, challenge=challenge, state=state))
+        scope=scope or ceremony_scope(client_address=origin.address),
+        origin=origin, challenge=challenge, state=state))
 
 
 def finish_registration(ctx: ServiceContext, *, credential: CredentialReader, session_token: str,
-                        credential_name: str | None, client_address: str = "",
+                        credential_name: str | None, origin: RequestOrigin,
                         language: str = i18n.DEFAULT) -> RegisteredCredential:
     """Verify the authenticator's attestation and store the credential (WebAuthn §7.1),
     named ``credential_name`` or else after its authenticator, in ``language``."""
     now = time.time()
     with CredentialAttempt(ctx, action=REGISTER_EVENT,
-                           client_address=client_address) as attempt:
+                           origin=origin) as attempt:
         name = valid_credential_name(credential_name)
         response = credential(store.REGISTRATION)
         session = open_session(session_token, ceremony=store.REGISTRATION, now=now)
@@ -235,9 +236,9 @@ def finish_registration(ctx: ServiceContext, *, credential: CredentialReader, se
                 user_verified=verified.user_verified,
                 name=name or authenticator_credential_name(verified.aaguid, language=language,
                                                            now=now), now=now)
-            audit.record(REGISTER_EVENT, "success", actor=user.id, user_id=user.id,
-                         client_address=client_address,
-                         details={"credentialId": credential_id, "aaguid": verified.aaguid,
+            audit.record(REGISTER_EVENT, "success", origin=origin.acting_as(user.id),
+                         user_id=user.id, details={"credentialId": credential_id,
+                                                   "aaguid": verified.aaguid,
                                   "attestationFormat": verified.attestation_format})
         attempt.succeeded()
     return RegisteredCredential(credential_id=record.credential_id, name=record.name,
@@ -247,7 +248,7 @@ def finish_registration(ctx: ServiceContext, *, credential: CredentialReader, se
 # --- authentication -------------------------------------------------------------------------
 
 def start_authentication(ctx: ServiceContext, *, user_id: str | None, rp_id: str,
-                         client_address: str = "", scope: str | None = None,
+                         origin: RequestOrigin, scope: str | None = None,
                          challenge: bytes | None = None) -> CeremonyStart:
     """Request options for ``user_id``'s passkeys, or usernameless when it is None/blank.
 
@@ -257,7 +258,7 @@ def start_authentication(ctx: ServiceContext, *, user_id: str | None, rp_id: str
     rp_id = _require_rp_id(ctx, rp_id)
     if user_id is None or not user_id.strip():
         return _start_authentication(ctx, user=None, allowed=[], account=None,
-                                     client_address=client_address, scope=scope,
+                                     origin=origin, scope=scope,
                                      challenge=challenge)
     user = directory.get_user(user_id)
     ensure_usable(user)
@@ -266,12 +267,12 @@ def start_authentication(ctx: ServiceContext, *, user_id: str | None, rp_id: str
         raise NotFound("The user has no passkey yet; register one first or sign in "
                        "another way.", code="no_passkeys")
     return _start_authentication(ctx, user=user, allowed=allowed, account=user.username,
-                                 client_address=client_address, scope=scope,
+                                 origin=origin, scope=scope,
                                  challenge=challenge)
 
 
 def start_named_authentication(ctx: ServiceContext, *, username: str, rp_id: str,
-                               client_address: str, scope: str) -> CeremonyStart:
+                               origin: RequestOrigin, scope: str) -> CeremonyStart:
     """Request options for whoever a person says they are, by username (a flow's passkey
     step after "identify").
 
@@ -289,12 +290,12 @@ def start_named_authentication(ctx: ServiceContext, *, username: str, rp_id: str
                                     username_key(username))
         user = None  # the session names nobody: no real credential can finish it
     return _start_authentication(ctx, user=user, allowed=allowed, account=username,
-                                 client_address=client_address, scope=scope)
+                                 origin=origin, scope=scope)
 
 
 def _start_authentication(ctx: ServiceContext, *, user: UserRecord | None,
                           allowed: list[KnownCredential], account: str | None,
-                          client_address: str, scope: str | None,
+                          origin: RequestOrigin, scope: str | None,
                           challenge: bytes | None = None) -> CeremonyStart:
     config = ctx.config.passkey
     # Usernameless (nothing allowed): the credential itself names the user, so it must
@@ -303,7 +304,7 @@ def _start_authentication(ctx: ServiceContext, *, user: UserRecord | None,
     user_verification = "required" if not allowed or challenge is not None \
         else config.user_verification
     throttle.ensure_allowed(ctx, action=AUTHENTICATE_EVENT, account=account,
-                            client_address=client_address, start=True)
+                            origin=origin, start=True)
     challenge = challenge or secrets.token_bytes(CHALLENGE_BYTES)
     options = request_options(rp_id=config.rp_id, challenge=challenge,
                               timeout_ms=config.timeout_ms,
@@ -314,17 +315,17 @@ def _start_authentication(ctx: ServiceContext, *, user: UserRecord | None,
         state["account"] = account  # the finish's throttle account, without a read
     return CeremonyStart(options=options, session_token=new_session(
         ctx, ceremony=store.AUTHENTICATION, user_id=user.id if user else None,
-        scope=scope or ceremony_scope(client_address=client_address),
-        client_address=client_address, challenge=challenge, state=state))
+        scope=scope or ceremony_scope(client_address=origin.address),
+        origin=origin, challenge=challenge, state=state))
 
 
 def finish_authentication(ctx: ServiceContext, *, credential: CredentialReader,
                           session_token: str,
-                          client_address: str = "") -> AuthenticatedUser:
+                          origin: RequestOrigin) -> AuthenticatedUser:
     """Verify the assertion (WebAuthn §7.2) and say who signed in."""
     now = time.time()
     with CredentialAttempt(ctx, action=AUTHENTICATE_EVENT,
-                           client_address=client_address) as attempt:
+                           origin=origin) as attempt:
         response = credential(store.AUTHENTICATION)
         session = open_session(session_token, ceremony=store.AUTHENTICATION, now=now)
         attempt.user_id = session.user_id
@@ -367,9 +368,8 @@ def finish_authentication(ctx: ServiceContext, *, credential: CredentialReader,
                     "possible_clone", "A concurrent sign-in with this credential already "
                     "reported a higher signature counter: the credential may have been cloned.",
                     presented_sign_count=verified.sign_count)
-            audit.record(AUTHENTICATE_EVENT, "success", actor=owner.id, user_id=owner.id,
-                         client_address=client_address,
-                         details={"credentialId": stored.credential_id,
+            audit.record(AUTHENTICATE_EVENT, "success", origin=origin.acting_as(owner.id),
+                         user_id=owner.id, details={"credentialId": stored.credential_id,
                                   "userVerified": verified.user_verified,
                                   "usernameless": session.user_id is None})
         attempt.succeeded()

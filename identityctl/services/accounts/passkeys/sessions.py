@@ -17,6 +17,7 @@ from identityctl.passkey import codec
 from identityctl.security.secrets import new_token, token_hash
 from identityctl.services import throttle
 from identityctl.services.context import ServiceContext
+from identityctl.services.origin import RequestOrigin
 from identityctl.store import passkeys as store
 from identityctl.store.db import transaction
 
@@ -42,7 +43,7 @@ def ceremony_scope(*, client_address: str) -> str:
 
 
 def new_session(ctx: ServiceContext, *, ceremony: str, user_id: str | None, scope: str,
-                client_address: str, challenge: bytes, state: dict[str, Any]) -> str:
+                origin: RequestOrigin, challenge: bytes, state: dict[str, Any]) -> str:
     """Store the ceremony (superseding the same scope's older one), count the start against
     its address, and hand out its token."""
     token = new_token()
@@ -50,7 +51,7 @@ def new_session(ctx: ServiceContext, *, ceremony: str, user_id: str | None, scop
     if secrets.randbelow(PURGE_ONE_IN) == 0:  # housekeeping, not on every request's path
         store.purge_sessions(expired_before=now - EXPIRED_SESSION_GRACE)
     with transaction():
-        throttle.count_start(ctx, client_address=client_address)
+        throttle.count_start(ctx, origin=origin)
         store.create_session(token_hash=token_hash(token), ceremony=ceremony, user_id=user_id,
                              scope=scope, rp_id=ctx.config.passkey.rp_id,
                              challenge=codec.encode(challenge), state=state, now=now,

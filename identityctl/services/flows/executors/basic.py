@@ -30,7 +30,7 @@ def password(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     """BasicAuthExecutor: username + password; unknown users cost the same argon2 check."""
     username = step.text("username") or step.context.get("username", "")
     password = step.inputs.get("password")
-    with CredentialAttempt(step.ctx, action=PASSWORD_ACTION, client_address=step.client_address,
+    with CredentialAttempt(step.ctx, action=PASSWORD_ACTION, origin=step.origin,
                            password=True) as attempt:
         attempt.actor = username
         attempt.check(username)
@@ -45,8 +45,7 @@ def password(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
             return TaskOutcome("incomplete", "invalid_credentials")
     directory_service.ensure_usable(user)
     attempt.succeeded()
-    audit.record(PASSWORD_ACTION, "success", actor=user.id, user_id=user.id,
-                 client_address=step.client_address)
+    audit.record(PASSWORD_ACTION, "success", origin=step.origin.acting_as(user.id), user_id=user.id)
     step.context["username"] = user.username
     step.signed_in(user.id, ["pwd"])
     return SUCCESS
@@ -74,7 +73,7 @@ def collect_attributes(step: StepRequest, properties: dict[str, Any]) -> TaskOut
         schema = directory_service.require_user_type(user.user_type)["schema"]
         collected = _attributes_of(step, schema)
         directory_service.update_user(user.id, attributes={**user.attributes, **collected},
-                                      actor=user.id)
+                                      origin=step.origin.acting_as(user.id))
     else:
         collected = {name: value.strip() for name, value in step.inputs.items()
                      if name not in _CREDENTIAL_INPUTS and isinstance(value, str)
@@ -97,7 +96,7 @@ def provision(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
         username=step.text("username"),
         password=password if isinstance(password, str) and password else None,
         attributes=_attributes_of(step, kind["schema"]), user_type=kind["name"],
-        actor="self-registration")
+        origin=step.origin.acting_as("self-registration"))
     step.context["username"] = user.username
     step.signed_in(user.id, ["pwd"] if user.password_hash else [])
     return SUCCESS
@@ -120,8 +119,7 @@ def sign_in_assertion(step: StepRequest, properties: dict[str, Any]) -> TaskOutc
         return TaskOutcome("failure", "user_not_identified")
     user = directory.get_user(step.user_id)
     step.assertion = signin.issue_assertion(step.ctx, user, step.context.get("amr", []))
-    audit.record("flow.complete", "success", actor=user.id, user_id=user.id,
-                 client_address=step.client_address,
+    audit.record("flow.complete", "success", origin=step.origin.acting_as(user.id), user_id=user.id,
                  details={"applicationId": step.application["id"],
                           "amr": step.context.get("amr", [])})
     return SUCCESS

@@ -102,7 +102,7 @@ def check_code(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     if sent["expiresAt"] <= time.time():
         return TaskOutcome("incomplete", "code_expired")
     account = sent["userId"] or sent["address"] or step.context.get("username") or None
-    with CredentialAttempt(step.ctx, action=OTP_ACTION, client_address=step.client_address,
+    with CredentialAttempt(step.ctx, action=OTP_ACTION, origin=step.origin,
                            password=True) as attempt:
         attempt.actor = account or ""
         attempt.check(account)
@@ -118,12 +118,13 @@ def check_code(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     user = directory.get_user(sent["userId"])
     if sent["purpose"] == VERIFY:
         with db.transaction():
-            directory_service.address_proven(user.id, sent["address"], actor=user.id,
-                                             how="code", client_address=step.client_address)
+            directory_service.address_proven(user.id, sent["address"],
+                                             origin=step.origin.acting_as(user.id),
+                                             how="code")
         return SUCCESS
     directory_service.ensure_usable(user)
-    audit.record("recovery.email_code", "success", actor=user.id, user_id=user.id,
-                 client_address=step.client_address)
+    audit.record("recovery.email_code", "success", origin=step.origin.acting_as(user.id),
+                 user_id=user.id)
     step.context["username"] = user.username
     step.context["recovering"] = True
     step.signed_in(user.id, ["otp"])

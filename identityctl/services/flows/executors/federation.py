@@ -71,15 +71,15 @@ def _finish(step: StepRequest, pending: dict[str, Any]) -> TaskOutcome:
                 "providerId": provider.id, "subject": identity.subject,
                 "provider": provider.name,
                 "upstreamAccount": identity.email or identity.suggested_username()}
-            audit.record("federation.link_required", "success", actor=provider.handle,
-                         client_address=step.client_address, details=details)
+            audit.record("federation.link_required", "success",
+                         origin=step.origin.acting_as(provider.handle), details=details)
             return TaskOutcome("incomplete", "federated_link_required")
         user = directory.get_user(user_id) if user_id else federation.new_linked_user(
             application=step.application, provider=provider, identity=identity,
-            client_address=step.client_address)
+            origin=step.origin)
         directory_service.ensure_usable(user)
-        audit.record("federation.sign_in", "success", actor=user.id, user_id=user.id,
-                     client_address=step.client_address, details=details)
+        audit.record("federation.sign_in", "success", origin=step.origin.acting_as(user.id),
+                     user_id=user.id, details=details)
     step.context["username"] = user.username
     step.signed_in(user.id, list(identity.amr))
     return SUCCESS
@@ -107,8 +107,8 @@ def confirm_link(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
         return SUCCESS
     with db.transaction():
         store.link(waiting["providerId"], waiting["subject"], step.user_id)
-        audit.record("federation.link", "success", actor=step.user_id, user_id=step.user_id,
-                     client_address=step.client_address,
+        audit.record("federation.link", "success", origin=step.origin.acting_as(step.user_id),
+                     user_id=step.user_id,
                      details={"providerId": waiting["providerId"],
                               "subject": waiting["subject"]})
     return SUCCESS

@@ -29,16 +29,16 @@ def challenge(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
         try:
             started = ceremonies.start_authentication(
                 step.ctx, user_id=step.user_id, rp_id=rp_id,
-                client_address=step.client_address, scope=scope)
+                origin=step.origin, scope=scope)
         except NotFound as error:  # signed in another way, no passkey yet
             return TaskOutcome("failure", error.code)
     elif username:
         started = ceremonies.start_named_authentication(
-            step.ctx, username=username, rp_id=rp_id, client_address=step.client_address,
+            step.ctx, username=username, rp_id=rp_id, origin=step.origin,
             scope=scope)
     else:
         started = ceremonies.start_authentication(
-            step.ctx, user_id=None, rp_id=rp_id, client_address=step.client_address,
+            step.ctx, user_id=None, rp_id=rp_id, origin=step.origin,
             scope=scope)
     step.context["passkeySession"] = started.session_token
     step.additional["passkeyChallenge"] = json.dumps(started.options)
@@ -53,7 +53,7 @@ def _finish_ceremony(step: StepRequest, finish: Callable[..., T], **arguments: A
     with the step's inputs; the token is forgotten once the ceremony consumed it."""
     finished = finish(step.ctx, credential=codec.flow_credential(step.inputs),
                       session_token=step.context.get("passkeySession", ""),
-                      client_address=step.client_address, **arguments)
+                      origin=step.origin, **arguments)
     del step.context["passkeySession"]
     return finished
 
@@ -75,7 +75,7 @@ def register_start(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome
         scope="flow:" + step.execution_id,
         rp_name=properties.get("relyingPartyName"),
         authenticator_selection=properties.get("authenticatorSelection"),
-        attestation=properties.get("attestation"), client_address=step.client_address)
+        attestation=properties.get("attestation"), origin=step.origin)
     step.context["passkeySession"] = started.session_token
     step.additional["passkeyCreationOptions"] = json.dumps(started.options)
     return SUCCESS

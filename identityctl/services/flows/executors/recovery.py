@@ -24,7 +24,7 @@ def use_recovery_code(step: StepRequest, properties: dict[str, Any]) -> TaskOutc
     """RecoveryCodeExecutor: the named account's recovery code, spent."""
     name = step.text("username")
     with CredentialAttempt(step.ctx, action=RECOVERY_CODE_ACTION,
-                           client_address=step.client_address, password=True) as attempt:
+                           origin=step.origin, password=True) as attempt:
         attempt.actor = name
         attempt.check(name)
         attempt.at_stake()
@@ -37,8 +37,8 @@ def use_recovery_code(step: StepRequest, properties: dict[str, Any]) -> TaskOutc
         attempt.user_id = user.id
     attempt.succeeded()
     directory_service.ensure_usable(user)
-    audit.record("recovery.recovery_code", "success", actor=user.id, user_id=user.id,
-                 client_address=step.client_address,
+    audit.record("recovery.recovery_code", "success", origin=step.origin.acting_as(user.id),
+                 user_id=user.id,
                  details={"left": recovery_store.codes_left(user.id)})
     step.context["username"] = user.username
     step.context["recovering"] = True
@@ -52,6 +52,6 @@ def set_credential(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome
         return TaskOutcome("failure", "user_not_identified")
     password = step.inputs.get("password")
     directory_service.set_password(step.user_id, password if isinstance(password, str)
-                                   else "", actor=step.user_id)
+                                   else "", origin=step.origin.acting_as(step.user_id))
     step.signed_in(step.user_id, ["pwd"])
     return SUCCESS
