@@ -236,3 +236,16 @@ def test_an_applications_own_pages_may_call_the_flow_api_across_origins(
                                      headers={"Origin": EVIL,
                                               "Access-Control-Request-Method": "POST"})
     assert "Access-Control-Allow-Origin" not in elsewhere.headers
+
+
+@pytest.mark.parametrize("method", ["POST", "PATCH", "PUT", "DELETE"])
+def test_a_change_to_the_admin_api_from_another_origin_is_403(service: Service,
+                                                             method: str) -> None:
+    """The console calls the admin API from the service's own origin and automation sends no
+    Origin: a page of another site gets nowhere, before any token is looked at."""
+    refused = service.http.request(method, service.url("/admin/api/v1/users"), json={},
+                                   headers={"Origin": EVIL}, timeout=30)
+    assert_error(refused, 403, "cross_origin_refused")
+    read = service.http.get(service.url("/admin/api/v1/users"), headers={"Origin": EVIL},
+                            timeout=30)
+    assert_error(read, 401, "missing_token")  # a read is the token's business only

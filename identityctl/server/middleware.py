@@ -17,12 +17,16 @@ from identityctl.config import Config
 from identityctl.errors import Forbidden, PayloadTooLarge, UnsupportedMediaType
 from identityctl.oauth.discovery import CALLBACK_PATH, CONSENT_PATH
 from identityctl.services.origin import RequestOrigin
+from identityctl.ui.admin_page import API_PATH as ADMIN_API_PATH
 
 #: The state-changing endpoints the hosted UI calls with ``fetch`` from its pages
 #: (identityctl/ui/static/gate.js). No cookies are involved, but a page of another site must
 #: not drive them in a visitor's browser either (docs/security.md, "CSRF and cookies").
 BROWSER_POSTS = frozenset({"/flow/execute", CALLBACK_PATH, CONSENT_PATH,
                            "/account/api/enrol/start", "/account/api/enrol/finish"})
+#: What reads: on the admin API any other method changes something, and is the console's
+#: (from the service's own origin) or an automation's (which sends no Origin).
+READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 access_log = logging.getLogger("identityctl.access")
 
@@ -114,8 +118,8 @@ def browser_origins(config: Config) -> frozenset[str]:
 
 
 class BrowserOrigin:
-    """Refuse (403 ``cross_origin_refused``) a POST to a browser endpoint (BROWSER_POSTS)
-    whose ``Origin`` header names another site.
+    """Refuse (403 ``cross_origin_refused``) a POST to a browser endpoint (BROWSER_POSTS),
+    or a change to the admin API, whose ``Origin`` header names another site.
 
     Allowed: ``passkey.allowed_origins``, the origin of ``server.base_url`` and of the
     hosted UI (``gate_client.url``). A request without ``Origin`` is a non-browser client
@@ -129,7 +133,9 @@ class BrowserOrigin:
     def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: Any,
                          params: dict[str, Any]) -> None:
         # After BodyRules: a form post is 415 whatever its Origin.
-        if req.method != "POST" or req.path not in BROWSER_POSTS:
+        if req.method in READS or not (
+                (req.method == "POST" and req.path in BROWSER_POSTS)
+                or req.path.startswith(ADMIN_API_PATH)):
             return
         origin = req.get_header("Origin")
         if origin is not None and origin_of(origin) not in self.allowed:

@@ -12,16 +12,13 @@ from typing import Any
 
 import falcon
 
+from identityctl.server.middleware import READS
 from identityctl.server.openapi import error_response, json_response
 from identityctl.server.requests import presented_token
 from identityctl.services.admin import console
 from identityctl.services.context import ServiceContext
 
 API = "/admin/api/v1"
-
-
-#: What reads: any other method changes something, and a person needs the step-up for it.
-READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 class AdminResource:
