@@ -136,8 +136,9 @@ def test_a_role_taken_away_while_the_question_is_open_still_refuses(
         'registration_scopes = ["openid", "profile", "email"]':
         'registration_scopes = ["openid", "system"]'})
     try:
-        client, person = self_registered(service), Person(service)
-        roles.grant_role(person.user.id, "admin", origin=RequestOrigin(actor="test"))
+        client, person, successor = self_registered(service), Person(service), Person(service)
+        for holder in (person, successor):  # never the last administrator
+            roles.grant_role(holder.user.id, "admin", origin=RequestOrigin(actor="test"))
         auth_id, answer = person.signs_in_for(client, scope="openid system")
         roles.revoke_role(person.user.id, "admin", origin=RequestOrigin(actor="test"))
         decided = person.decides(auth_id, answer["consentToken"], "allow")
