@@ -54,9 +54,13 @@ class Console:
         self.page.on("console", lambda message: self.refused_by_csp.append(message.text)
                      if "Content Security Policy" in message.text else None)
 
-    def open(self, fragment: str = "") -> None:
+    def open(self, fragment: str = "", *, heading: str | None = None) -> None:
+        """Open the console at ``fragment``, signed in; then wait for the page titled
+        ``heading`` when given."""
         self.page.goto(self.admin.service.url("/admin" + fragment))
         self.page.locator("#signed-in-as").filter(has_text="Grace Hopper").wait_for()
+        if heading is not None:
+            self.page.get_by_role("heading", level=1, name=heading).wait_for()
 
     def area(self, name: str) -> None:
         self.page.get_by_role("navigation").get_by_role("link", name=name).click()
@@ -191,8 +195,7 @@ def test_an_application_shows_its_secret_once_and_is_deleted_after_a_step_up(
     service = step_up_service
     console = Console(browser, Admin(service))
     page = console.page
-    console.open("#/applications")
-    page.get_by_role("heading", level=1, name="Applications").wait_for()
+    console.open("#/applications", heading="Applications")
     page.get_by_label("Name", exact=True).fill("Team wiki")
     page.get_by_label("Template").select_option("Server")
     page.get_by_label("Redirect URI").fill("https://wiki.example.com/callback")
@@ -325,8 +328,7 @@ def test_a_configuration_document_is_planned_as_a_diff_and_applied(
         browser: Any, service: Service) -> None:
     console = Console(browser, Admin(service))
     page = console.page
-    console.open("#/configuration")
-    page.get_by_role("heading", level=1, name="Configuration").wait_for()
+    console.open("#/configuration", heading="Configuration")
     with page.expect_download() as exported:
         page.get_by_role("button", name="Download as YAML").click()
     text = Path(exported.value.path()).read_text()
@@ -352,8 +354,7 @@ def test_the_audit_log_is_filtered_and_exported_and_operations_draw_the_sign_ins
         browser: Any, service: Service) -> None:
     console = Console(browser, Admin(service))
     page = console.page
-    console.open("#/audit")
-    page.get_by_role("heading", level=1, name="Audit log").wait_for()
+    console.open("#/audit", heading="Audit log")
     page.get_by_role("textbox", name="Event").fill("session.")
     page.get_by_role("button", name="Filter").click()
     page.get_by_role("cell", name="session.start").first.wait_for()

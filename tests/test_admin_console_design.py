@@ -34,8 +34,7 @@ def test_a_theme_is_previewed_as_edited_and_a_flow_is_drawn_and_refused_by_node(
         browser: Any, service: Service) -> None:
     console = Console(browser, Admin(service))
     page = console.page
-    console.open("#/themes")
-    page.get_by_role("heading", level=1, name="Themes").wait_for()
+    console.open("#/themes", heading="Themes")
     page.get_by_label("Handle").fill("shop")
     page.get_by_label("Name", exact=True).fill("Shop")
     page.get_by_role("button", name="Create theme").click()

@@ -35,8 +35,7 @@ def test_an_admin_adds_a_webhook_and_a_role_and_sees_the_delivery(
     # axe-core is injected into the page, which the console's CSP would refuse.
     console = Console(browser, Admin(service), bypass_csp=True)
     page = console.page
-    console.open("#/webhooks")
-    page.get_by_role("heading", level=1, name="Webhooks").wait_for()
+    console.open("#/webhooks", heading="Webhooks")
     page.get_by_label("URL", exact=True).fill(receiver.url)
     page.get_by_label("Events").fill("role.*")
     page.get_by_label("Description").fill("Roles to the wiki")
