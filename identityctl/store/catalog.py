@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import peewee
 from peewee import fn
 
 from identityctl.errors import NotFound
 from identityctl.store import crud
 from identityctl.store.compiled import CompiledQuery, Row
+from identityctl.store.connection import database
 from identityctl.store.models import (
     Application,
     AuthorizationCode,
@@ -215,6 +217,18 @@ def find_oauth_client(client_id: str) -> ClientRecord | None:
                         config={"clientId": row.client_id, **(row.oauth or {})},
                         secret_hash=row.client_secret_hash,
                         allowed_user_types=row.allowed_user_types or []) if row else None
+
+
+#: Its one row's ``version`` rises with every change to an application (migration 21).
+_CATALOG_VERSION = peewee.Table("catalog_version", ("id", "version")).bind(database)
+_VERSION = CompiledQuery(lambda: _CATALOG_VERSION.select(_CATALOG_VERSION.version))
+
+
+def catalog_version() -> tuple[object, int]:
+    """Which database, and the version of its applications: two reads give the same pair
+    only if no application was created, changed or deleted in between, on any instance
+    (triggers raise the version in the change's own transaction). A one-row table."""
+    return database.obj, _VERSION.scalar()
 
 
 def client_secret_hash(client_id: str) -> str | None:

@@ -226,6 +226,34 @@ def _create_proposed_changes() -> None:
     db.database.create_tables([ProposedChange], safe=True)
 
 
+#: One row: the version of the applications (store/catalog.catalog_version).
+CATALOG_VERSION_TABLE = "catalog_version"
+
+
+def _version_the_catalog() -> None:
+    """A number that every change to an application raises, in the change's own transaction:
+    triggers on the table, so no writer can leave it out (crud, cascades, a hand-run
+    statement). On PostgreSQL the trigger runs before each statement, so every writer of
+    applications takes the version's row lock first and two of them cannot deadlock."""
+    execute = db.database.execute_sql
+    execute(f'CREATE TABLE IF NOT EXISTS "{CATALOG_VERSION_TABLE}" '
+            '("id" INTEGER NOT NULL PRIMARY KEY, "version" BIGINT NOT NULL)')
+    execute(f'INSERT INTO "{CATALOG_VERSION_TABLE}" ("id", "version") SELECT 1, 0 '
+            f'WHERE NOT EXISTS (SELECT 1 FROM "{CATALOG_VERSION_TABLE}")')
+    raise_version = f'UPDATE "{CATALOG_VERSION_TABLE}" SET "version" = "version" + 1'
+    if db.is_sqlite():
+        for change in ("insert", "update", "delete"):
+            execute(f'CREATE TRIGGER IF NOT EXISTS "application_{change}_versions_catalog" '
+                    f'AFTER {change.upper()} ON "application" BEGIN {raise_version}; END')
+        return
+    execute('CREATE OR REPLACE FUNCTION "raise_catalog_version"() RETURNS trigger '
+            f'LANGUAGE plpgsql AS $$ BEGIN {raise_version}; RETURN NULL; END $$')
+    execute('DROP TRIGGER IF EXISTS "application_versions_catalog" ON "application"')
+    execute('CREATE TRIGGER "application_versions_catalog" BEFORE INSERT OR UPDATE OR DELETE '
+            'OR TRUNCATE ON "application" FOR EACH STATEMENT '
+            'EXECUTE PROCEDURE "raise_catalog_version"()')
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (1, "create the initial schema", _create_tables),
     (2, "index the open ceremony sessions of a user", _index_open_ceremony_sessions),
@@ -259,6 +287,8 @@ MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
          "(admin API)", _index_audit_pages),
     (20, "changes proposed over MCP, waiting for a person's passkey approval",
      _create_proposed_changes),
+    (21, "a version of the applications that every change to one raises (per-process caches "
+         "of clients)", _version_the_catalog),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -6,6 +6,7 @@ import hashlib
 import threading
 import time
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -168,6 +169,56 @@ class _VerifiedSecrets:
 _verified_secrets = _VerifiedSecrets()
 
 
+@dataclass(slots=True)
+class _KnownClient:
+    """A client as authentication needs it: parsed, with its configuration and secret hash."""
+
+    client: Client
+    config: dict[str, Any]
+    secret_hash: str | None
+
+
+class _KnownClients:
+    """The clients of recent requests, kept while no application changes anywhere.
+
+    PERF: reading and parsing a client's application on every token request was a third of
+    client authentication. Every change to an application, on any instance, raises the
+    catalog's version in its own transaction (``catalog_store.catalog_version``); a lookup
+    reads that version (one row) and answers with the client kept under the same version,
+    else reads the application again. The version is read before the application, so a
+    client is never kept under a version newer than itself: a change committed anywhere is
+    seen by the next lookup everywhere. Unknown client ids are not kept; at most
+    ``capacity`` clients are, the first kept leaving first.
+    """
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self._entries: dict[str, tuple[tuple[object, int], _KnownClient]] = {}
+        self._capacity = capacity
+        self._lock = threading.Lock()
+
+    def find(self, client_id: str) -> _KnownClient | None:
+        version = catalog_store.catalog_version()
+        kept = self._entries.get(client_id)
+        if kept is not None and kept[0] == version:
+            return kept[1]
+        found = catalog_store.find_oauth_client(client_id)
+        if found is None:
+            return None
+        known = _KnownClient(
+            client=Client.from_config(found.application_id, found.config,
+                                      allowed_user_types=found.allowed_user_types),
+            config=found.config, secret_hash=found.secret_hash)
+        with self._lock:
+            self._entries.pop(client_id, None)
+            self._entries[client_id] = (version, known)
+            if len(self._entries) > self._capacity:
+                del self._entries[next(iter(self._entries))]
+        return known
+
+
+_known_clients = _KnownClients()
+
+
 #: Audit event of fetching a client metadata document.
 DOCUMENT_ACTION = "oauth.client_document"
 #: Throttle action (and audit actor) for failed client authentication.
@@ -196,14 +247,13 @@ def authenticate_client(ctx: ServiceContext, parameters: Parameters, authorizati
         attempt.actor = presented.client_id
         attempt.check(client_throttle_account(presented.client_id))
         attempt.at_stake()  # the secret presented is the named client's
-        found = catalog_store.find_oauth_client(presented.client_id)
+        found = _known_clients.find(presented.client_id)
         if found is None:
             if presented.client_secret is not None:
                 passwords.verify_password(None, presented.client_secret)  # a miss's cost
             attempt.fail("client_authentication_failed")
             raise presented.refuse(failed, code="client_authentication_failed")
-        client = Client.from_config(found.application_id, found.config,
-                                    allowed_user_types=found.allowed_user_types)
+        client = found.client
         client_auth.check_method(presented, registered_method=client.auth_method)
         if presented.assertion is not None:
             try:
