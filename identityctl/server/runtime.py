@@ -13,8 +13,10 @@ from waitress.server import BaseWSGIServer, MultiSocketServer
 from identityctl import logs
 from identityctl.config import Config
 from identityctl.server.app import create_app
+from identityctl.server.handoff import HandoffServer
 from identityctl.server.heap import settle_heap
 from identityctl.server.mcp_endpoint import McpDispatcher
+from identityctl.server.queue_depth import rate_limit_queue_warning
 from identityctl.server.waitress_errors import use_json_errors
 from identityctl.services import outbound
 from identityctl.services.context import ServiceContext
@@ -52,16 +54,16 @@ class ConnectionReturning:
 
 
 def make_server(config: Config, *, host: str, port: int, threads: int,
-                sockets: list[socket.socket] | None = None) -> BaseWSGIServer | MultiSocketServer:
-    """A waitress server on host:port, or on ``sockets`` already bound (worker processes),
-    with the thread that delivers the outbox."""
+                handoff: socket.socket | None = None) -> BaseWSGIServer | MultiSocketServer:
+    """A waitress server on host:port, or one taking the connections a `serve --workers N`
+    supervisor accepted on host:port and sends on ``handoff`` (server/handoff.py), with the
+    thread that delivers the outbox."""
     context = ServiceContext.for_config(config)  # one per process: one cache of the keys
     outbound.configure(config)  # the process's share of threads for outbound fetches
     app = served_app(config, context)
-    listen: dict[str, Any] = {"sockets": sockets} if sockets else {"host": host, "port": port}
     servers: dict[Any, Any] = {}  # waitress's socket map: its servers, then their channels
-    server = waitress.create_server(
-        app, map=servers, **listen, threads=threads,
+    options: dict[str, Any] = dict(
+        map=servers, threads=threads,
         # X-Forwarded-For reaches the app, whose ClientAddress middleware trusts it only
         # from server.trusted_proxies (waitress would drop it before the app could decide).
         ident="identityctl", clear_untrusted_proxy_headers=False,
@@ -70,8 +72,15 @@ def make_server(config: Config, *, host: str, port: int, threads: int,
         # Content-Length) or as soon as they pass this size (chunked).
         max_request_body_size=config.server.max_body_bytes * 4,
         channel_timeout=30, connection_limit=1000)
+    if handoff is None:
+        server = waitress.create_server(app, host=host, port=port, **options)
+    else:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        server = HandoffServer(app, _sock=handoff,
+                               sockinfo=(family, socket.SOCK_STREAM, 0, (host, port)), **options)
     # waitress's own refusals (413, 431, 400, 501, 500) in our JSON shape with our headers.
     use_json_errors(servers, max_body_bytes=config.server.max_body_bytes)
+    rate_limit_queue_warning(server)  # one line per interval, not one per request
     deliverer = Deliverer(context, interval=1.0).start()
 
     def close_app() -> None:  # waitress wraps the app (proxy headers): keep our own handle
@@ -92,10 +101,10 @@ def stop_server(server: BaseWSGIServer | MultiSocketServer) -> None:
 
 
 def serve(config: Config, *, host: str, port: int, threads: int,
-          on_ready: Callable[[str], None], sockets: list[socket.socket] | None = None) -> None:
+          on_ready: Callable[[str], None], handoff: socket.socket | None = None) -> None:
     """Serve until SIGINT/SIGTERM; ``on_ready`` gets the bound address."""
     logs.configure(config.server.log_format)
-    server = make_server(config, host=host, port=port, threads=threads, sockets=sockets)
+    server = make_server(config, host=host, port=port, threads=threads, handoff=handoff)
 
     def stop(signum: int, frame: object) -> None:
         raise SystemExit(0)  # leaves the select loop; the finally below closes cleanly
