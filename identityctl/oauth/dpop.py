@@ -18,7 +18,6 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import jwt
-from joserfc.jwk import JWKRegistry
 
 from identityctl.oauth.errors import InvalidDpopProof, UseDpopNonce
 from identityctl.security.jwks import ASYMMETRIC_ALGORITHMS
@@ -63,6 +62,8 @@ class PresentedToken:
 
 def thumbprint(jwk: dict[str, Any]) -> str:
     """RFC 7638: the SHA-256 thumbprint of a public JWK (joserfc computes it)."""
+    from joserfc.jwk import JWKRegistry  # PERF: at the first DPoP proof, not at every start
+
     return JWKRegistry.import_key(jwk).thumbprint()
 
 
@@ -112,6 +113,8 @@ def check_proof(proof: str | None, *, method: str, url: str, now: float,
                                f"{', '.join(ASYMMETRIC_ALGORITHMS)}.")
     if not isinstance(jwk, dict):
         raise InvalidDpopProof("A DPoP proof carries its public key in the jwk header.")
+    from joserfc.jwk import JWKRegistry  # PERF: at the first DPoP proof, not at every start
+
     try:
         key = JWKRegistry.import_key(jwk)
         private = key.is_private

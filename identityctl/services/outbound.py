@@ -521,15 +521,19 @@ def _max_age(cache_control: str) -> float:
 # --- deliveries --------------------------------------------------------------------------------
 
 
-#: One pool for deliveries to the team's own services (back-channel logout, webhooks):
-#: addresses an administrator registered, so private ones are allowed; no redirects followed.
-_DELIVERIES = pool_manager(num_pools=16, maxsize=2)
+@cache
+def _deliveries() -> urllib3.PoolManager:
+    """One pool for deliveries to the team's own services (back-channel logout, webhooks):
+    addresses an administrator registered, so private ones are allowed; no redirects
+    followed. PERF: made at the first delivery (its TLS context reads the system's CAs,
+    ~30 ms of a start otherwise)."""
+    return pool_manager(num_pools=16, maxsize=2)
 
 
 def post_form(url: str, fields: dict[str, str], *, timeout: float) -> int:
     """POST ``fields`` form-encoded to ``url`` within ``timeout`` seconds; the HTTP status.
     Raises FetchRefused when the service cannot be reached in time."""
-    return exchange(_DELIVERIES, "POST", url, url=url, timeout=timeout,
+    return exchange(_deliveries(), "POST", url, url=url, timeout=timeout,
                     max_bytes=DELIVERY_ANSWER_BYTES, whole=False, fields=fields,
                     encode_multipart=False,
                     headers={"User-Agent": "identityctl (deliveries)"}).status
@@ -538,7 +542,7 @@ def post_form(url: str, fields: dict[str, str], *, timeout: float) -> int:
 def post_json(url: str, body: bytes, *, headers: dict[str, str], timeout: float) -> int:
     """POST ``body`` (JSON) to ``url`` with ``headers`` within ``timeout`` seconds; the HTTP
     status. Raises FetchRefused when the service cannot be reached in time."""
-    return exchange(_DELIVERIES, "POST", url, url=url, timeout=timeout,
+    return exchange(_deliveries(), "POST", url, url=url, timeout=timeout,
                     max_bytes=DELIVERY_ANSWER_BYTES, whole=False, body=body, headers={
                         "Content-Type": "application/json",
                         "User-Agent": "identityctl (webhooks)", **headers}).status

@@ -15,8 +15,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import segno
-
 from identityctl.errors import Conflict, Forbidden, InvalidField, NotFound, Unauthorized
 from identityctl.oauth.consent import scope_description
 from identityctl.oauth.dpop import PresentedToken
@@ -225,6 +223,8 @@ def enrolment_link(ctx: ServiceContext, holder: AccountHolder) -> dict[str, Any]
                             typ=ENROLMENT_LINK_TYP, ttl=ENROLMENT_LINK_TTL)
     audit.record("passkey.enrolment_link", "success", origin=holder.origin,
                  user_id=holder.user.id)
+    import segno  # PERF: imported at the first QR code, not at every start
+
     url = f"{ctx.config.base_url}/account/enrol#{token}"
     return {"url": url, "expiresAt": time.time() + ENROLMENT_LINK_TTL,
             "qrCode": segno.make(url, error="m").svg_data_uri(scale=3)}

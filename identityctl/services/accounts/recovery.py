@@ -17,8 +17,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import segno
-
 from identityctl.errors import BadRequest, Forbidden
 from identityctl.security import codes
 from identityctl.security.email_address import EMAIL, checked_address
@@ -120,5 +118,7 @@ def invite(ctx: ServiceContext, id_or_username: str, *, send_email: bool,
                        expires=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(expires_at)))
         audit.record("user.invite", "success", origin=origin, user_id=user.id,
                      details={"emailed": send_email, "days": days})
+    import segno  # PERF: imported at the first QR code, not at every start
+
     return {"url": url, "expiresAt": expires_at, "emailedTo": address,
             "qrCode": segno.make(url, error="m").svg_data_uri(scale=3)}

@@ -20,18 +20,21 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from identityctl.config import LOCAL_HOSTS
 from identityctl.federation import FederationError
 from identityctl.services import outbound
 
+if TYPE_CHECKING:
+    import urllib3
+
 MAX_BYTES = 1 << 20
 #: Seconds a discovery document or JWKS is reused.
 CACHE_SECONDS = 300.0
 
-_POOL = outbound.pool_manager(num_pools=16, maxsize=4)
 _cache: dict[str, tuple[float, Any]] = {}
 #: url -> (when, description, code) of its last failed fetch.
 _failed: dict[str, tuple[float, str, str]] = {}
@@ -45,6 +48,13 @@ def _check_url(url: str) -> None:
     raise FederationError(f"{url} is not an https URL.", code="federation_failed")
 
 
+@cache
+def _pool() -> urllib3.PoolManager:
+    """PERF: made at the first request to a provider (its TLS context reads the system's
+    CAs, ~30 ms of a start otherwise)."""
+    return outbound.pool_manager(num_pools=16, maxsize=4)
+
+
 def request_json(method: str, url: str, *, fields: dict[str, str] | None = None,
                  headers: dict[str, str] | None = None) -> Any:
     """The JSON answer of ``url``; a :class:`FederationError` naming what went wrong."""
@@ -52,7 +62,7 @@ def request_json(method: str, url: str, *, fields: dict[str, str] | None = None,
     try:
         with outbound.provider_slot():
             answer = outbound.exchange(
-                _POOL, method, url, url=url, timeout=outbound.settings().provider_timeout,
+                _pool(), method, url, url=url, timeout=outbound.settings().provider_timeout,
                 max_bytes=MAX_BYTES, headers={"Accept": "application/json",
                                               "User-Agent": "identityctl", **(headers or {})},
                 **({"fields": fields, "encode_multipart": False} if fields is not None else {}))

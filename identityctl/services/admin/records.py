@@ -18,9 +18,8 @@ import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
-
-import yaml
 
 from identityctl import __version__
 from identityctl.errors import IdentityError, InvalidField
@@ -252,33 +251,42 @@ DOCUMENT_TYPES = {"json": "application/json", "yaml": "application/yaml"}
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML's safe subset without aliases: a few hundred bytes of anchors and aliases can
-    stand for billions of nodes ("billion laughs"), so an alias is refused where it appears
-    (what `export` writes never holds one)."""
+@cache
+def _yaml() -> tuple[Any, type, type]:
+    """PyYAML, its loader and its dumper. PERF: imported with the first YAML document
+    (~20 ms of every start otherwise)."""
+    import yaml
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            alias = self.peek_event()
-            raise yaml.composer.ComposerError(
-                None, None, f"the alias *{alias.anchor} is refused (aliases could make a "
-                "small document expand without bound); write the value out", alias.start_mark)
-        return super().compose_node(parent, index)
+    class Loader(yaml.SafeLoader):
+        """YAML's safe subset without aliases: a few hundred bytes of anchors and aliases
+        can stand for billions of nodes ("billion laughs"), so an alias is refused where it
+        appears (what `export` writes never holds one)."""
 
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                alias = self.peek_event()
+                raise yaml.composer.ComposerError(
+                    None, None, f"the alias *{alias.anchor} is refused (aliases could make "
+                    "a small document expand without bound); write the value out",
+                    alias.start_mark)
+            return super().compose_node(parent, index)
 
-class _Dumper(yaml.SafeDumper):
-    """Writes a value used twice out twice, never as an anchor and alias (which `apply`
-    refuses)."""
+    class Dumper(yaml.SafeDumper):
+        """Writes a value used twice out twice, never as an anchor and alias (which
+        `apply` refuses)."""
 
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+
+    return yaml, Loader, Dumper
 
 
 def document_text(document: Any, form: str = "yaml") -> str:
     """A configuration document as ``form`` (yaml or json) text, as `export` writes it."""
     if form == "json":
         return json.dumps(document, indent=2) + "\n"
-    return yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+    yaml, _, dumper = _yaml()
+    return yaml.dump(document, Dumper=dumper, sort_keys=False, allow_unicode=True,
                      width=100)
 
 
@@ -294,8 +302,9 @@ def parsed_document(text: bytes | str, source: str = "The document") -> Any:
     """A YAML (or JSON, which is YAML) document's value, without aliases; YAML's dates and
     other non-JSON scalars become text, as the API would see them. Anything else is
     ``malformed_document``, naming ``source`` and the line."""
+    yaml, loader, _ = _yaml()
     try:
-        return json.loads(json.dumps(yaml.load(text, Loader=_Loader), default=str))
+        return json.loads(json.dumps(yaml.load(text, Loader=loader), default=str))
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" at line {where.line + 1}" if where else ""

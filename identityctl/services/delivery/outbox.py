@@ -27,8 +27,6 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
-from standardwebhooks.webhooks import Webhook
-
 from identityctl.errors import IdentityError, NotFound
 from identityctl.oauth.claims import logout_token_claims
 from identityctl.security.tokens import LOGOUT_TOKEN_TYP
@@ -83,6 +81,9 @@ def _deliver_webhook(ctx: ServiceContext, message: OutboxRecord) -> dict[str, An
                 "status": "subscription removed"}
     body = json.dumps(payload["body"], separators=(",", ":"))
     sent_at = datetime.now(UTC)
+    # PERF: imported at the first webhook, not at every start.
+    from standardwebhooks.webhooks import Webhook
+
     signature = Webhook(subscription.secret).sign(message.id, sent_at, body)
     try:
         status = outbound.post_json(message.target, body.encode(), timeout=ctx.config
