@@ -21,7 +21,7 @@
     const parts = named ? named[1].split(/[.[\]]/) : [];
     const name = names.find((candidate) => parts.includes(candidate));
     if (!name) return false;
-    say(`${prefix}${name}`, named[2], true);
+    say(`${prefix}${name}`, admin.refusal(failure, named[2]), true);
     const control = document.getElementById(`${prefix}${name}`);
     (control.matches("input, select, textarea") ? control
       : control.querySelector("input, select, textarea")).focus();

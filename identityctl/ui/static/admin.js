@@ -46,8 +46,15 @@
     const known = TEXT[failure.code] || TEXT[failure.name];
     if (known) return t(known);
     if (failure instanceof Refused && failure.status >= 400 && failure.status < 500
-        && ![401, 403].includes(failure.status)) return failure.message;
+        && ![401, 403].includes(failure.status)) return refusal(failure);
     return t("Something went wrong. Try again.");
+  }
+
+  // A refused input in the person's language: on an English page the service's sentence
+  // (``detail``: what a field's refusal says of it), else the kind of refusal, translated.
+  function refusal(failure, detail = failure.message) {
+    const english = !document.documentElement.lang || document.documentElement.lang === "en";
+    return english ? detail : t(failure.message);
   }
 
   // --- the admin API ------------------------------------------------------------------------
@@ -293,7 +300,7 @@
 
   window.identityctlAdmin = {
     t, page, element, button, whole, when, section, table, pagedTable, field, heading,
-    feedback, say, setStatus, showError, guarded, call, change, download, messageFor,
+    feedback, say, setStatus, showError, guarded, call, change, download, messageFor, refusal,
     // An area: ``render({parts, query})`` draws ``#/name/...`` into the content.
     area(name, render) { areas[name] = render; },
     content: () => content,
