@@ -25,7 +25,7 @@ EXAMPLES_PER_MODE = 10
 #: couple of examples show that each route does so in the one error shape.
 ADMIN_API, ADMIN_EXAMPLES_PER_MODE = "/admin/api/", 2
 #: About how long the run may take, shared out between the operations.
-BUDGET_SECONDS = 90
+BUDGET_SECONDS = 40
 ERROR_FIELDS = {"code", "message", "description"}
 #: Operations that show errors to a person as an HTML page instead of JSON (OAuth
 #: authorize/logout before the redirect URI is trusted).
