@@ -69,7 +69,7 @@ class RoleResource(AdminResource):
             origin=holder.origin).to_api()
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, role_id: str) -> None:
-        integrations.remove(self.holder(req, resp), roles.delete_role, role_id)
+        roles.delete_role(role_id, origin=self.holder(req, resp).origin)
         resp.status = falcon.HTTP_204
 
 
@@ -93,8 +93,7 @@ class ProviderResource(AdminResource):
         resp.media = integrations.provider_item(self.context, updated)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, provider_id: str) -> None:
-        integrations.remove(self.holder(req, resp), federation.remove_provider,
-                            provider_id)
+        federation.remove_provider(provider_id, origin=self.holder(req, resp).origin)
         resp.status = falcon.HTTP_204
 
 
@@ -125,8 +124,8 @@ class ResourceServerResource(AdminResource):
             origin=holder.origin).to_api()
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
-        integrations.remove(self.holder(req, resp),
-                            resource_servers.remove_resource_server, server_id)
+        resource_servers.remove_resource_server(server_id,
+                                                origin=self.holder(req, resp).origin)
         resp.status = falcon.HTTP_204
 
 
@@ -148,8 +147,7 @@ class WebhooksResource(AdminResource):
 
 class WebhookResource(AdminResource):
     def on_delete(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
-        integrations.remove(self.holder(req, resp),
-                            webhooks.remove_subscription, webhook_id)
+        webhooks.remove_subscription(webhook_id, origin=self.holder(req, resp).origin)
         resp.status = falcon.HTTP_204
 
 

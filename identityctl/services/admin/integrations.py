@@ -1,12 +1,12 @@
 """What the admin API's integrations need besides the services the CLI and the MCP tools call
 (directory/roles, accounts/federation, clients/resource_servers, delivery/webhooks): a role's
-member count, an identity provider's settings changed in part, and removing any of them.
-Changes are audited by those services with the admin's actor.
+member count and an identity provider's settings changed in part. Every change (a removal
+too, which the resources ask of those services directly) is audited by them with the
+admin's actor.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from identityctl.errors import InvalidField
@@ -31,13 +31,6 @@ _PROVIDER_ARGUMENTS = {"name": "name", "clientId": "client_id", "clientSecret": 
                        "issuer": "issuer", "tenant": "tenant", "webUrl": "web_url",
                        "apiUrl": "api_url", "discoveryUrl": "discovery_url",
                        "scopes": "scopes", "mapping": "mapping"}
-
-
-def remove(holder: AdminHolder, delete: Callable[..., None],
-           record_id: str) -> None:
-    """Remove a role, provider, resource server or webhook through its service's
-    ``delete(id, origin=...)``."""
-    delete(record_id, origin=holder.origin)
 
 
 def roles() -> list[dict[str, Any]]:
