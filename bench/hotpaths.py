@@ -102,10 +102,19 @@ def _wait_up(url: str, process: subprocess.Popen, log: Path) -> None:
             time.sleep(0.1)
 
 
+def tree_environment(tree: Path) -> dict[str, str]:
+    """This process's environment with ``tree``'s package first on the import path."""
+    return {**os.environ, "PYTHONPATH": str(tree)}
+
+
 @contextlib.contextmanager
-def started(command: list[str], url: str, log: Path) -> Iterator[subprocess.Popen]:
+def started(command: list[str], url: str, log: Path, *, tree: Path | None = None
+            ) -> Iterator[subprocess.Popen]:
+    """``command`` running until the block ends, answering /health at ``url``; with
+    ``tree``, ``python -m identityctl`` imports that checkout's package."""
+    env = tree_environment(tree) if tree else None
     with log.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=out)
+        process = subprocess.Popen(command, stdout=out, stderr=out, env=env, cwd=tree)
     try:
         _wait_up(url, process, log)
         yield process

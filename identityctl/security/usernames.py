@@ -10,10 +10,17 @@ what people see); the key is what the store compares.
 from __future__ import annotations
 
 import unicodedata
+from functools import cache
+from typing import Any
 
-import precis_i18n
 
-_PROFILE = precis_i18n.get_profile("UsernameCaseMapped")
+@cache
+def _profile() -> Any:
+    """RFC 8265's profile, loaded by the first non-ASCII username: its tables take longer to
+    import than the rest of the start (PERF: cold start)."""
+    import precis_i18n
+
+    return precis_i18n.get_profile("UsernameCaseMapped")
 
 
 def username_key(username: str) -> str:
@@ -42,7 +49,7 @@ def username_key(username: str) -> str:
         # fallback below leaves ASCII as casefold() does, which on ASCII is lower().
         return username.lower()
     try:
-        return _PROFILE.enforce(username)
+        return _profile().enforce(username)
     except UnicodeError:
         return unicodedata.normalize("NFC", _width_mapped(username).casefold())
 
