@@ -5,6 +5,7 @@ The PEX is built once per module into a temporary directory and run with the sys
 own PEX_ROOT, from a directory outside the source tree: init, serve (two worker processes,
 so the ceremony's requests may land on either), /health, a passkey
 registration and sign-in over HTTP, and the MCP tool server over stdio with the SDK client.
+The file is built once for each state of the sources and cached (tests/support/pex.py);
 IDENTITYCTL_TEST_PEX=path/to/identityctl.pex skips the build (~60 s) and tests that file.
 """
 
@@ -27,13 +28,12 @@ from identityctl.config import load_config
 from tests.conftest import Service, free_port
 from tests.support.authenticator import SoftAuthenticator
 from tests.support.passkeys import PasskeyClient
+from tests.support.pex import built_pex
 from tests.support.processes import stop
 
 pytest.importorskip("pex", reason="pex is not installed: pip install -e '.[build]'")
 
-REPO = Path(__file__).resolve().parents[1]
 PYTHON = shutil.which("python3")
-PREBUILT_ENV = "IDENTITYCTL_TEST_PEX"
 
 
 @dataclass
@@ -61,12 +61,7 @@ def pex(tmp_path_factory: pytest.TempPathFactory) -> Pex:
     root = tmp_path_factory.mktemp("pex")
     path = root / "identityctl.pex"
     began = time.monotonic()
-    if os.environ.get(PREBUILT_ENV):  # a file build_pex.sh made already (quicker reruns)
-        shutil.copy(os.environ[PREBUILT_ENV], path)
-    else:
-        built = subprocess.run([str(REPO / "build_pex.sh"), str(path)], cwd=REPO,
-                               capture_output=True, text=True, timeout=900)
-        assert built.returncode == 0, built.stdout + built.stderr
+    shutil.copy(built_pex(), path)
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("PYTHON", "PEX_", "VIRTUAL_ENV", "IDENTITYCTL_"))}
     env |= {"PEX_ROOT": str(root / "pex-root"), "COLUMNS": "200"}

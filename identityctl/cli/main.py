@@ -17,7 +17,7 @@ from identityctl import __version__
 from identityctl.cli.audit import audit_app
 from identityctl.cli.catalog import app_app, flow_app, theme_app
 from identityctl.cli.changes import change_app
-from identityctl.cli.common import Session, command
+from identityctl.cli.common import Session, command, when
 from identityctl.cli.configuration import add_configuration_commands
 from identityctl.cli.directory import ou_app, user_app, user_type_app
 from identityctl.cli.email import email_app
@@ -32,6 +32,14 @@ from identityctl.cli.roles import role_app
 from identityctl.cli.webhooks import webhook_app
 from identityctl.config import CONFIG_ENV, DEFAULT_CONFIG_NAME, Config, load_config
 from identityctl.errors import BadRequest, Conflict
+
+#: What `init` and `serve` read from the environment when their option is not given (the
+#: container image's entrypoint passes its settings this way: docs/deployment.md).
+BASE_URL_ENV = "IDENTITYCTL_BASE_URL"
+DATABASE_URL_ENV = "IDENTITYCTL_DATABASE_URL"
+ADMIN_EMAIL_ENV = "IDENTITYCTL_ADMIN_EMAIL"
+HOST_ENV = "IDENTITYCTL_HOST"
+PORT_ENV = "IDENTITYCTL_PORT"
 
 app = typer.Typer(
     name="identityctl",
@@ -89,17 +97,28 @@ def main(
 def init(
     directory: Path = typer.Option(Path("."), "--dir", "-d",
                                    help="Folder for config.toml and the SQLite database."),
-    base_url: str = typer.Option("http://localhost:8090", "--base-url",
+    base_url: str = typer.Option("http://localhost:8090", "--base-url", envvar=BASE_URL_ENV,
                                  help="Public address of the service (https in production)."),
+    database_url: str | None = typer.Option(
+        None, "--database-url", envvar=DATABASE_URL_ENV, show_default=False,
+        help="database.url: postgresql://user:password@host:5432/dbname (default: a SQLite "
+             "file beside config.toml)."),
+    admin_email: str | None = typer.Option(
+        None, "--admin-email", envvar=ADMIN_EMAIL_ENV, show_default=False,
+        help="Create the first administrator: a user with this address as name, the admin "
+             "role, and a one-time link to enrol a passkey (printed; mailed if mail is set "
+             "up). Kept as is when that user exists."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing config.toml."),
     as_json: bool = JsonOption,
 ) -> None:
     """Create a deployment: config.toml, the database, signing keys and default records.
 
     The defaults give a working service on http://localhost:8090 with passkey, password and
-    combined sign-in flows. Example:
+    combined sign-in flows. Each option can come from the environment (the container image's
+    first start uses that). Example:
 
-        identityctl init --dir /srv/identity --base-url https://id.example.com
+        identityctl init --dir /srv/identity --base-url https://id.example.com \\
+            --admin-email ada@example.com
     """
     from identityctl.services.admin import bootstrap
     from identityctl.services.admin.bootstrap import open_store
@@ -109,30 +128,42 @@ def init(
     if path.exists() and not force:
         raise Conflict(f"{path} exists; pass --force to overwrite it (the database is kept).",
                        code="already_initialized")
-    bootstrap.write_private(path, bootstrap.render_config(base_url=base_url))
+    bootstrap.write_private(path, bootstrap.render_config(base_url=base_url,
+                                                         database_url=database_url))
     config = load_config(path)
     with console.status("Creating the database and keys..."):
         migrations = open_store(config, create=True)
         made = bootstrap.seed(config)
+        admin = bootstrap.first_admin(config, admin_email) if admin_email else None
     if as_json:
         emit_json({"config": str(path), "database": config.database_url,
-                   "migrations": migrations, "created": made})
+                   "migrations": migrations, "created": made, "admin": admin})
         return
     console.print(f"[green]✓[/green] wrote {path}")
     console.print(f"[green]✓[/green] database {config.database_url}")
     for item in made:
         console.print(f"[green]✓[/green] created {item}")
+    if admin is not None:
+        console.print(f"[green]✓[/green] created the administrator {admin['username']}; "
+                      f"their link to enrol a passkey works once until "
+                      f"{when(admin['expiresAt'])}:")
+        console.print(admin["invite"], soft_wrap=True)
+    elif admin_email:
+        console.print(f"[dim]i the user {admin_email} exists already: kept as is[/dim]")
     console.print(f"\nNext: [bold]identityctl --config {path} serve[/bold]  "
                   f"(then open {config.base_url}/health)")
-    console.print(f"Your own account, allowed to let AI assistants administer this service: "
-                  f"[bold]identityctl --config {path} user create --username YOU --role "
-                  f"admin[/bold]")
+    if not admin_email:
+        console.print(f"Your own account, allowed to let AI assistants administer this "
+                      f"service: [bold]identityctl --config {path} user create --username YOU "
+                      f"--role admin[/bold]")
 
 
 @command(app, "serve")
 def serve(
-    host: str | None = typer.Option(None, help="Listen address (default: server.host)."),
-    port: int | None = typer.Option(None, help="Listen port (default: server.port)."),
+    host: str | None = typer.Option(None, envvar=HOST_ENV,
+                                    help="Listen address (default: server.host)."),
+    port: int | None = typer.Option(None, envvar=PORT_ENV,
+                                    help="Listen port (default: server.port)."),
     threads: int | None = typer.Option(None, help="Worker threads (default: server.threads)."),
     workers: int | None = typer.Option(None, min=1, help="Processes sharing the port "
                                        "(default: server.workers, \"auto\": one per core); "

@@ -46,8 +46,9 @@ PERSON_SCHEMA = {
 INIT = RequestOrigin(actor="init")
 
 
-def render_config(*, base_url: str) -> str:
-    """The sample configuration, adjusted to serve at ``base_url``."""
+def render_config(*, base_url: str, database_url: str | None = None) -> str:
+    """The sample configuration, adjusted to serve at ``base_url`` (and to keep its data in
+    ``database_url`` instead of the SQLite file beside it)."""
     text = resources.files("identityctl").joinpath("sample-config.toml").read_text()
     parts = urlsplit(base_url)
     origin = f"{parts.scheme}://{parts.netloc}"
@@ -58,9 +59,32 @@ def render_config(*, base_url: str) -> str:
         'rp_id = "localhost"': f'rp_id = "{parts.hostname}"',
         "port = 8090": f"port = {port if parts.hostname in ('localhost', '127.0.0.1') else 8090}",
     }
+    if database_url:
+        replacements['url = "sqlite:///identityctl.db"'] = f"url = {json.dumps(database_url)}"
     for old, new in replacements.items():
         text = text.replace(old, new, 1)
     return text
+
+
+def first_admin(config: Config, email: str) -> dict[str, Any] | None:
+    """The administrator a new deployment starts with (`identityctl init --admin-email`): a
+    user named by the address, which counts as verified (the operator vouches for it), who
+    holds the admin role, with a one-time link to enrol a first passkey (mailed too when the
+    deployment sends mail). None when that user exists already: another instance on the
+    same database made it first."""
+    from identityctl.services.accounts import recovery
+    from identityctl.services.context import ServiceContext
+
+    if directory.find_user(email) is not None:
+        return None
+    user = directory_service.create_user(username=email, attributes={"email": email},
+                                         origin=INIT)
+    roles_service.grant_role(user.id, roles_service.ADMIN_ROLE, origin=INIT)
+    recovery.confirm_email(user.id, origin=INIT)
+    invited = recovery.invite(ServiceContext.for_config(config), user.id,
+                              send_email=config.email.enabled, origin=INIT)
+    return {"id": user.id, "username": user.username, "invite": invited["url"],
+            "expiresAt": invited["expiresAt"], "emailedTo": invited["emailedTo"]}
 
 
 def write_private(path: Path, text: str) -> None:
