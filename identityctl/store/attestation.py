@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import peewee
+from peewee import EXCLUDED
 
 from identityctl.store.db import transaction
 from identityctl.store.models import AttestationMetadata, now
@@ -35,18 +36,21 @@ class MetadataRecord:
 
 def save_metadata(*, blob: str, trust_root: str, number: int, next_update: str, entries: int,
                   legal_header: str) -> MetadataRecord:
-    """Replace the metadata, one version up from the one it replaces."""
+    """Replace the metadata, one version up from the one it replaces. The version is raised
+    by the statement itself, so two loads at once never share one version."""
+    fields = {AttestationMetadata.blob: blob, AttestationMetadata.trust_root: trust_root,
+              AttestationMetadata.number: number, AttestationMetadata.next_update: next_update,
+              AttestationMetadata.entries: entries,
+              AttestationMetadata.legal_header: legal_header,
+              AttestationMetadata.loaded_at: now()}
     with transaction():
-        current = metadata_version()
-        version = (current or 0) + 1
-        fields = {"version": version, "blob": blob, "trust_root": trust_root, "number": number,
-                  "next_update": next_update, "entries": entries,
-                  "legal_header": legal_header, "loaded_at": now()}
-        if current is None:
-            AttestationMetadata.insert(id=_ROW, **fields).execute()
-        else:
-            AttestationMetadata.update(**fields).where(AttestationMetadata.id == _ROW).execute()
-    record = find_metadata()
+        (AttestationMetadata.insert({AttestationMetadata.id: _ROW,
+                                     AttestationMetadata.version: 1, **fields})
+         .on_conflict(conflict_target=[AttestationMetadata.id], update={
+             AttestationMetadata.version: AttestationMetadata.version + 1,
+             **{field: EXCLUDED[field.column_name] for field in fields}})
+         .execute())
+        record = find_metadata()
     assert record is not None  # written just now
     return record
 
