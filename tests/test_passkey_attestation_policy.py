@@ -5,6 +5,7 @@ root. Refusals are 403 `authenticator_not_allowed` and audited as denied."""
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from identityctl.cli.main import app as cli_app
+from identityctl.services.accounts.passkeys import attestation
 from identityctl.store import audit
 from tests.conftest import Service, deployment_with
 from tests.support.attestation import (
@@ -31,6 +33,7 @@ from tests.support.passkeys import PasskeyClient, assert_error
 KEY = "11111111-2222-3333-4444-555555555555"
 REVOKED = "22222222-3333-4444-5555-666666666666"
 OTHER = "66666666-7777-8888-9999-000000000000"
+ONE_DAY = datetime.timedelta(days=1)
 DIRECT = {'attestation = "none"': 'attestation = "direct"'}
 
 
@@ -92,7 +95,7 @@ def _cli(service: Service, *args: str) -> Result:
 
 
 def test_metadata_lets_only_attested_keys_of_listed_makes_in_good_standing_register(
-        regulated: Service, tmp_path: Path) -> None:
+        regulated: Service, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     client = PasskeyClient(regulated)
     fido, maker = root_ca("Test FIDO Root"), root_ca("Test Keys Attestation Root")
     assert_error(client.register(client.new_user(), key(KEY, maker)), 503,
@@ -124,8 +127,21 @@ def test_metadata_lets_only_attested_keys_of_listed_makes_in_good_standing_regis
     refused = _cli(regulated, "passkey", "metadata", "load", str(blob), "--json")
     assert refused.exit_code == 1
     assert json.loads(refused.output)["error"]["code"] == "metadata_untrusted"
+    stale = tmp_path / "stale.jwt"
+    stale.write_bytes(metadata_blob(blob_signer(fido), [entry(KEY, maker)],
+                                    next_update=datetime.date.today() - ONE_DAY))
+    refused = _cli(regulated, "passkey", "metadata", "load", str(stale),
+                   "--trust-root", str(trust_root), "--json")
+    assert json.loads(refused.output)["error"]["code"] == "metadata_expired"
     shown = _cli(regulated, "passkey", "metadata", "show", "--json")
     assert json.loads(shown.output)["version"] == 1
+
+    # Once the loaded BLOB's next update has passed, registrations wait for a new one.
+    monkeypatch.setattr(attestation, "_today",
+                        lambda: datetime.date.fromisoformat(summary["nextUpdate"]) + ONE_DAY)
+    assert_error(client.register(client.new_user(), key(KEY, maker)), 503,
+                 "attestation_metadata_expired")
+    monkeypatch.undo()
 
     # A newer BLOB reports the make revoked: every instance's next registration reads it.
     blob.write_bytes(metadata_blob(blob_signer(fido), [

@@ -14,6 +14,7 @@ from identityctl.passkey.attestation import (
     AuthenticatorRefused,
     MetadataError,
     check_authenticator,
+    ensure_current,
     fido_root,
     metadata_verifier,
     read_metadata,
@@ -51,8 +52,8 @@ def _blob(fido: Authority, *entries: dict, next_update: datetime.date | None = N
 
 def test_a_blob_signed_under_the_root_is_read_with_its_entries(
         fido: Authority, make_root: Authority) -> None:
-    payload = read_metadata(_blob(fido, entry(KEY, make_root)), trust_root=fido.der,
-                            today=TODAY)
+    payload = read_metadata(_blob(fido, entry(KEY, make_root)), trust_root=fido.der)
+    ensure_current(payload, today=TODAY)
     assert payload.legal_header == LEGAL_HEADER and payload.no == 1
     assert [str(found.aaguid) for found in payload.entries] == [KEY]
 
@@ -66,14 +67,14 @@ def test_a_blob_with_a_bad_signature_another_root_or_a_past_next_update_is_refus
     for bad, trust_root in ((message + b"." + b64url(bytes(flipped)).encode(), fido.der),
                             (blob, root_ca("Another Root").der)):
         with pytest.raises(MetadataError) as refused:
-            read_metadata(bad, trust_root=trust_root, today=TODAY)
+            read_metadata(bad, trust_root=trust_root)
         assert refused.value.code == "metadata_untrusted"
     stale = _blob(fido, entry(KEY, make_root), next_update=TODAY - datetime.timedelta(days=1))
     with pytest.raises(MetadataError) as refused:
-        read_metadata(stale, trust_root=fido.der, today=TODAY)
+        ensure_current(read_metadata(stale, trust_root=fido.der), today=TODAY)
     assert refused.value.code == "metadata_expired"
     with pytest.raises(MetadataError) as refused:
-        read_metadata(b"not a blob", trust_root=fido.der, today=TODAY)
+        read_metadata(b"not a blob", trust_root=fido.der)
     assert refused.value.code == "metadata_invalid"
 
 
@@ -94,7 +95,7 @@ def _registration(authenticator: SoftAuthenticator) -> tuple[bytes, bytes]:
 def _check(aaguid: str, authenticator: SoftAuthenticator, *, policy: AuthenticatorPolicy,
            blob: bytes | None = None, fido: Authority | None = None) -> None:
     attestation_object, client_data = _registration(authenticator)
-    verifier = metadata_verifier(read_metadata(blob, trust_root=fido.der, today=TODAY)) \
+    verifier = metadata_verifier(read_metadata(blob, trust_root=fido.der)) \
         if blob and fido else None
     check_authenticator(aaguid=aaguid, attestation_object=attestation_object,
                         client_data_json=client_data, policy=policy, verifier=verifier)

@@ -5,10 +5,10 @@ fido2's ``mds3`` does the cryptography: :func:`read_metadata` verifies a metadat
 and certificate chain against the FIDO root (``parse_blob``), and
 :func:`check_authenticator` verifies an attestation statement's chain against the
 attestation roots of its authenticator's metadata entry (``MdsAttestationVerifier``). What
-this module adds: a BLOB past its ``nextUpdate`` is refused, a registration is refused
-with a reason (denied, not allowed, not in the metadata, a status report, an attestation
-that does not verify), and status reports are read from every entry, revoked ones
-included, so a revoked authenticator is refused for being revoked.
+this module adds: a BLOB past its ``nextUpdate`` is refused (:func:`ensure_current`), a
+registration is refused with a reason (denied, not allowed, not in the metadata, a status
+report, an attestation that does not verify), and status reports are read from every
+entry, revoked ones included, so a revoked authenticator is refused for being revoked.
 """
 
 from __future__ import annotations
@@ -96,12 +96,11 @@ def certificate_der(data: bytes) -> bytes:
                             code="metadata_trust_root_invalid") from exc
 
 
-def read_metadata(blob: bytes, *, trust_root: bytes, today: date) -> MetadataBlobPayload:
+def read_metadata(blob: bytes, *, trust_root: bytes) -> MetadataBlobPayload:
     """The payload of a metadata BLOB whose signature and certificate chain verify against
-    ``trust_root`` (DER) and whose ``nextUpdate`` is not past ``today`` (see
-    :func:`ensure_current`)."""
+    ``trust_root`` (DER); whether it is still current is :func:`ensure_current`'s."""
     try:
-        payload = parse_blob(blob.strip(), trust_root)
+        return parse_blob(blob.strip(), trust_root)
     except (InvalidSignature, InvalidAttestation) as exc:
         raise MetadataError("The BLOB's signature or certificate chain does not verify "
                             "against the trust root; download it again from the FIDO "
@@ -109,8 +108,6 @@ def read_metadata(blob: bytes, *, trust_root: bytes, today: date) -> MetadataBlo
     except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
         raise MetadataError("The file is not a FIDO metadata BLOB (a JWS with an MDS3 "
                             "payload).") from exc
-    ensure_current(payload, today=today)
-    return payload
 
 
 def ensure_current(payload: MetadataBlobPayload, *, today: date) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from functools import cache
 
 from fido2.mds3 import MdsAttestationVerifier, MetadataBlobPayload
@@ -42,8 +42,8 @@ _lock = threading.Lock()
 _parsed: tuple[int, MetadataBlobPayload, MdsAttestationVerifier] | None = None
 
 
-def _today() -> datetime:
-    return datetime.now(UTC)
+def _today() -> date:
+    return datetime.now(UTC).date()
 
 
 @cache
@@ -58,7 +58,8 @@ def load_metadata(blob: bytes, *, trust_root: bytes | None,
     """Verify a metadata BLOB against ``trust_root`` (PEM or DER; None: the FIDO Alliance's
     root shipped with identityctl) and make it the one registrations are checked against."""
     root = certificate_der(trust_root) if trust_root is not None else fido_root()
-    payload = read_metadata(blob, trust_root=root, today=_today().date())
+    payload = read_metadata(blob, trust_root=root)
+    ensure_current(payload, today=_today())
     record = store.save_metadata(
         blob=blob.strip().decode("ascii"), trust_root=base64.b64encode(root).decode(),
         number=payload.no, next_update=payload.next_update.isoformat(),
@@ -86,13 +87,13 @@ def _verifier() -> MdsAttestationVerifier:
         if _parsed is None or _parsed[0] != version:
             record = store.find_metadata()
             assert record is not None  # versions are never removed
-            # Verified when loaded; read again against the same root, no date yet.
-            payload = read_metadata(record.blob.encode(), today=datetime.min.date(),
+            # Verified when loaded; read again against the same root (its date: below).
+            payload = read_metadata(record.blob.encode(),
                                     trust_root=base64.b64decode(record.trust_root))
             _parsed = (record.version, payload, metadata_verifier(payload))
         _version, payload, verifier = _parsed
     try:
-        ensure_current(payload, today=_today().date())
+        ensure_current(payload, today=_today())
     except MetadataError as error:
         raise ServiceUnavailable(f"The FIDO metadata has expired: {error.description} An "
                                  f"administrator loads the current BLOB.",
