@@ -11,6 +11,7 @@ import difflib
 import ipaddress
 import math
 import os
+import re
 import tomllib
 import types
 import typing
@@ -28,6 +29,8 @@ DEFAULT_CONFIG_NAME = "config.toml"
 
 USER_VERIFICATION = ("required", "preferred", "discouraged")
 ATTESTATION = ("none", "indirect", "direct", "enterprise")
+#: An AAGUID as WebAuthn and the FIDO metadata write it (a UUID, dashed).
+AAGUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 RESIDENT_KEY = ("required", "preferred", "discouraged")
 AUTHENTICATOR_ATTACHMENT = ("platform", "cross-platform")
 SIGNING_ALGS = ("ES256", "RS256", "EdDSA")
@@ -93,6 +96,13 @@ class PasskeyConfig:
     enrolment_window: int = 300
     #: COSE algorithms offered in pubKeyCredParams, in order of preference.
     algorithms: tuple[str, ...] = ("ES256", "EdDSA", "RS256")
+    #: The only authenticators (AAGUIDs) that may register passkeys; empty: any.
+    aaguid_allow: tuple[str, ...] = ()
+    #: Authenticators (AAGUIDs) that may not register passkeys.
+    aaguid_deny: tuple[str, ...] = ()
+    #: Registrations must prove their authenticator with an attestation that verifies
+    #: against the FIDO metadata loaded by `identityctl passkey metadata load`.
+    metadata: bool = False
 
 
 @dataclass(frozen=True)
@@ -505,6 +515,7 @@ def _validate(path: str, config: Config) -> Iterator[ConfigError]:
     yield from _require_choice(path, "passkey.user_verification", passkey.user_verification,
                                USER_VERIFICATION)
     yield from _require_choice(path, "passkey.attestation", passkey.attestation, ATTESTATION)
+    yield from _validate_authenticator_policy(path, passkey)
     yield from _require_choice(path, "passkey.resident_key", passkey.resident_key, RESIDENT_KEY)
     yield from _require_choice(path, "passkey.authenticator_attachment",
                                passkey.authenticator_attachment, ("", *AUTHENTICATOR_ATTACHMENT))
@@ -527,6 +538,27 @@ def _validate(path: str, config: Config) -> Iterator[ConfigError]:
                        ("admin.audience", config.admin.audience)):
         if value:
             yield from _require_url(path, key, value)
+
+
+def _validate_authenticator_policy(path: str, passkey: PasskeyConfig) -> Iterator[ConfigError]:
+    """The AAGUID lists and the metadata requirement (docs/passkey-api.md, "Which
+    authenticators may register")."""
+    for key in ("aaguid_allow", "aaguid_deny"):
+        for index, aaguid in enumerate(getattr(passkey, key)):
+            if not AAGUID.fullmatch(aaguid):
+                yield ConfigError(path, f"passkey.{key}[{index}]", f"{aaguid!r} is not an AAGUID "
+                                  f"(a UUID such as 08987058-cadc-4b81-b6e1-30de50dcbe96)")
+    if passkey.aaguid_allow and passkey.aaguid_deny:
+        yield ConfigError(path, "passkey.aaguid_deny", "set passkey.aaguid_allow or "
+                          "passkey.aaguid_deny, not both (an allow list refuses every other "
+                          "authenticator already)")
+    if (passkey.aaguid_allow or passkey.aaguid_deny or passkey.metadata) \
+            and passkey.attestation not in ("direct", "enterprise"):
+        key = "passkey.metadata" if passkey.metadata else (
+            "passkey.aaguid_allow" if passkey.aaguid_allow else "passkey.aaguid_deny")
+        yield ConfigError(path, key, f'needs passkey.attestation = "direct" or "enterprise", '
+                          f"got {passkey.attestation!r} (without attestation a browser may "
+                          f"send an AAGUID of zeros)")
 
 
 def _validate_email(path: str, config: Config) -> Iterator[ConfigError]:

@@ -31,12 +31,13 @@ from tests.support.smtp import SmtpServer, code_in, text_of
 class Account:
     """A person with a passkey and the account page's access token."""
 
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Service,
+                 authenticator: SoftAuthenticator | None = None) -> None:
         self.service, self.rp = service, OAuthDriver(service)
         self.passkeys = PasskeyClient(service)
         self.user: UserRecord = self.passkeys.new_user(
             email=f"me-{uuid.uuid4().hex[:8]}@example.com")
-        self.authenticator = SoftAuthenticator()
+        self.authenticator = authenticator or SoftAuthenticator()
         self.passkeys.enrolled(self.user, self.authenticator)
         self.client = RegisteredClient(application_id="", client_id=ACCOUNT_CLIENT_ID,
                                        secret=None, redirect_uri=service.url("/account"),

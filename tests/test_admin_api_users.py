@@ -225,7 +225,8 @@ def test_a_persons_page_shows_passkeys_sessions_consents_and_recent_events(
     person = admin.ok("GET", f"/users/{admin.user.id}")
     assert person["roles"] == ["admin"] and person["attributes"]["given_name"] == "Grace"
     [passkey] = person["passkeys"]
-    assert set(passkey) == {"id", "name", "authenticator", "createdAt", "lastUsedAt"}
+    assert set(passkey) == {"id", "name", "authenticator", "icon", "iconDark", "createdAt",
+                            "lastUsedAt"}
     assert person["passkeys"] and person["sessions"][0]["address"] == "127.0.0.1"
     assert {consent["clientId"] for consent in person["consents"]} >= {app.client_id}
     assert "passkey.register" in {event["event"] for event in person["recentEvents"]}

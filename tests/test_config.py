@@ -11,6 +11,8 @@ from identityctl.cli.main import app as cli_app
 from identityctl.config import load_config, parse_config
 from identityctl.errors import ConfigError
 
+ZEROS = "00000000-0000-0000-0000-000000000000"
+
 
 @pytest.mark.parametrize(
     ("document", "key", "problem"),
@@ -33,6 +35,14 @@ from identityctl.errors import ConfigError
          "passkey.allowed_origins[0]", "neither rp_id"),
         ({"passkey": {"user_verification": "always"}}, "passkey.user_verification", "one of"),
         ({"passkey": {"algorithms": ["HS256"]}}, "passkey.algorithms[0]", "one of"),
+        ({"passkey": {"attestation": "direct", "aaguid_allow": ["not-a-uuid"]}},
+         "passkey.aaguid_allow[0]", "is not an AAGUID"),
+        ({"passkey": {"attestation": "direct", "aaguid_allow": [ZEROS], "aaguid_deny": [ZEROS]}},
+         "passkey.aaguid_deny", "not both"),
+        ({"passkey": {"aaguid_deny": [ZEROS]}}, "passkey.aaguid_deny",
+         'needs passkey.attestation = "direct" or "enterprise"'),
+        ({"passkey": {"attestation": "indirect", "metadata": True}}, "passkey.metadata",
+         'needs passkey.attestation = "direct" or "enterprise"'),
         ({"oauth": {"code_ttl": 0}}, "oauth.code_ttl", "greater than 0"),
         ({"mcp": {"enabled": "yes"}}, "mcp.enabled", "must be of type bool"),
         ({"email": {"smtp_host": "smtp.example.com", "from": "nobody"}}, "email.from",

@@ -1,10 +1,13 @@
-"""`identityctl passkey`: list, rename and delete a user's passkeys.
+"""`identityctl passkey`: list, rename and delete a user's passkeys; load the FIDO metadata
+that registrations are checked against (`passkey metadata load`).
 
 Registering a passkey needs a browser (or the user's authenticator), so it is not a CLI
 command; an admin lets it happen with a token: `identityctl token --scope system`.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import typer
 
@@ -17,11 +20,15 @@ from identityctl.cli.common import (
     end_sessions,
     when,
 )
-from identityctl.cli.output import JsonOption, done, show_table
+from identityctl.cli.output import JsonOption, done, show_record, show_table
 from identityctl.services.origin import RequestOrigin
 
-passkey_app = typer.Typer(help="A user's passkeys (WebAuthn credentials): list, rename, delete.",
+passkey_app = typer.Typer(help="A user's passkeys (WebAuthn credentials): list, rename, delete; "
+                          "the FIDO metadata registrations are checked against.",
                           no_args_is_help=True)
+metadata_app = typer.Typer(help="The FIDO metadata (MDS3 BLOB) that passkey.metadata checks "
+                           "registrations against.", no_args_is_help=True)
+passkey_app.add_typer(metadata_app, name="metadata")
 
 UserArgument = typer.Argument(..., help="User id or username.")
 CredentialArgument = typer.Argument(..., metavar="CRED_ID",
@@ -78,3 +85,41 @@ def passkey_delete(user: str = UserArgument, credential_id: str = CredentialArgu
 
     confirm_and_delete(f"passkey {credential_id} of {user}", credential_id, delete, yes=yes,
                        as_json=as_json, shown={"user": user})
+
+
+@command(metadata_app, "load")
+def metadata_load(
+        blob: Path = typer.Argument(..., exists=True, dir_okay=False, metavar="FILE",
+                                    help="The BLOB as downloaded from the FIDO Metadata "
+                                         "Service (a JWS)."),
+        trust_root: Path | None = typer.Option(
+            None, "--trust-root", exists=True, dir_okay=False,
+            help="Verify against this root certificate (PEM or DER) instead of the FIDO "
+                 "Alliance's shipped with identityctl (tests, private metadata)."),
+        as_json: bool = JsonOption) -> None:
+    """Verify FILE's signature and certificate chain, and make it the metadata every
+    instance checks registrations against. Example:
+
+        curl -sLo blob.jwt https://mds3.fidoalliance.org/
+        identityctl passkey metadata load blob.jwt
+    """
+    from identityctl.services.accounts.passkeys import attestation
+
+    Session.connected()
+    record = attestation.load_metadata(blob.read_bytes(),
+                                       trust_root=trust_root.read_bytes() if trust_root else None,
+                                       origin=ORIGIN)
+    show_record(record.to_api(), title="FIDO metadata loaded", as_json=as_json)
+
+
+@command(metadata_app, "show")
+def metadata_show(as_json: bool = JsonOption) -> None:
+    """Show the loaded FIDO metadata: its number, entries, next update and legal header."""
+    from identityctl.services.accounts.passkeys import attestation
+
+    Session.connected()
+    record = attestation.loaded_metadata()
+    if record is None:
+        done("no FIDO metadata is loaded", as_json=as_json, data={"loaded": False})
+        return
+    show_record(record.to_api(), title="FIDO metadata", as_json=as_json)

@@ -22,7 +22,8 @@ from identityctl.services.context import ServiceContext
 from identityctl.services.origin import RequestOrigin
 
 #: Failures that are refusals of a genuine-looking request rather than bad input.
-_DENIED_CODES = frozenset({"possible_clone", "account_unavailable", "backup_eligibility_changed"})
+_DENIED_CODES = frozenset({"possible_clone", "account_unavailable", "backup_eligibility_changed",
+                           "authenticator_not_allowed"})
 #: Refusals by the brute-force throttle (429).
 _THROTTLED_CODES = frozenset({"too_many_attempts"})
 

@@ -23,6 +23,7 @@ from identityctl.security.usernames import username_key
 from identityctl.store import db
 from identityctl.store.models import (
     ALL_MODELS,
+    AttestationMetadata,
     AuditEvent,
     BrowserSession,
     ClientRegistration,
@@ -254,6 +255,10 @@ def _version_the_catalog() -> None:
             'EXECUTE PROCEDURE "raise_catalog_version"()')
 
 
+def _create_attestation_metadata() -> None:
+    db.database.create_tables([AttestationMetadata], safe=True)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (1, "create the initial schema", _create_tables),
     (2, "index the open ceremony sessions of a user", _index_open_ceremony_sessions),
@@ -289,6 +294,8 @@ MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
      _create_proposed_changes),
     (21, "a version of the applications that every change to one raises (per-process caches "
          "of clients)", _version_the_catalog),
+    (22, "the FIDO metadata (MDS3) that passkey registrations are checked against",
+     _create_attestation_metadata),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -593,6 +593,23 @@ class ProposedChange(BaseModel):
         indexes = ((("created_at", "id"), False), (("client_id", "state"), False))
 
 
+class AttestationMetadata(BaseModel):
+    """The FIDO metadata (an MDS3 BLOB) registrations are checked against: one row, which
+    every load replaces, raising ``version`` (the key of each process's parsed copy)."""
+
+    id = peewee.IntegerField(primary_key=True)
+    version = peewee.IntegerField()
+    #: The BLOB as loaded (a JWS) and the root (DER, Base64) it was verified against.
+    blob = peewee.TextField()
+    trust_root = peewee.TextField()
+    #: The BLOB's serial number, next update (ISO date), entries and legal header.
+    number = peewee.IntegerField()
+    next_update = peewee.CharField()
+    entries = peewee.IntegerField()
+    legal_header = peewee.TextField()
+    loaded_at = peewee.DoubleField(default=now)
+
+
 ALL_MODELS: list[type[BaseModel]] = [
     SchemaVersion, OrganizationUnit, UserType, User, Theme, Flow, Application,
     PasskeyCredential, CeremonySession, FlowExecution, SigningKey, AuthorizationRequest,
@@ -600,4 +617,5 @@ ALL_MODELS: list[type[BaseModel]] = [
     Role, UserRole, Grant, ResourceServer, ClientRegistration, BrowserSession, SessionGrant,
     OutboxMessage, VerifiedEmail, EmailCode, RecoveryCode, IdentityProvider, FederatedIdentity,
     WebhookSubscription, SpentIdentifier, PushedRequest, DeviceAuthorization, ProposedChange,
+    AttestationMetadata,
 ]

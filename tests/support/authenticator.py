@@ -55,6 +55,14 @@ class GetTamper(_CommonTamper, total=False):
     user_handle: bytes | None
 
 
+@dataclass(frozen=True)
+class AttestationCertificate:
+    """A make's attestation key (P-256) and its chain (DER, leaf first, root left out)."""
+
+    private_key: ec.EllipticCurvePrivateKey
+    chain: tuple[bytes, ...]
+
+
 def b64url(data: bytes) -> str:
     """Encode bytes as unpadded Base64URL."""
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
@@ -135,6 +143,7 @@ class SoftAuthenticator:
         user_verified: bool = True,
         transports: Sequence[str] = ("internal",),
         attachment: str = "platform",
+        attestation_certificate: AttestationCertificate | None = None,
     ) -> None:
         if alg not in COSE_ALGS:
             raise ValueError(f"unsupported alg {alg!r}")
@@ -153,6 +162,9 @@ class SoftAuthenticator:
         self.user_verified = user_verified
         self.transports = list(transports)
         self.attachment = attachment
+        self.attestation_certificate = attestation_certificate
+        if attestation_certificate is not None and attestation != "packed":
+            raise ValueError("an attestation certificate needs attestation='packed'")
         self.credentials: list[StoredCredential] = []
 
     def create(self, options: dict, *, origin: str, **tamper: Unpack[CreateTamper]) -> dict:
@@ -177,9 +189,13 @@ class SoftAuthenticator:
         auth_data = self._auth_data(rp_id, cred.sign_count, tamper, _AT) + attested
         client_data = self._client_data("webauthn.create", options, origin, tamper)
         att_stmt: dict[str, Any] = {}
-        if self.attestation == "packed":
-            sig = _sign(key, auth_data + hashlib.sha256(client_data).digest())
-            att_stmt = {"alg": COSE_ALGS[self.alg], "sig": sig}
+        signed = auth_data + hashlib.sha256(client_data).digest()
+        full = self.attestation_certificate
+        if full is not None:  # full attestation: the make's key signs, its chain in x5c
+            att_stmt = {"alg": COSE_ALGS["ES256"], "sig": _sign(full.private_key, signed),
+                        "x5c": list(full.chain)}
+        elif self.attestation == "packed":  # self attestation: the credential's key signs
+            att_stmt = {"alg": COSE_ALGS[self.alg], "sig": _sign(key, signed)}
         if tamper.get("bad_signature"):
             if "sig" not in att_stmt:
                 raise ValueError("bad_signature on create needs attestation='packed'")

@@ -76,7 +76,7 @@ class EmailConfirmResource(_AccountResource):
 
 class PasskeysResource(_AccountResource):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = {"passkeys": account.passkeys(self.holder(req, resp))}
+        resp.media = {"passkeys": account.passkeys(self.context, self.holder(req, resp))}
 
 
 class PasskeyResource(_AccountResource):

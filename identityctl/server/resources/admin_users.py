@@ -108,9 +108,9 @@ _LISTED = {"type": "object", "properties": {
     "passkeys": {"type": "integer", "description": "How many passkeys the person has."}}}
 _PERSON = json_response(
     "The person: the list's fields and attributes, roles, passkeys [{id, name, "
-    "authenticator, createdAt, lastUsedAt}], live sessions [{id, browser, address, since, "
-    "lastSeen}], consents [{clientId, applicationName, scopes}] and the 20 most recent "
-    "audit events.", {"type": "object"})
+    "authenticator, icon, iconDark, createdAt, lastUsedAt}], live sessions [{id, browser, "
+    "address, since, lastSeen}], consents [{clientId, applicationName, scopes}] and the 20 "
+    "most recent audit events.", {"type": "object"})
 _USER_ID = [{"name": "user_id", "in": "path", "required": True, "schema": {"type": "string"}}]
 _NOT_FOUND = error_response("user_not_found.")
 

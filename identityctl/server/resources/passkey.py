@@ -1,4 +1,5 @@
-"""The passkey atomic API: /register/passkey/{start,finish} and /auth/passkey/{start,finish}.
+"""The passkey atomic API: /register/passkey/{start,finish} and /auth/passkey/{start,finish};
+the icons of the authenticators passkeys are listed with (/authenticators/{aaguid}/icon).
 
 Thin adapters over identityctl.services.accounts.passkeys.ceremonies (docs/passkey-api.md describes
 the wire format and every error code). Enrolment needs a bearer token: see
@@ -12,6 +13,7 @@ from typing import Any
 import falcon
 
 from identityctl.passkey import codec
+from identityctl.passkey.authenticators import DARK, ICON_PATH, ICON_TYPE, LIGHT, authenticator_icon
 from identityctl.server.openapi import error_response, json_body, json_response
 from identityctl.server.requests import (
     bool_field,
@@ -98,7 +100,29 @@ class AuthFinishResource(_PasskeyResource):
                                                   skip_assertion=skip_assertion)
 
 
+#: The icons are the community list's SVGs: shown with <img>, where an SVG runs nothing;
+#: opened on their own, this policy keeps any script in one from running on our origin.
+ICON_CSP = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
+
+
+class AuthenticatorIconResource:
+    """GET /authenticators/{aaguid}/icon[?scheme=dark]: an authenticator's icon (SVG)."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, aaguid: str) -> None:
+        icon = authenticator_icon(aaguid, scheme=DARK if req.get_param("scheme") == DARK
+                                  else LIGHT)
+        if icon is None:
+            raise falcon.HTTPNotFound(description=f"No icon for the authenticator '{aaguid}'.")
+        resp.content_type = ICON_TYPE
+        resp.data = icon
+        resp.set_header("Content-Security-Policy", ICON_CSP)
+        resp.set_header("Cache-Control", "public, max-age=86400")
+
+    on_head = on_get
+
+
 def add_passkey_routes(app: falcon.App, context: ServiceContext) -> None:
+    app.add_route(ICON_PATH, AuthenticatorIconResource())
     app.add_route("/register/passkey/start", RegisterStartResource(context))
     app.add_route("/register/passkey/finish", RegisterFinishResource(context))
     app.add_route("/auth/passkey/start", AuthStartResource(context))
@@ -129,12 +153,13 @@ _START_ERRORS = {
     "403": error_response("account_unavailable: the user is disabled or locked."),
     "404": error_response("user_not_found: no user with this userId."),
 }
+_ENROLMENT_FORBIDDEN = ("token_for_another_user, insufficient_scope (admin token without "
+                        "'system'), account_unavailable.")
 _AUTHORIZATION = {
     "401": error_response("authentication_required (no bearer token), invalid_token, "
                           "sign_in_too_old (the assertion is older than "
                           "passkey.enrolment_window)."),
-    "403": error_response("token_for_another_user, insufficient_scope (admin token without "
-                          "'system'), account_unavailable."),
+    "403": error_response(_ENROLMENT_FORBIDDEN),
 }
 _CREDENTIAL_JSON = {
     "type": "object", "required": ["id", "type", "response"],
@@ -167,6 +192,16 @@ def _operation(operation_id: str, summary: str, request: dict[str, Any],
 
 
 OPENAPI_PATHS: dict[str, dict] = {
+    ICON_PATH: {"get": {
+        "summary": "The icon of an authenticator that lists of passkeys name (SVG)",
+        "operationId": "authenticatorIcon",
+        "parameters": [{"name": "aaguid", "in": "path", "required": True,
+                        "schema": {"type": "string", "format": "uuid"}},
+                       {"name": "scheme", "in": "query", "required": False,
+                        "description": "dark: the icon for dark backgrounds.",
+                        "schema": {"type": "string", "enum": [LIGHT, DARK]}}],
+        "responses": {"200": {"description": ICON_TYPE, "content": {ICON_TYPE: {}}},
+                      "404": error_response("not_found: the list has no icon for it.")}}},
     "/register/passkey/start": _operation(
         "passkeyRegisterStart", "Creation options for a new passkey of an existing user",
         {"type": "object", "required": ["userId", "relyingPartyId"], "properties": {
@@ -202,7 +237,13 @@ OPENAPI_PATHS: dict[str, dict] = {
                                f"algorithm_not_offered, authenticator_attachment_mismatch, "
                                f"invalid_attestation."),
          "409": error_response("credential_already_registered."),
-         **_AUTHORIZATION}, _ENROLMENT_AUTH),
+         **_AUTHORIZATION,
+         "403": error_response(f"{_ENROLMENT_FORBIDDEN} authenticator_not_allowed: the "
+                               "deployment's policy (passkey.aaguid_allow, aaguid_deny, "
+                               "metadata) refuses this authenticator."),
+         "503": error_response("attestation_metadata_missing, attestation_metadata_expired: "
+                               "passkey.metadata is on and no current FIDO metadata is "
+                               "loaded; database_busy.")}, _ENROLMENT_AUTH),
     "/auth/passkey/start": _operation(
         "passkeyAuthStart", "Request options for a sign-in (usernameless without userId)",
         {"type": "object", "required": ["relyingPartyId"], "properties": {

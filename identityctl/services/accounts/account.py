@@ -18,6 +18,7 @@ from typing import Any
 from identityctl.errors import Conflict, Forbidden, InvalidField, NotFound, Unauthorized
 from identityctl.oauth.consent import scope_description
 from identityctl.oauth.dpop import PresentedToken
+from identityctl.passkey.authenticators import authenticator_fields
 from identityctl.passkey.codec import CredentialReader
 from identityctl.security.tokens import ENROLMENT_LINK_TYP, require_scope
 from identityctl.services import audit
@@ -162,8 +163,11 @@ def new_recovery_codes(ctx: ServiceContext, holder: AccountHolder) -> list[str]:
 # --- passkeys ---------------------------------------------------------------------------------
 
 
-def passkeys(holder: AccountHolder) -> list[dict[str, Any]]:
-    return [record.to_api() for record in passkey_store.list_credentials(holder.user.id)]
+def passkeys(ctx: ServiceContext, holder: AccountHolder) -> list[dict[str, Any]]:
+    """The person's passkeys, each with its authenticator's name and icons."""
+    return [{**record.to_api(),
+             **authenticator_fields(record.aaguid, base_url=ctx.config.base_url)}
+            for record in passkey_store.list_credentials(holder.user.id)]
 
 
 def rename_passkey(holder: AccountHolder, credential_id: str, name: Any) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from identityctl.errors import Forbidden, InvalidField, NotFound
-from identityctl.passkey.authenticators import authenticator_name
+from identityctl.passkey.authenticators import authenticator_fields
 from identityctl.security.usernames import username_key
 from identityctl.services.accounts import recovery, sessions
 from identityctl.services.accounts.passkeys.admin import delete_credential, list_credentials
@@ -81,7 +81,7 @@ def user(ctx: ServiceContext, user_id: str) -> dict[str, Any]:
     return {**found[0].api, "attributes": record.attributes,
             "roles": [role.name for role in roles.roles_of(user_id)],
             "passkeys": [{"id": key.credential_id, "name": key.name,
-                          "authenticator": authenticator_name(key.aaguid),
+                          **authenticator_fields(key.aaguid, base_url=ctx.config.base_url),
                           "createdAt": key.created_at, "lastUsedAt": key.last_used_at}
                          for key in list_credentials(user_id)],
             "sessions": [{"id": session.public_id,

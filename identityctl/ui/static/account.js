@@ -19,7 +19,7 @@
   const { creationOptions, credentialJSON } = window.identityctlWebAuthn;
   const {
     element, button, whole, when, section, showError, setStatus, feedback, say, clearFeedback,
-    Refused, signInFor,
+    Refused, signInFor, authenticator,
   } = window.identityctlClientPage;
   const PENDING = "identityctl-account-pkce";
   const DEVICE_CODE = "identityctl-device-code";
@@ -47,6 +47,8 @@
     email_code_expired: "This code has expired. Send a new one.",
     email_code_not_sent: "There is no code to enter any more. Send a new one.",
     device_not_found: "You are no longer signed in on that device.",
+    authenticator_not_allowed: "This security key is not allowed here. Use one of the keys " +
+      "your organisation approved.",
   };
   // A passkey's name: said before the try, and again when a name breaks it.
   const NAME_RULE = "A name has 1 to 64 characters.";
@@ -191,18 +193,19 @@
         element("dt", {}, t("Roles")), element("dd", {}, (profile.roles || []).join(", ") || "—"))),
       section(t("E-mail address"), emailPart(profile)),
       section(t("Passkeys"),
-        table([t("Name"), t("Added"), t("Last used"), ""], passkeys.passkeys.map((key) => [
-          key.name, when(key.createdAt), when(key.lastUsedAt),
-          element("span", { class: "actions" },
-            button(t("Rename"), () => guarded(async () => renamePasskey(key), "passkeys"), true),
-            button(t("Delete"), () => guarded(async () => {
-              if (!window.confirm(t("Delete the passkey \"{name}\"?", { name: key.name }))) {
-                return;
-              }
-              await call("DELETE", `/passkeys/${encodeURIComponent(key.credentialId)}`);
-              await render();
-              say("passkeys", t("Passkey deleted."));
-            }, "passkeys"), true))])),
+        table([t("Name"), t("Authenticator"), t("Added"), t("Last used"), ""],
+          passkeys.passkeys.map((key) => [
+            key.name, authenticator(key), when(key.createdAt), when(key.lastUsedAt),
+            element("span", { class: "actions" },
+              button(t("Rename"), () => guarded(async () => renamePasskey(key), "passkeys"), true),
+              button(t("Delete"), () => guarded(async () => {
+                if (!window.confirm(t("Delete the passkey \"{name}\"?", { name: key.name }))) {
+                  return;
+                }
+                await call("DELETE", `/passkeys/${encodeURIComponent(key.credentialId)}`);
+                await render();
+                say("passkeys", t("Passkey deleted."));
+              }, "passkeys"), true))])),
         element("p", { class: "actions" },
           button(t("Add a passkey on this device"), () => guarded(addPasskeyHere, "passkeys")),
           button(t("Add a passkey on another device"),

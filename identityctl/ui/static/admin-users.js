@@ -9,6 +9,7 @@
   const admin = window.identityctlAdmin;
   if (!admin) return;
   const { t, element, button, whole, when, section, table, field, feedback, say } = admin;
+  const { authenticator } = window.identityctlClientPage;
 
   const STATES = { active: "active", disabled: "disabled", locked: "locked" };
 
@@ -160,7 +161,7 @@
       section(t("Roles"), rolesOf(user, directory, redraw)),
       section(t("Passkeys"),
         table([t("Name"), t("Authenticator"), t("Added"), t("Last used")],
-          user.passkeys.map((key) => [key.name, key.authenticator || "—", when(key.createdAt),
+          user.passkeys.map((key) => [key.name, authenticator(key), when(key.createdAt),
             when(key.lastUsedAt)])),
         user.passkeys.length ? element("p", { class: "actions" },
           button(t("Reset passkeys"), () => admin.guarded(async () => {

@@ -161,8 +161,20 @@
     return { signIn, returned, redeem };
   }
 
+  // A passkey's authenticator (from a list of passkeys): its icon and its name, or a dash.
+  // The icon is an <img> (a dark one where the person's colours are dark): an SVG there
+  // runs nothing, and its markup never enters the page.
+  function authenticator(key) {
+    if (!key.authenticator) return whole("");
+    const icon = key.icon ? element("picture", {},
+      element("source", { srcset: key.iconDark, media: "(prefers-color-scheme: dark)" }),
+      element("img", { src: key.icon, alt: "", class: "authenticator-icon", width: 20,
+        height: 20 })) : null;
+    return element("span", { class: "authenticator" }, icon, key.authenticator);
+  }
+
   window.identityctlClientPage = {
     element, button, whole, when, section, showError, setStatus, feedback, say, clearFeedback,
-    Refused, signInFor,
+    Refused, signInFor, authenticator,
   };
 })();

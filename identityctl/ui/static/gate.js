@@ -117,6 +117,8 @@
       "in to it once here, and your account at the other service is connected to it.",
     provider_not_found: "This way to sign in is no longer offered. Choose another.",
     self_registration_disabled: "New accounts cannot be made here. Ask an administrator.",
+    authenticator_not_allowed: "This security key is not allowed here. Use one of the keys " +
+      "your organisation approved.",
   };
   // Reasons that need no words: the person is simply back at the choices.
   // (federated_link_confirm: the step itself asks, naming both accounts.)

@@ -10,4 +10,6 @@ Shared by the atomic REST API, the flow engine and the CLI. Import the module yo
   token (start, open, consume; ``ceremony_scope``, what a start supersedes).
 - ``enrolment``: who may enrol a passkey (the bearer token a registration needs).
 - ``admin``: list, rename and delete a user's credentials (the CLI's administration).
+- ``attestation``: which authenticators may register (AAGUID lists, FIDO metadata) and
+  loading the FIDO metadata.
 """

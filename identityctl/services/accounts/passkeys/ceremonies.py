@@ -38,6 +38,7 @@ from identityctl.passkey.verification import (
 )
 from identityctl.security.usernames import username_key
 from identityctl.services import audit, throttle
+from identityctl.services.accounts.passkeys import attestation as attestation_policy
 from identityctl.services.accounts.passkeys.sessions import (
     ceremony_scope,
     consume_session,
@@ -170,6 +171,8 @@ def start_registration(ctx: ServiceContext, *, user_id: str, rp_id: str,
     if user_id is None or not user_id.strip():
         raise MissingField("userId")
     config = ctx.config.passkey
+    if attestation_policy.policy_of(config).active:
+        attestation = None  # the deployment's own: its policy needs the attestation
     policy = registration_policy(
         authenticator_selection=authenticator_selection, attestation=attestation,
         defaults=RegistrationPolicy(
@@ -221,6 +224,8 @@ def finish_registration(ctx: ServiceContext, *, credential: CredentialReader, se
             user_verification_required=state["userVerification"] == "required",
             algorithms=tuple(state["algorithms"]),
             authenticator_attachment=state["authenticatorAttachment"]))
+        attestation_policy.check_registration(ctx.config.passkey, aaguid=verified.aaguid,
+                                              response=response)
         credential_id = codec.encode(verified.credential_id)
         if store.find_credential(credential_id) is not None:
             raise Conflict("This credential is already registered; use another authenticator.",
