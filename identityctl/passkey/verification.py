@@ -150,7 +150,7 @@ def _check_client_data(client_data_json: bytes, *, expected_type: str,
                                     "WebAuthn needs https outside localhost.", origin=origin)
         raise VerificationError("origin_mismatch", f"Unexpected origin {origin!r}, expected one "
                                 f"of {list(expected.allowed_origins)} "
-                                f"(passkey.allowed_origins).",
+                                f"(passkey.allowed_origins or related_origins).",
                                 origin=origin)
     top_origin = client_data.get("topOrigin")
     if client_data.get("crossOrigin") is True or (top_origin is not None

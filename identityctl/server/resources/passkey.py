@@ -98,7 +98,29 @@ class AuthFinishResource(_PasskeyResource):
                                                   skip_assertion=skip_assertion)
 
 
+class RelatedOriginsResource:
+    """WebAuthn L3 §5.11: the origins of other sites that may use this rp_id's passkeys.
+    Browsers fetch it from https://<rp_id>/.well-known/webauthn, without credentials."""
+
+    openapi = {"get": {
+        "summary": "Related origins of the relying party (WebAuthn Related Origin Requests)",
+        "operationId": "webauthnRelatedOrigins",
+        "responses": {"200": json_response(
+            "passkey.related_origins (Cache-Control: public, max-age=3600).", {
+                "type": "object", "required": ["origins"], "properties": {
+                    "origins": {"type": "array", "items": {"type": "string"}}}})}}}
+
+    def __init__(self, context: ServiceContext) -> None:
+        self.answer = {"origins": list(context.config.passkey.related_origins)}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        # It changes only with the configuration: browsers and caches may keep it an hour.
+        resp.set_header("Cache-Control", "public, max-age=3600")
+        resp.media = self.answer
+
+
 def add_passkey_routes(app: falcon.App, context: ServiceContext) -> None:
+    app.add_route("/.well-known/webauthn", RelatedOriginsResource(context))
     app.add_route("/register/passkey/start", RegisterStartResource(context))
     app.add_route("/register/passkey/finish", RegisterFinishResource(context))
     app.add_route("/auth/passkey/start", AuthStartResource(context))
@@ -235,4 +257,5 @@ OPENAPI_PATHS: dict[str, dict] = {
                                f"user_handle_missing, user_handle_mismatch, invalid_signature, "
                                f"backup_eligibility_changed, possible_clone."),
          "403": error_response("account_unavailable: the user is disabled or locked.")}),
+    "/.well-known/webauthn": RelatedOriginsResource.openapi,
 }

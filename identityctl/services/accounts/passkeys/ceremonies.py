@@ -217,7 +217,7 @@ def finish_registration(ctx: ServiceContext, *, credential: CredentialReader, se
         state = session.state
         verified = verify_registration(response, expected=RegistrationExpectations(
             challenge=codec.decode(session.challenge, field="challenge"), rp_id=session.rp_id,
-            allowed_origins=ctx.config.passkey.allowed_origins,
+            allowed_origins=ctx.config.passkey.accepted_origins,
             user_verification_required=state["userVerification"] == "required",
             algorithms=tuple(state["algorithms"]),
             authenticator_attachment=state["authenticatorAttachment"]))
@@ -341,7 +341,7 @@ def finish_authentication(ctx: ServiceContext, *, credential: CredentialReader,
         attempt.at_stake(stored.user_id)
         expectations = AuthenticationExpectations(
                 challenge=codec.decode(session.challenge, field="challenge"),
-                rp_id=session.rp_id, allowed_origins=ctx.config.passkey.allowed_origins,
+                rp_id=session.rp_id, allowed_origins=ctx.config.passkey.accepted_origins,
                 user_verification_required=session.state["userVerification"] == "required",
                 allowed_credential_ids=tuple(codec.decode(c, field="allowCredentials")
                                              for c in session.state["allowCredentials"]),
