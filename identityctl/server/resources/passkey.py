@@ -252,9 +252,10 @@ OPENAPI_PATHS: dict[str, dict] = {
                 "ouId": {"type": "string"},
                 "assertion": {"type": "string", "description": "JWT (typ assertion+jwt)."}}})},
         {"400": error_response(f"{_BODY_ERRORS}; {_SESSION_ERRORS}; {_ATTESTATION_ERRORS}, "
-                               f"invalid_authenticator_data, unknown_credential, "
-                               f"credential_of_another_user, credential_not_allowed, "
-                               f"user_handle_missing, user_handle_mismatch, invalid_signature, "
+                               f"invalid_authenticator_data, unknown_credential (usernameless: "
+                               f"this credential id and user handle are not registered), "
+                               f"credential_not_allowed, user_handle_missing, "
+                               f"user_handle_mismatch, invalid_signature, "
                                f"backup_eligibility_changed, possible_clone."),
          "403": error_response("account_unavailable: the user is disabled or locked.")}),
     "/.well-known/webauthn": RelatedOriginsResource.openapi,

@@ -763,7 +763,7 @@
   // "Create a passkey" step with "Not now"; "conditional" goes straight on. Whatever
   // happens, the sign-in goes on.
 
-  const CONDITIONAL_CREATE_WAIT_MS = 3000;
+  const CONDITIONAL_CREATE_WAIT_MS = 2000;
 
   async function upgrade(step) {
     const extra = step.data.additionalData || {};
