@@ -103,6 +103,15 @@ class PasskeyConfig:
     #: Registrations must prove their authenticator with an attestation that verifies
     #: against the FIDO metadata loaded by `identityctl passkey metadata load`.
     metadata: bool = False
+    #: Related Origin Requests (WebAuthn L3 §5.11): origins on other sites whose pages use
+    #: this rp_id's passkeys, published at /.well-known/webauthn.
+    related_origins: tuple[str, ...] = ()
+
+    @property
+    def accepted_origins(self) -> tuple[str, ...]:
+        """Every origin whose ceremonies and browser requests are accepted: the one rule
+        for allowed_origins and related_origins alike."""
+        return tuple(dict.fromkeys((*self.allowed_origins, *self.related_origins)))
 
 
 @dataclass(frozen=True)
@@ -465,6 +474,58 @@ def check_origin(origin: str, rp_id: str) -> str | None:
     return None
 
 
+#: WebAuthn L3 §5.11.1: a browser reads at most this many distinct registrable-domain
+#: labels of a /.well-known/webauthn list and ignores the origins after them.
+MAX_RELATED_LABELS = 5
+
+
+def related_origin_problems(origins: tuple[str, ...]) -> Iterator[tuple[int, str]]:
+    """(index, why) for each entry of ``origins`` a browser would not use as a related
+    origin: not an https origin (http only on loopback), or past the label limit."""
+    labels: list[str] = []
+    for index, origin in enumerate(origins):
+        parts = urlsplit(origin)
+        host = parts.hostname or ""
+        if parts.scheme not in ("http", "https") or not host or parts.path not in ("", "/") \
+                or parts.query or parts.fragment:
+            yield index, f"{origin!r} is not an origin (scheme://host[:port])"
+            continue
+        if parts.scheme == "http" and not _loopback(host):
+            yield index, f"{origin!r} uses plain http; only https (or http on localhost or a " \
+                         "loopback address, for development) can be a related origin"
+            continue
+        label = registrable_label(host)
+        if label is None or label in labels:
+            continue
+        labels.append(label)
+        if len(labels) > MAX_RELATED_LABELS:
+            yield index, (f"{origin!r} adds a sixth registrable-domain label ({label!r} after "
+                          f"{', '.join(labels[:MAX_RELATED_LABELS])}); browsers read at "
+                          f"most {MAX_RELATED_LABELS} (WebAuthn L3 §5.11) and ignore the rest")
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def registrable_label(host: str) -> str | None:
+    """The label a browser counts for ``host``: its registrable domain (eTLD+1, by the
+    Public Suffix List with its private section) without the public suffix, e.g.
+    ``example`` for ``shop.example.co.uk``; None for a host without one (an IP address,
+    localhost)."""
+    import tldextract  # PERF: read only when related origins are configured
+
+    # The snapshot bundled with the package: no download at start or ever.
+    parts = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None,
+                                  include_psl_private_domains=True)(host)
+    return parts.domain if parts.suffix and parts.domain else None
+
+
 def _validate(path: str, config: Config) -> Iterator[ConfigError]:
     """Every problem of the settings' values (each key's, and those between keys)."""
     server, passkey, oauth = config.server, config.passkey, config.oauth
@@ -512,6 +573,8 @@ def _validate(path: str, config: Config) -> Iterator[ConfigError]:
         problem = check_origin(origin, passkey.rp_id)
         if problem:
             yield ConfigError(path, f"passkey.allowed_origins[{index}]", problem)
+    for index, problem in related_origin_problems(passkey.related_origins):
+        yield ConfigError(path, f"passkey.related_origins[{index}]", problem)
     yield from _require_choice(path, "passkey.user_verification", passkey.user_verification,
                                USER_VERIFICATION)
     yield from _require_choice(path, "passkey.attestation", passkey.attestation, ATTESTATION)

@@ -28,6 +28,7 @@ from tests.support.browser import (
     ARTIFACTS,
     PasskeyPage,
     needs_chromium,
+    not_now,
     sign_in_with_password,
 )
 from tests.support.origins import TEST_ORIGIN
@@ -112,9 +113,13 @@ def test_every_hosted_page_has_no_serious_accessibility_violations(
         page.get_by_role("button", name="Create account").click()
         page.get_by_role("alert").wait_for()
 
-    def consent_page() -> None:
+    def upgrade_page() -> None:  # signed in with a password: "Create a passkey"?
         page.goto(_authorize_url(service, third_party, prompt="login"))
         sign_in_with_password(page, user.username, PASSWORD)
+        page.get_by_role("button", name="Not now").wait_for()
+
+    def consent_page() -> None:
+        not_now(page)
         page.get_by_role("button", name="Allow").wait_for()
         page.get_by_text(f"Signed in as {user.username}").wait_for()  # which account answers
 
@@ -140,6 +145,7 @@ def test_every_hosted_page_has_no_serious_accessibility_violations(
     visit("password", password_step)
     visit("sign-up", sign_up_page)
     visit("sign-up-refused", refused_page)
+    visit("passkey-upgrade", upgrade_page)
     visit("consent", consent_page)
     visit("account", account_page)
     visit("enrol-link", link_page)

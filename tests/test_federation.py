@@ -38,7 +38,7 @@ from identityctl.store import identity_providers as provider_store
 from identityctl.store import recovery as recovery_store
 from tests.conftest import Service, free_port, in_process
 from tests.support.authenticator import SoftAuthenticator
-from tests.support.browser import PasskeyPage, sign_in_with_password
+from tests.support.browser import PasskeyPage, not_now, sign_in_with_password
 from tests.support.flows import FlowClient
 from tests.support.logout import sign_out_in_the_browser
 from tests.support.origins import TEST_ORIGIN
@@ -202,6 +202,7 @@ def test_an_existing_account_is_linked_only_after_its_owner_signs_in_and_says_so
     alert.wait_for()
     person.shot("link-required")
     sign_in_with_password(person.page, lena.username, PASSWORD)
+    not_now(person.page)
     # Signed in, not linked yet: the page names both accounts and asks.
     question = person.page.locator("#notice").filter(
         has_text=f"Connect the Example Corp account {address} to your account "
@@ -245,6 +246,7 @@ def test_a_parked_federated_sign_in_sent_to_someone_else_links_nothing_to_them(
         tab.page.get_by_role("button", name="Continue", exact=True).wait_for()
         # A fresh sign-in, not his execution: no waiting upstream account, no question.
         sign_in_with_password(tab.page, victim.username, PASSWORD)
+        not_now(tab.page)
         tab.page.wait_for_url(REDIRECT_URI + "*")
     finally:
         tab.close()

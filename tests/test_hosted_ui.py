@@ -28,6 +28,7 @@ from tests.support.browser import (
     ARTIFACTS,
     PasskeyPage,
     needs_chromium,
+    not_now,
     sign_in_with_password,
 )
 from tests.support.oauth import OAuthDriver, RegisteredClient, query_of
@@ -248,6 +249,7 @@ def test_enter_in_the_password_field_signs_in_with_the_password(user_browser: Br
     ui.screenshot("password-missing")
     ui.page.get_by_label("Password").fill(PASSWORD)
     ui.page.get_by_label("Password").press("Enter")  # the password's sign-in, no passkey
+    not_now(ui.page)
     assert ui.back_at_the_client()["amr"] == ["pwd"]
     assert failures == []  # no script error on the way
 
@@ -322,6 +324,7 @@ def test_the_back_button_after_signing_in_offers_the_way_back_to_the_application
     ui, user = user_browser, password_user()
     ui.authorize(prompt="login")
     sign_in_with_password(ui.page, user.username, PASSWORD)
+    not_now(ui.page)
     ui.back_at_the_client()
     ui.page.go_back()
     back = ui.page.get_by_role("link", name="Return to the application")
@@ -374,6 +377,7 @@ def test_continue_asks_for_the_password_of_a_person_without_a_passkey_and_then_r
     ui.screenshot("password-after-continue")
     ui.page.get_by_label("Password").fill(PASSWORD)
     ui.click("Sign in")
+    not_now(ui.page)
     assert ui.back_at_the_client()["amr"] == ["pwd"]
 
     # This browser remembers the password way for this name: no passkey prompt next time.

@@ -294,7 +294,7 @@ def _origin_findings(config: Config) -> tuple[list[str], list[str]]:
                 for key, url in (("server.base_url", config.base_url),
                                  ("gate_client.url", config.gate_url))
                 if origin(url) not in allowed]
-    notes: list[str] = []
+    notes = _related_origin_notes(config)
     database = sqlite_file(config)
     if database is None or database.exists():
         open_store(config)
@@ -305,6 +305,26 @@ def _origin_findings(config: Config) -> tuple[list[str], list[str]]:
                                  "passkey.allowed_origins if its own pages run passkey "
                                  "ceremonies (self-hosted sign-in).")
     return list(dict.fromkeys(warnings)), list(dict.fromkeys(notes))
+
+
+def _related_origin_notes(config: Config) -> list[str]:
+    """What each of passkey.related_origins needs before browsers let it use the rp_id's
+    passkeys (WebAuthn L3 §5.11)."""
+    from urllib.parse import urlsplit
+
+    rp_id = config.passkey.rp_id
+    well_known = f"https://{rp_id}/.well-known/webauthn"
+    served_at = urlsplit(config.base_url).hostname
+    notes = [f"passkey.related_origins: {origin} may use the passkeys of rp_id {rp_id!r} once "
+             f"{well_known} lists it (this service answers that path with the list); its "
+             f"pages call WebAuthn with rpId {rp_id!r}. Browsers that read the list: Chrome "
+             f"and Edge 128 and later, Safari 18 and later; Firefox does not yet: there the "
+             f"origin cannot use these passkeys." for origin in config.passkey.related_origins]
+    if notes and served_at != rp_id:
+        notes.append(f"Browsers fetch {well_known}, but this service is at {served_at}: serve "
+                     f"that path from {rp_id}'s host (forward it to {config.base_url}"
+                     f"/.well-known/webauthn), or no related origin works.")
+    return notes
 
 
 @command(db_app, "upgrade")

@@ -25,7 +25,11 @@ INPUT_TYPES = ("TEXT_INPUT", "PASSWORD_INPUT", "EMAIL_INPUT", "OTP_INPUT", "HIDD
 EXECUTORS: dict[str, tuple[str, ...]] = {
     "BasicAuthExecutor": (),
     "IdentifyingExecutor": (),
-    "PasskeyAuthExecutor": ("challenge", "verify", "register_start", "register_finish"),
+    #: ``upgrade``: after a sign-in without a passkey, the page is asked to make one
+    #: (Conditional Create, else a visible step: ``passkey_upgrade``, onIncomplete: that
+    #: PROMPT); ``upgrade_finish`` stores it. Never a reason for the sign-in to fail.
+    "PasskeyAuthExecutor": ("challenge", "verify", "register_start", "register_finish",
+                            "upgrade", "upgrade_finish"),
     "AttributeCollector": (),
     "ProvisioningExecutor": (),
     "AuthorizationExecutor": (),
@@ -59,7 +63,10 @@ USER_ESTABLISHING = {("BasicAuthExecutor", ""), ("IdentifyingExecutor", ""),
                      ("OTPExecutor", ""), ("RecoveryCodeExecutor", ""),
                      ("OIDCAuthExecutor", ""), ("GoogleOIDCAuthExecutor", ""),
                      ("GithubOAuthExecutor", "")}
-PASSKEY_MODES_NEEDING_RP = ("challenge", "register_start")
+PASSKEY_MODES_NEEDING_RP = ("challenge", "register_start", "upgrade")
+#: Passkey modes that create a passkey for the user the flow knows.
+PASSKEY_REGISTRATION_MODES = (("PasskeyAuthExecutor", "register_start"),
+                              ("PasskeyAuthExecutor", "upgrade"))
 _HANDLE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 _NEXT_KEYS = ("onSuccess", "onIncomplete", "onFailure")
 
@@ -233,7 +240,7 @@ def _check_user_before_registration(nodes: dict[str, dict[str, Any]], start: str
     establishing = {node_id for node_id, node in nodes.items()
                     if node["type"] == "TASK_EXECUTION" and executor_of(node) in USER_ESTABLISHING}
     for node_id in _reachable(nodes, start, blocked=establishing):
-        if executor_of(nodes[node_id]) == ("PasskeyAuthExecutor", "register_start"):
+        if executor_of(nodes[node_id]) in PASSKEY_REGISTRATION_MODES:
             raise _fail(f"node '{node_id}'", "passkey registration can run before the flow "
                         "has created or identified the user; put a ProvisioningExecutor, "
                         "BasicAuthExecutor or IdentifyingExecutor step before it")

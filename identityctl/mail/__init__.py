@@ -60,7 +60,8 @@ BLANKED = "••••••"
 
 #: How a passkey came to be, as the notice says it.
 HOW = {"account": "on your account page", "recovery": "while recovering your account",
-       "invite": "with an invitation link", "sign_up": "when you signed up"}
+       "invite": "with an invitation link", "sign_up": "when you signed up",
+       "sign_in": "when you signed in"}
 
 
 @dataclass(frozen=True, slots=True)

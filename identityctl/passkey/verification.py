@@ -72,6 +72,9 @@ class RegistrationExpectations(CeremonyExpectations):
     algorithms: tuple[int, ...]
     #: "" when any attachment was acceptable.
     authenticator_attachment: str = ""
+    #: False for a creation the page may ask with Conditional Create (WebAuthn L3 §7.1
+    #: step 14: the password manager makes it without a gesture, UP=0).
+    user_presence_required: bool = True
 
 
 @dataclass(slots=True)
@@ -150,7 +153,7 @@ def _check_client_data(client_data_json: bytes, *, expected_type: str,
                                     "WebAuthn needs https outside localhost.", origin=origin)
         raise VerificationError("origin_mismatch", f"Unexpected origin {origin!r}, expected one "
                                 f"of {list(expected.allowed_origins)} "
-                                f"(passkey.allowed_origins).",
+                                f"(passkey.allowed_origins or related_origins).",
                                 origin=origin)
     top_origin = client_data.get("topOrigin")
     if client_data.get("crossOrigin") is True or (top_origin is not None
@@ -166,12 +169,14 @@ def _rp_id_hash(rp_id: str) -> bytes:
 
 
 def _check_authenticator_data(auth_data: AuthenticatorData, *,
-                              expected: CeremonyExpectations) -> None:
-    """rpIdHash, UP, UV when required, and the BE/BS consistency of §6.1.3."""
+                              expected: CeremonyExpectations,
+                              user_presence_required: bool = True) -> None:
+    """rpIdHash, UP (unless not required), UV when required, and the BE/BS consistency of
+    §6.1.3."""
     if not hmac.compare_digest(auth_data.rp_id_hash, _rp_id_hash(expected.rp_id)):
         raise VerificationError("rp_id_mismatch", f"authenticatorData rpIdHash is not the hash "
                                 f"of the relying party id {expected.rp_id!r}.")
-    if not auth_data.flags.up:
+    if user_presence_required and not auth_data.flags.up:
         raise VerificationError("user_presence_missing", "The authenticator did not report "
                                 "user presence (UP=0).")
     if expected.user_verification_required and not auth_data.flags.uv:
@@ -198,7 +203,8 @@ def verify_registration(credential: CredentialResponse, *,
         raise VerificationError("invalid_attestation", "attestationObject.fmt is not a "
                                 "WebAuthn attestation statement format.") from None
     auth_data = attestation.auth_data
-    _check_authenticator_data(auth_data, expected=expected)
+    _check_authenticator_data(auth_data, expected=expected,
+                              user_presence_required=expected.user_presence_required)
     attested = auth_data.attested_credential_data
     if attested is None:
         raise VerificationError("invalid_attestation", "authenticatorData carries no attested "
@@ -229,6 +235,7 @@ def verify_registration(credential: CredentialResponse, *,
         verified = verify_registration_response(
             credential=credential.to_json(), expected_challenge=expected.challenge,
             expected_rp_id=expected.rp_id, expected_origin=list(expected.allowed_origins),
+            require_user_presence=expected.user_presence_required,
             require_user_verification=expected.user_verification_required,
             supported_pub_key_algs=list(expected.algorithms))
     except WebAuthnException as exc:
@@ -241,6 +248,9 @@ def verify_registration(credential: CredentialResponse, *,
         backup_eligible=auth_data.flags.be, backup_state=auth_data.flags.bs,
         user_verified=auth_data.flags.uv,
         transports=credential.transports)
+
+
+INVALID_SIGNATURE = "The assertion signature does not verify with the stored public key."
 
 
 def _assertion(credential: CredentialResponse) -> AuthenticationCredential:
@@ -256,11 +266,14 @@ def _assertion(credential: CredentialResponse) -> AuthenticationCredential:
 
 def verify_authentication(credential: CredentialResponse, *,
                           expected: AuthenticationExpectations,
-                          stored: StoredPasskey) -> VerifiedAssertion:
+                          stored: StoredPasskey | None) -> VerifiedAssertion:
     """§7.2: an assertion by ``stored``, or :class:`VerificationError` naming the failed step.
 
     The caller has already looked ``stored`` up by ``credential.credential_id`` and checked
-    that it belongs to the user the ceremony named, if any.
+    that it belongs to the user the ceremony named, if any. ``stored`` None: no passkey is
+    registered under what was presented; every check runs as for a registered one and the
+    signature is the step that fails (``invalid_signature``), so no answer tells a
+    registered credential id from one that is not (a decoy of §14.6.2, one deleted).
     """
     if expected.allowed_credential_ids and \
             credential.credential_id not in expected.allowed_credential_ids:
@@ -270,7 +283,12 @@ def verify_authentication(credential: CredentialResponse, *,
     if user_handle is None and expected.user_handle_required:
         raise VerificationError("user_handle_missing", "Usernameless sign-in needs "
                                 "response.userHandle (use a discoverable credential).")
-    if user_handle is not None and not hmac.compare_digest(user_handle, stored.user_handle):
+    # A listed credential nobody holds names no owner: any handle is another's. (Without a
+    # list the caller looked the credential up with the handle: there is nothing to compare.)
+    owner_handle = stored.user_handle if stored is not None else (
+        None if expected.user_handle_required else b"")
+    if user_handle is not None and owner_handle is not None \
+            and not hmac.compare_digest(user_handle, owner_handle):
         raise VerificationError("user_handle_mismatch", "response.userHandle does not name the "
                                 "owner of this credential.")
     _check_client_data(credential.fields["clientDataJSON"], expected_type=AUTHENTICATION_TYPE,
@@ -281,6 +299,8 @@ def verify_authentication(credential: CredentialResponse, *,
         raise VerificationError("invalid_authenticator_data", "authenticatorData is "
                                 "malformed.") from exc
     _check_authenticator_data(auth_data, expected=expected)
+    if stored is None:
+        raise VerificationError("invalid_signature", INVALID_SIGNATURE)
     try:
         # A zero stored count turns py_webauthn's own counter check off: ours below runs
         # after the signature, so only a genuine signed assertion is reported as a clone.
@@ -290,8 +310,7 @@ def verify_authentication(credential: CredentialResponse, *,
             credential_public_key=stored.public_key, credential_current_sign_count=0,
             require_user_verification=expected.user_verification_required)
     except WebAuthnException as exc:
-        raise VerificationError("invalid_signature", "The assertion signature does not verify "
-                                "with the stored public key.") from exc
+        raise VerificationError("invalid_signature", INVALID_SIGNATURE) from exc
     if auth_data.flags.be != stored.backup_eligible:
         raise VerificationError("backup_eligibility_changed", "The credential's backup "
                                 "eligibility (BE) differs from registration; a credential "

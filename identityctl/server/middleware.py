@@ -111,9 +111,10 @@ def origin_of(url: str) -> str:
 
 
 def browser_origins(config: Config) -> frozenset[str]:
-    """The origins whose pages may drive the browser endpoints: passkey.allowed_origins and
-    the service's own (server.base_url, the hosted UI)."""
-    urls: Iterable[str] = (*config.passkey.allowed_origins, config.base_url, config.gate_url)
+    """The origins whose pages may drive the browser endpoints: the passkey origins
+    (passkey.allowed_origins and related_origins) and the service's own (server.base_url,
+    the hosted UI)."""
+    urls: Iterable[str] = (*config.passkey.accepted_origins, config.base_url, config.gate_url)
     return frozenset(origin for origin in map(origin_of, urls) if origin)
 
 
@@ -121,10 +122,10 @@ class BrowserOrigin:
     """Refuse (403 ``cross_origin_refused``) a POST to a browser endpoint (BROWSER_POSTS),
     or a change to the admin API, whose ``Origin`` header names another site.
 
-    Allowed: ``passkey.allowed_origins``, the origin of ``server.base_url`` and of the
-    hosted UI (``gate_client.url``). A request without ``Origin`` is a non-browser client
-    and passes (browsers send ``Origin`` on every cross-origin POST); ``Origin: null``
-    (sandboxed frames, ``data:`` pages) is refused.
+    Allowed: ``passkey.allowed_origins`` and ``related_origins``, the origin of
+    ``server.base_url`` and of the hosted UI (``gate_client.url``). A request without
+    ``Origin`` is a non-browser client and passes (browsers send ``Origin`` on every
+    cross-origin POST); ``Origin: null`` (sandboxed frames, ``data:`` pages) is refused.
     """
 
     def __init__(self, config: Config) -> None:

@@ -44,6 +44,18 @@ def chromium() -> Iterator[Any]:
             launched.close()
 
 
+@contextmanager
+def another_chromium(browser: Any, *flags: str) -> Iterator[Any]:
+    """A second Chromium from ``browser``'s Playwright (one per thread), with ``flags``
+    besides the usual ones."""
+    launched = browser.browser_type.launch(executable_path=CHROMIUM, headless=True,
+                                           args=[*CHROMIUM_FLAGS, *flags])
+    try:
+        yield launched
+    finally:
+        launched.close()
+
+
 class PasskeyPage:
     """A phone-sized page whose browser has a virtual platform authenticator."""
 
@@ -93,3 +105,9 @@ def sign_in_with_password(page: Any, username: str, password: str) -> None:
     page.get_by_role("button", name="Continue", exact=True).click()
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Sign in", exact=True).click()
+
+
+def not_now(page: Any) -> None:
+    """A person without a passkey signed in another way: the page offers to create one
+    (the automatic upgrade's visible step, docs/hosted-ui.md); they decline."""
+    page.get_by_role("button", name="Not now", exact=True).click()

@@ -70,8 +70,9 @@ def _certificates(directory: Path) -> tuple[Path, Path, Path]:
 
 
 @contextmanager
-def https_publisher(directory: Path) -> Iterator[Publisher]:
-    """Serve ``Publisher.routes`` over HTTPS on 127.0.0.1 until the block ends."""
+def https_publisher(directory: Path, *, port: int = 0) -> Iterator[Publisher]:
+    """Serve ``Publisher.routes`` over HTTPS on 127.0.0.1 (``port``, else a free one) until
+    the block ends."""
     ca_file, cert_file, key_file = _certificates(directory)
     publisher = Publisher(base_url="", ca_file=ca_file)
 
@@ -95,7 +96,7 @@ def https_publisher(directory: Path) -> Iterator[Publisher]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert_file, key_file)
     server.socket = context.wrap_socket(server.socket, server_side=True)

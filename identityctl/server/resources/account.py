@@ -76,7 +76,9 @@ class EmailConfirmResource(_AccountResource):
 
 class PasskeysResource(_AccountResource):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = {"passkeys": account.passkeys(self.context, self.holder(req, resp))}
+        holder = self.holder(req, resp)
+        resp.media = {"passkeys": account.passkeys(self.context, holder),
+                      "webauthn": account.webauthn_user(self.context, holder)}
 
 
 class PasskeyResource(_AccountResource):
@@ -277,7 +279,12 @@ OPENAPI_PATHS = {
         requestBody=json_body({"type": "object", "required": ["code"],
                                "properties": {"code": {"type": "string"}}}))},
     f"{API}/passkeys": {"get": _op("The person's passkeys", "accountPasskeys", {
-        "200": json_response("{passkeys: [...]}", {"type": "object"})})},
+        "200": json_response(
+            "{passkeys: [...], webauthn: {rpId, userId, name, displayName}}: the passkeys, and "
+            "what the page passes to the browser's Signal API (userId: the user handle, "
+            "Base64URL).", {"type": "object", "required": ["passkeys", "webauthn"],
+                            "properties": {"passkeys": {"type": "array"},
+                                           "webauthn": {"type": "object"}}})})},
     f"{API}/passkeys/start": {"post": _op(
         "Start adding a passkey on this device (needs a recent sign-in)", "accountPasskeyStart",
         {"200": _CEREMONY, "401": _STEP_UP})},

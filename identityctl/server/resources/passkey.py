@@ -121,7 +121,29 @@ class AuthenticatorIconResource:
     on_head = on_get
 
 
+class RelatedOriginsResource:
+    """WebAuthn L3 §5.11: the origins of other sites that may use this rp_id's passkeys.
+    Browsers fetch it from https://<rp_id>/.well-known/webauthn, without credentials."""
+
+    openapi = {"get": {
+        "summary": "Related origins of the relying party (WebAuthn Related Origin Requests)",
+        "operationId": "webauthnRelatedOrigins",
+        "responses": {"200": json_response(
+            "passkey.related_origins (Cache-Control: public, max-age=3600).", {
+                "type": "object", "required": ["origins"], "properties": {
+                    "origins": {"type": "array", "items": {"type": "string"}}}})}}}
+
+    def __init__(self, context: ServiceContext) -> None:
+        self.answer = {"origins": list(context.config.passkey.related_origins)}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        # It changes only with the configuration: browsers and caches may keep it an hour.
+        resp.set_header("Cache-Control", "public, max-age=3600")
+        resp.media = self.answer
+
+
 def add_passkey_routes(app: falcon.App, context: ServiceContext) -> None:
+    app.add_route("/.well-known/webauthn", RelatedOriginsResource(context))
     app.add_route(ICON_PATH, AuthenticatorIconResource())
     app.add_route("/register/passkey/start", RegisterStartResource(context))
     app.add_route("/register/passkey/finish", RegisterFinishResource(context))
@@ -271,9 +293,11 @@ OPENAPI_PATHS: dict[str, dict] = {
                 "ouId": {"type": "string"},
                 "assertion": {"type": "string", "description": "JWT (typ assertion+jwt)."}}})},
         {"400": error_response(f"{_BODY_ERRORS}; {_SESSION_ERRORS}; {_ATTESTATION_ERRORS}, "
-                               f"invalid_authenticator_data, unknown_credential, "
-                               f"credential_of_another_user, credential_not_allowed, "
-                               f"user_handle_missing, user_handle_mismatch, invalid_signature, "
+                               f"invalid_authenticator_data, unknown_credential (usernameless: "
+                               f"this credential id and user handle are not registered), "
+                               f"credential_not_allowed, user_handle_missing, "
+                               f"user_handle_mismatch, invalid_signature, "
                                f"backup_eligibility_changed, possible_clone."),
          "403": error_response("account_unavailable: the user is disabled or locked.")}),
+    "/.well-known/webauthn": RelatedOriginsResource.openapi,
 }

@@ -170,6 +170,13 @@ def passkeys(ctx: ServiceContext, holder: AccountHolder) -> list[dict[str, Any]]
             for record in passkey_store.list_credentials(holder.user.id)]
 
 
+def webauthn_user(ctx: ServiceContext, holder: AccountHolder) -> dict[str, str]:
+    """What the page tells the person's browser about them (the Signal API: which of their
+    passkeys still count, the names to show): the relying party and their user handle."""
+    return {"rpId": ctx.config.passkey.rp_id, "userId": holder.user.user_handle,
+            "name": holder.user.username, "displayName": ceremonies.display_name(holder.user)}
+
+
 def rename_passkey(holder: AccountHolder, credential_id: str, name: Any) -> dict[str, Any]:
     return rename_credential(holder.user.id, credential_id, name, origin=holder.origin).to_api()
 

@@ -21,6 +21,8 @@ EXECUTORS: dict[tuple[str, str], Executor] = {
     ("PasskeyAuthExecutor", "verify"): Executor(passkey.verify),
     ("PasskeyAuthExecutor", "register_start"): Executor(passkey.register_start),
     ("PasskeyAuthExecutor", "register_finish"): Executor(passkey.register_finish),
+    ("PasskeyAuthExecutor", "upgrade"): Executor(passkey.upgrade),
+    ("PasskeyAuthExecutor", "upgrade_finish"): Executor(passkey.upgrade_finish),
     ("AttributeCollector", ""): Executor(basic.collect_attributes),
     ("ProvisioningExecutor", ""): Executor(basic.provision),
     ("AuthorizationExecutor", ""): Executor(basic.authorize),

@@ -16,7 +16,7 @@
   const page = root.dataset;
   const $ = (id) => document.getElementById(id);
   const content = $("content");
-  const { creationOptions, credentialJSON } = window.identityctlWebAuthn;
+  const { creationOptions, credentialJSON, signal } = window.identityctlWebAuthn;
   const {
     element, button, whole, when, section, showError, setStatus, feedback, say, clearFeedback,
     Refused, signInFor, authenticator,
@@ -167,10 +167,21 @@
     return clientId === page.clientId ? t("Your account") : name;
   }
 
+  // On every drawing (the page's load, after a delete): the person's devices drop the
+  // passkeys this service no longer has and show the names it has now (an administrator may
+  // have renamed the account).
+  function tellDevices(passkeys) {
+    const { rpId, userId, name, displayName } = passkeys.webauthn;
+    signal("signalAllAcceptedCredentials", { rpId, userId,
+      allAcceptedCredentialIds: passkeys.passkeys.map((key) => key.credentialId) });
+    signal("signalCurrentUserDetails", { rpId, userId, name, displayName });
+  }
+
   async function render() {
     const [profile, passkeys, devices, sessions, consents] = await Promise.all([
       call("GET", "/profile"), call("GET", "/passkeys"), call("GET", "/browser-sessions"),
       call("GET", "/sessions"), call("GET", "/consents")]);
+    tellDevices(passkeys);
     const another = element("div", { id: "another-device" });
     const passwordField = element("input", { id: "new-password", type: "password",
       autocomplete: "new-password", required: "" });

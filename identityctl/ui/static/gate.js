@@ -122,7 +122,8 @@
   };
   // Reasons that need no words: the person is simply back at the choices.
   // (federated_link_confirm: the step itself asks, naming both accounts.)
-  const SILENT = new Set(["federation_cancelled", "federated_link_confirm"]);
+  // (passkey_upgrade: the page offers the passkey itself, see upgrade().)
+  const SILENT = new Set(["federation_cancelled", "federated_link_confirm", "passkey_upgrade"]);
   const CEREMONY_TEXT = {
     NotAllowedError:
       "The passkey request was cancelled or timed out, or this device has no passkey for " +
@@ -134,7 +135,23 @@
     NotSupportedError: "This device's authenticator cannot make a passkey this site accepts.",
   };
 
-  const { creationOptions, requestOptions, credentialJSON } = window.identityctlWebAuthn;
+  const { creationOptions, requestOptions, credentialJSON, signal } = window.identityctlWebAuthn;
+
+  // What this browser can do for the automatic upgrade to a passkey after a sign-in
+  // without one, said to the flow in the input "passkeyUpgrade": "conditional" (its
+  // password manager creates one without a dialog: Conditional Create), "modal" (only the
+  // dialog), or nothing (no passkeys here: the flow offers none).
+  const UPGRADE_INPUT = "passkeyUpgrade";
+  const upgradeAbility = (async () => {
+    if (!passkeysSupported) return "";
+    try {
+      const capabilities = PublicKeyCredential.getClientCapabilities
+        ? await PublicKeyCredential.getClientCapabilities() : {};
+      return capabilities.conditionalCreate ? "conditional" : "modal";
+    } catch (unanswered) {
+      return "modal";
+    }
+  })();
 
   // --- talking to the service --------------------------------------------------------------
 
@@ -623,7 +640,11 @@
       for (const button of waiting) button.hidden = false;
     }
     if (!credential) throw Object.assign(new Error("no credential"), { name: "NotAllowedError" });
-    if (kind !== "create") return assertionInputs(credential);
+    return kind === "create" ? creationInputs(credential) : assertionInputs(credential, publicKey);
+  }
+
+  // A new passkey as a flow step's inputs (a button's ceremony and the upgrade alike).
+  function creationInputs(credential) {
     const json = credentialJSON(credential);
     return { credentialId: json.id, clientDataJSON: json.response.clientDataJSON,
       attestationObject: json.response.attestationObject,
@@ -632,9 +653,14 @@
       transports: (json.response.transports || []).join(",") };
   }
 
+  // The passkey this page presented last: a sign-in that answers it is unknown here
+  // (deleted) tells the browser, which stops offering it (tellUnknown).
+  let presented = null;
+
   // A passkey assertion as a flow step's inputs (a button's ceremony and autofill alike).
-  function assertionInputs(credential) {
+  function assertionInputs(credential, publicKey) {
     const json = credentialJSON(credential);
+    presented = { rpId: publicKey.rpId || window.location.hostname, credentialId: json.id };
     const inputs = { credentialId: json.id, clientDataJSON: json.response.clientDataJSON,
       authenticatorData: json.response.authenticatorData, signature: json.response.signature };
     if (json.response.userHandle) inputs.userHandle = json.response.userHandle;
@@ -658,6 +684,8 @@
         inputs = { ...inputs, ...(await runCeremony(ceremony, options)) };
       }
       setStatus(t("Checking…"));
+      const ability = signingUp ? "" : await upgradeAbility;
+      if (ability) inputs[UPGRADE_INPUT] = ability;
       if (signingIn && "password" in inputs) {
         signedInWith = { username: inputs.username, method: "password" };
       }
@@ -699,7 +727,9 @@
     current = step;
     executionId = step.executionId || executionId;
     setStatus("");
+    tellUnknown(step);
     if (step.flowStatus === "COMPLETE") return finish(step);
+    if (step.failureReason === "passkey_upgrade") return upgrade(step);
     if (step.flowStatus === "ERROR") {
       form.replaceChildren();
       showError(step.failureReason ? textFor(step.failureReason)
@@ -717,6 +747,58 @@
     }
     render(step);
     return undefined;
+  }
+
+  // The service does not know the passkey the page presented (deleted here; a passkey that
+  // never existed gets the same answer, and it says nothing of any account): the browser
+  // forgets it (Signal API). Only after a sign-in that presented one.
+  function tellUnknown(step) {
+    if (!presented || step.failureReason !== "unknown_credential") return;
+    signal("signalUnknownCredential", presented);
+    presented = null;
+  }
+
+  // --- the automatic upgrade to a passkey (after a sign-in without one) --------------------
+  // Where the browser has Conditional Create, its password manager is asked to make the
+  // passkey without a dialog; it makes it at once or not at all, so the page waits only a
+  // moment. Otherwise, or when it made none, the flow's offer decides: "offer" shows one
+  // "Create a passkey" step with "Not now"; "conditional" goes straight on. Whatever
+  // happens, the sign-in goes on.
+
+  const CONDITIONAL_CREATE_WAIT_MS = 2000;
+
+  async function upgrade(step) {
+    const extra = step.data.additionalData || {};
+    const actions = step.data.actions || [];
+    const create = actions.find((action) => !isFallback(action));
+    const notNow = actions.find(isFallback);
+    const credential = (await upgradeAbility) === "conditional"
+      ? await conditionalCreate(extra.passkeyCreationOptions) : null;
+    if (credential && create) {
+      return advance(await post(page.flowUrl, { executionId, action: create.ref,
+        inputs: creationInputs(credential) }));
+    }
+    if (extra.passkeyUpgrade === "offer" && passkeysSupported) {
+      render({ ...step, failureReason: "" });
+      $("heading").textContent = t("Sign in faster next time");
+      return undefined;
+    }
+    return advance(await post(page.flowUrl, { executionId, action: notNow.ref, inputs: {} }));
+  }
+
+  async function conditionalCreate(optionsText) {
+    await stopAutofill();  // the browser runs one WebAuthn request at a time
+    const options = JSON.parse(optionsText);
+    const aborting = new AbortController();
+    const waited = setTimeout(() => aborting.abort(), CONDITIONAL_CREATE_WAIT_MS);
+    try {
+      return await navigator.credentials.create({ mediation: "conditional",
+        publicKey: creationOptions(options.publicKey || options), signal: aborting.signal });
+    } catch (declined) {
+      return null;  // none made (no saved password, turned off, aborted): nothing to say
+    } finally {
+      clearTimeout(waited);
+    }
   }
 
   async function finish(step) {
@@ -900,9 +982,12 @@
       busy(true);
       setStatus(t("Checking…"));
       const done = await post(page.flowUrl, { executionId: challenged.executionId,
-        action: verify.ref, inputs: assertionInputs(credential) });
+        action: verify.ref, inputs: assertionInputs(credential, options.publicKey || options) });
       if (done.flowStatus === "COMPLETE") await finish(done);
-      else showError(textFor(done.failureReason));
+      else {
+        tellUnknown(done);
+        showError(textFor(done.failureReason));
+      }
     } catch (failure) {
       // Aborted for another way in, or no passkey offered or picked: the form is there,
       // and nothing the person did went wrong. Only a picked passkey that fails says so.

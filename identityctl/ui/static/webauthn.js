@@ -54,5 +54,15 @@
       } };
   }
 
-  window.identityctlWebAuthn = Object.freeze({ creationOptions, requestOptions, credentialJSON });
+  // The Signal API (WebAuthn L3 §5.1.10): tells the person's passkey provider what this
+  // service knows, so it stops offering passkeys deleted here and shows current names. Only
+  // where the browser has it; a refusal changes nothing the page does.
+  function signal(name, options) {
+    if (typeof window.PublicKeyCredential !== "function" ||
+        typeof PublicKeyCredential[name] !== "function") return;
+    PublicKeyCredential[name](options).catch(() => {});
+  }
+
+  window.identityctlWebAuthn = Object.freeze({ creationOptions, requestOptions, credentialJSON,
+    signal });
 })();

@@ -12,13 +12,13 @@ import secrets
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from identityctl import i18n
 from identityctl.errors import Conflict, InvalidField, MissingField, NotFound
 from identityctl.passkey import codec
 from identityctl.passkey.authenticators import authenticator_name
-from identityctl.passkey.codec import CredentialReader
+from identityctl.passkey.codec import CredentialReader, CredentialResponse
 from identityctl.passkey.decoys import decoy_credentials
 from identityctl.passkey.options import (
     COSE_ALGORITHMS,
@@ -150,7 +150,8 @@ def authenticator_credential_name(aaguid: str, *, language: str, now: float) -> 
     return i18n.translate(language, "Passkey from {date}", date=rfc3339(now)[:10])
 
 
-def _display_name(user: UserRecord) -> str:
+def display_name(user: UserRecord) -> str:
+    """What the person's authenticators show under the username (WebAuthn displayName)."""
     parts = [user.attributes.get(key) for key in ("given_name", "family_name")]
     full = " ".join(part for part in parts if isinstance(part, str) and part.strip())
     return full or user.username
@@ -162,11 +163,13 @@ def start_registration(ctx: ServiceContext, *, user_id: str, rp_id: str,
                        rp_name: str | None = None,
                        authenticator_selection: dict | None = None,
                        attestation: str | None = None,
-                       origin: RequestOrigin, scope: str | None = None) -> CeremonyStart:
+                       origin: RequestOrigin, scope: str | None = None,
+                       conditional: bool = False) -> CeremonyStart:
     """Creation options for a new passkey of ``user_id`` and the session to finish it.
 
     ``scope`` says which earlier start of the user's registration this one replaces (see
-    :func:`ceremony_scope`, the default)."""
+    :func:`ceremony_scope`, the default). ``conditional``: the page may create it with
+    Conditional Create, so its finish accepts a credential made without user presence."""
     rp_id = _require_rp_id(ctx, rp_id)
     if user_id is None or not user_id.strip():
         raise MissingField("userId")
@@ -189,12 +192,14 @@ def start_registration(ctx: ServiceContext, *, user_id: str, rp_id: str,
     options = creation_options(
         rp_id=rp_id, rp_name=rp_name.strip() if rp_name and rp_name.strip() else config.rp_name,
         user_handle=codec.decode(user.user_handle, field="userHandle"),
-        user_name=user.username, user_display_name=_display_name(user), challenge=challenge,
+        user_name=user.username, user_display_name=display_name(user), challenge=challenge,
         timeout_ms=config.timeout_ms, policy=policy,
         exclude_credentials=_known_credentials(user.id))
     state = {"userVerification": policy.user_verification,
              "authenticatorAttachment": policy.authenticator_attachment,
              "attestation": policy.attestation, "algorithms": list(policy.algorithms)}
+    if conditional:
+        state["userPresence"] = "optional"
     return CeremonyStart(options=options, session_token=new_session(
         ctx, ceremony=store.REGISTRATION, user_id=user.id,
         scope=scope or ceremony_scope(client_address=origin.address),
@@ -220,10 +225,11 @@ def finish_registration(ctx: ServiceContext, *, credential: CredentialReader, se
         state = session.state
         verified = verify_registration(response, expected=RegistrationExpectations(
             challenge=codec.decode(session.challenge, field="challenge"), rp_id=session.rp_id,
-            allowed_origins=ctx.config.passkey.allowed_origins,
+            allowed_origins=ctx.config.passkey.accepted_origins,
             user_verification_required=state["userVerification"] == "required",
             algorithms=tuple(state["algorithms"]),
-            authenticator_attachment=state["authenticatorAttachment"]))
+            authenticator_attachment=state["authenticatorAttachment"],
+            user_presence_required=state.get("userPresence") != "optional"))
         attestation_policy.check_registration(ctx.config.passkey, aaguid=verified.aaguid,
                                               response=response)
         credential_id = codec.encode(verified.credential_id)
@@ -335,22 +341,21 @@ def finish_authentication(ctx: ServiceContext, *, credential: CredentialReader,
         session = open_session(session_token, ceremony=store.AUTHENTICATION, now=now)
         attempt.user_id = session.user_id
         attempt.check(_throttle_account(session))
-        found = store.find_credential_with_owner(codec.encode(response.credential_id))
-        if found is None:
-            raise VerificationError("unknown_credential", "No passkey with this credential id "
-                                    "is registered here.")
-        stored, owner = found
-        if session.user_id is not None and stored.user_id != session.user_id:
-            raise VerificationError("credential_of_another_user", "The credential belongs to "
-                                    "another user than the one this sign-in started for.")
-        attempt.at_stake(stored.user_id)
+        found = _registered_pair(response, listed=session.state["allowCredentials"])
+        if found is not None:
+            attempt.at_stake(found[0].user_id)
         expectations = AuthenticationExpectations(
                 challenge=codec.decode(session.challenge, field="challenge"),
-                rp_id=session.rp_id, allowed_origins=ctx.config.passkey.allowed_origins,
+                rp_id=session.rp_id, allowed_origins=ctx.config.passkey.accepted_origins,
                 user_verification_required=session.state["userVerification"] == "required",
                 allowed_credential_ids=tuple(codec.decode(c, field="allowCredentials")
                                              for c in session.state["allowCredentials"]),
-                user_handle_required=session.user_id is None)
+                # Usernameless is an empty list, not a session naming nobody: a name's decoys
+                # must be answered as its real passkeys are.
+                user_handle_required=not session.state["allowCredentials"])
+        if found is None:
+            _refuse_unregistered(response, expectations)
+        stored, owner = found
         try:
             verified = verify_authentication(response, expected=expectations, stored=StoredPasskey(
                 credential_id=response.credential_id, public_key=stored.public_key,
@@ -381,3 +386,40 @@ def finish_authentication(ctx: ServiceContext, *, credential: CredentialReader,
     amr = ["passkey"] if verified.backup_eligible else ["passkey", "hwk"]
     return AuthenticatedUser(user=owner, credential_id=stored.credential_id, amr=amr,
                              user_verified=verified.user_verified)
+
+
+def _registered_pair(response: CredentialResponse, *, listed: list[str]
+                     ) -> tuple[store.SignInCredential, UserRecord] | None:
+    """The passkey presented and its owner, or None when none is registered under it.
+
+    Without a list (usernameless) what must be registered is the pair the authenticator
+    keeps, credential id and user handle: a registered id under another's handle is as
+    unknown as an id never seen, so ``unknown_credential`` tells a presenter nothing but
+    that their own pair is not (or no longer) here. With a list, an id outside it is
+    refused before any read (``credential_not_allowed``), whoever it may belong to.
+    """
+    presented = codec.encode(response.credential_id)
+    if listed and presented not in listed:
+        return None
+    found = store.find_credential_with_owner(presented)
+    handle = response.fields.get("userHandle")
+    if found is not None and not listed and handle is not None and \
+            codec.decode(found[1].user_handle, field="userHandle") != handle:
+        return None
+    return found
+
+
+def _refuse_unregistered(response: CredentialResponse,
+                         expectations: AuthenticationExpectations) -> NoReturn:
+    """Refuse what :func:`_registered_pair` found unregistered with the answer a registered
+    passkey with a wrong signature would get, after the same checks; a usernameless one
+    that passes them all is ``unknown_credential`` (the page may tell the browser to forget
+    it: the Signal API), a listed one (a decoy) stays ``invalid_signature``."""
+    try:
+        verify_authentication(response, expected=expectations, stored=None)
+    except VerificationError as error:
+        if error.code == "invalid_signature" and not expectations.allowed_credential_ids:
+            raise VerificationError("unknown_credential", "No passkey with this credential "
+                                    "id and user handle is registered here.") from None
+        raise
+    raise AssertionError("an assertion without a stored passkey verified")

@@ -10,13 +10,17 @@ from typing import Any, TypeVar
 
 from identityctl.errors import (
     NotFound,
+    TooManyRequests,
 )
 from identityctl.flow.engine import SUCCESS, TaskOutcome
 from identityctl.passkey import codec
+from identityctl.passkey.upgrade import upgrade_offer
 from identityctl.services.accounts.passkeys import ceremonies
 from identityctl.services.delivery import mail
-from identityctl.services.flows.step import StepRequest
+from identityctl.services.flows.step import CORRECTABLE_BY_THE_USER, StepRequest
 from identityctl.store import directory
+from identityctl.store import passkeys as passkey_store
+from identityctl.store.db import transaction
 
 
 def challenge(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
@@ -81,16 +85,66 @@ def register_start(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome
     return SUCCESS
 
 
-def register_finish(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
+def _store_new_passkey(step: StepRequest) -> ceremonies.RegisteredCredential:
+    """The passkey the page made, verified and stored; what the step answers about it."""
     registered = _finish_ceremony(step, ceremonies.finish_registration,
                                   credential_name=step.inputs.get("credentialName"),
                                   language=step.language)
     step.additional.update({"passkeyCredentialID": registered.credential_id,
                             "passkeyCredentialName": registered.name,
                             "credentialCreatedAt": ceremonies.rfc3339(registered.created_at)})
+    return registered
+
+
+def register_finish(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
+    registered = _store_new_passkey(step)
     if step.user_id:  # making it needed the authenticator and its user verification
         step.signed_in(step.user_id, ["passkey"])
         if step.context.get("recovering"):  # the person is told, at their proven address
             mail.notify(step.ctx, directory.get_user(step.user_id), "passkey_added",
                         name=registered.name, how="recovery")
+    return SUCCESS
+
+
+#: The input in which a page says what its browser can (``upgrade.BROWSER_CAN``).
+UPGRADE_INPUT = "passkeyUpgrade"
+
+
+def upgrade(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
+    """The automatic upgrade to a passkey, after a sign-in that used none: creation options
+    (``additionalData.passkeyCreationOptions``) and what the page may do with them
+    (``passkeyUpgrade``: ``conditional`` or ``offer``, :func:`upgrade_offer`), as the
+    incomplete outcome ``passkey_upgrade``; only to a page that said what its browser can
+    (input ``passkeyUpgrade``). Nothing to offer, or the start refused (throttled, say):
+    success, and the sign-in goes on."""
+    if not step.user_id:
+        return SUCCESS
+    offer = upgrade_offer(amr=step.context.get("amr", []),
+                          browser_can=step.text(UPGRADE_INPUT),
+                          has_passkeys=bool(passkey_store.credential_descriptors(step.user_id)),
+                          visible_step=properties.get("visibleStep", True) is not False)
+    if offer is None:
+        return SUCCESS
+    try:
+        started = ceremonies.start_registration(
+            step.ctx, user_id=step.user_id, rp_id=properties.get("relyingPartyId"),
+            scope="flow:" + step.execution_id, rp_name=properties.get("relyingPartyName"),
+            authenticator_selection=properties.get("authenticatorSelection"),
+            origin=step.origin, conditional=True)
+    except (*CORRECTABLE_BY_THE_USER, TooManyRequests):
+        return SUCCESS
+    step.context["passkeySession"] = started.session_token
+    step.additional["passkeyCreationOptions"] = json.dumps(started.options)
+    step.additional["passkeyUpgrade"] = offer
+    return TaskOutcome("incomplete", "passkey_upgrade")
+
+
+def upgrade_finish(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
+    """The upgrade's passkey, stored as any new one (audited ``passkey.register``) and told
+    to the person by e-mail. The sign-in's methods stay as they were: a passkey made
+    without a gesture proves nothing about this sign-in."""
+    registered = _store_new_passkey(step)
+    with transaction():
+        mail.notify(step.ctx, directory.get_user(step.user_id), "passkey_added",
+                    name=registered.name, how="sign_in")
     return SUCCESS
