@@ -254,6 +254,18 @@ def _version_the_catalog() -> None:
             'EXECUTE PROCEDURE "raise_catalog_version"()')
 
 
+def _totp_and_passkeys_only() -> None:
+    for table in ("organization_unit", "application"):
+        if "passkeys_only" not in _columns(table):  # a database made by migration 1 has it
+            db.database.execute_sql(f'ALTER TABLE "{table}" ADD COLUMN "passkeys_only" '
+                                    "BOOLEAN NOT NULL DEFAULT FALSE")
+    db.database.execute_sql(
+        'CREATE TABLE IF NOT EXISTS "totp_secret" ("user_id" VARCHAR(255) NOT NULL PRIMARY KEY '
+        'REFERENCES "user" ("id") ON DELETE CASCADE, "sealed_secret" TEXT NOT NULL, '
+        '"confirmed" BOOLEAN NOT NULL DEFAULT FALSE, "last_step" BIGINT, '
+        '"created_at" DOUBLE PRECISION NOT NULL)')
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
     (1, "create the initial schema", _create_tables),
     (2, "index the open ceremony sessions of a user", _index_open_ceremony_sessions),
@@ -289,6 +301,8 @@ MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
      _create_proposed_changes),
     (21, "a version of the applications that every change to one raises (per-process caches "
          "of clients)", _version_the_catalog),
+    (23, "authenticator apps (TOTP) of people who sign in with a password; organization "
+         "units and applications may allow passkeys only", _totp_and_passkeys_only),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]
