@@ -24,7 +24,7 @@ from tests.conftest import Service
 from tests.support.flows import FlowClient
 from tests.support.origins import TEST_ORIGIN
 from tests.support.passkeys import assert_error
-from tests.support.smtp import SmtpServer, text_of
+from tests.support.smtp import SmtpServer, code_in, text_of
 from tests.test_account import Account
 from tests.test_flow_execution import PASSWORD, make_application
 from tests.test_lockout_resistance import ATTACKER, VICTIM, flow_from, password_attempt
@@ -244,3 +244,22 @@ def test_passkeys_only_refuses_passwords_for_an_application_or_a_unit(
         assert_error(me.call("POST", "/totp", {}), 403, "passwords_not_allowed")
     finally:
         directory.update_ou(me.user.ou_id, passkeys_only=False, origin=TEST_ORIGIN)
+
+
+def test_recovery_by_e_mail_asks_the_enrolled_for_their_app_too(
+        mailing: Service, smtp: SmtpServer) -> None:
+    me = with_password(Account(mailing))
+    address = me.user.attributes["email"]
+    with db.transaction():
+        recovery_store.mark_verified(me.user.id, address)
+    secret = enrolled(me)
+    flows = FlowClient(mailing, make_application()["id"])
+    flows.start("RECOVERY")
+    flows.act("email_code", username=me.user.username)
+    [mailed] = [message for message in smtp.mailbox.wait_for(address, 2)
+                if "code" in message["Subject"]]
+    step = flows.act("check_code", otp=code_in(mailed))
+    # The mailbox alone is not enough: the app's code (or a recovery code) comes next.
+    assert {i["identifier"] for i in step["data"]["inputs"]} == {"totpCode", "recoveryCode"}
+    step = flows.act("totp", totpCode=later_code(secret))
+    assert "passkeyCreationOptions" in step["data"]["additionalData"]
