@@ -171,7 +171,8 @@ def test_changing_credentials_needs_a_recent_sign_in(short_window: Service) -> N
     time.sleep(1.5)
     for method, path, body in (("POST", "/passkeys/start", {}),
                                ("POST", "/passkeys/link", {}),
-                               ("PUT", "/password", {"password": "a long enough passphrase"})):
+                               ("PUT", "/password", {"password": "a long enough passphrase"}),
+                               ("POST", "/totp", {}), ("DELETE", "/totp", None)):
         refused = me.call(method, path, body)
         assert_error(refused, 401, "sign_in_too_old")
         assert refused.headers["WWW-Authenticate"] == (

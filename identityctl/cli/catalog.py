@@ -170,12 +170,15 @@ GrantOption = typer.Option(
 AllowSignUpOption = typer.Option(
     None, "--allow-sign-up/--no-sign-up",
     help="Offer 'Create an account' on the hosted page (runs the sign-up flow).")
+PasskeysOnlyOption = typer.Option(
+    None, "--passkeys-only/--passwords-allowed",
+    help="Refuse password sign-ins to it (passwords_not_allowed), or allow them again.")
 
 
 def _apply_options(document: dict[str, Any], *, name: str | None,
                    redirect_uri: list[str] | None, grant: list[str] | None, theme: str | None,
                    sign_in_flow: str | None, sign_up_flow: str | None,
-                   allow_sign_up: bool | None) -> dict[str, Any]:
+                   allow_sign_up: bool | None, passkeys_only: bool | None) -> dict[str, Any]:
     """The options of `app create` and `app update`, over the document (they win)."""
     if name is not None:
         document["name"] = name
@@ -191,6 +194,8 @@ def _apply_options(document: dict[str, Any], *, name: str | None,
         document["registrationFlowId"] = sign_up_flow
     if allow_sign_up is not None:
         document["isRegistrationFlowEnabled"] = allow_sign_up
+    if passkeys_only is not None:
+        document["passkeysOnly"] = passkeys_only
     return document
 
 
@@ -208,6 +213,7 @@ def app_create(
     sign_in_flow: str | None = SignInFlowOption,
     sign_up_flow: str | None = SignUpFlowOption,
     allow_sign_up: bool | None = AllowSignUpOption,
+    passkeys_only: bool | None = PasskeysOnlyOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Register an application and print its client secret (confidential clients) ONCE.
@@ -245,7 +251,7 @@ def app_create(
         chosen, document = _from_template(name, template)
     _apply_options(document, name=name, redirect_uri=redirect_uri, grant=grant, theme=theme,
                    sign_in_flow=sign_in_flow, sign_up_flow=sign_up_flow,
-                   allow_sign_up=allow_sign_up)
+                   allow_sign_up=allow_sign_up, passkeys_only=passkeys_only)
     if chosen is not None:
         catalog_service.applications.require_own_redirect_uri(chosen, document)
     with console.status("Creating the application..."):
@@ -307,6 +313,7 @@ def app_update(
     sign_in_flow: str | None = SignInFlowOption,
     sign_up_flow: str | None = SignUpFlowOption,
     allow_sign_up: bool | None = AllowSignUpOption,
+    passkeys_only: bool | None = PasskeysOnlyOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Change an application (client id and secret are kept): the same options as `app
@@ -323,7 +330,7 @@ def app_update(
     document = _document(file, "application") if file is not None else dict(current)
     _apply_options(document, name=name, redirect_uri=redirect_uri, grant=grant, theme=theme,
                    sign_in_flow=sign_in_flow, sign_up_flow=sign_up_flow,
-                   allow_sign_up=allow_sign_up)
+                   allow_sign_up=allow_sign_up, passkeys_only=passkeys_only)
     document["id"] = current["id"]
     updated = catalog_service.applications.update_application(document, origin=ORIGIN)
     show_record(updated if as_json else _application_view(updated),

@@ -378,6 +378,8 @@ def ou_create(
     name: str | None = typer.Option(None, "--name", help="Display name (default: the handle)."),
     description: str = typer.Option("", "--description", help="What the unit is for."),
     parent: str | None = typer.Option(None, "--parent", help="Parent unit (handle or id)."),
+    passkeys_only: bool = typer.Option(False, "--passkeys-only", help="Its people (and those "
+                                       "of units inside it) sign in with passkeys only."),
     as_json: bool = JsonOption,
 ) -> None:
     """Create an organization unit, optionally inside another.
@@ -388,7 +390,8 @@ def ou_create(
 
     Session.connected()
     created = directory_service.create_ou(handle=handle, name=name or handle,
-                                          description=description, parent=parent, origin=ORIGIN)
+                                          description=description, parent=parent,
+                                          passkeys_only=passkeys_only, origin=ORIGIN)
     show_record(created, title=f"Created organization unit {handle}", as_json=as_json)
 
 
@@ -430,6 +433,9 @@ def ou_update(
     description: str | None = typer.Option(None, "--description", help="New description."),
     parent: str | None = typer.Option(None, "--parent", help="Move under this unit."),
     top_level: bool = typer.Option(False, "--top-level", help="Move to the top (no parent)."),
+    passkeys_only: bool | None = typer.Option(
+        None, "--passkeys-only/--passwords-allowed",
+        help="Passkeys only for its people (and units inside it), or passwords allowed again."),
     as_json: bool = JsonOption,
 ) -> None:
     """Rename, describe or move an organization unit (a unit cannot move inside itself).
@@ -442,7 +448,8 @@ def ou_update(
         raise BadRequest("Use either --parent or --top-level.", code="conflicting_options")
     Session.connected()
     changes: dict[str, Any] = {key: value for key, value in
-                               (("name", name), ("description", description), ("parent", parent))
+                               (("name", name), ("description", description), ("parent", parent),
+                                ("passkeys_only", passkeys_only))
                                if value is not None}
     if top_level:
         changes["parent"] = None

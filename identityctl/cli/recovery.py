@@ -1,5 +1,6 @@
 """`identityctl user invite` and `identityctl user recovery-codes`: the ways back in that
-need no admin later (docs/recovery.md)."""
+need no admin later (docs/recovery.md); `identityctl user remove-totp` for the person who lost
+both their phone and their recovery codes."""
 
 from __future__ import annotations
 
@@ -64,3 +65,23 @@ def add_recovery_commands(user_app: typer.Typer) -> None:
                       "works once):")
         for code in made:
             console.print(f"  {code}")
+
+    @command(user_app, "remove-totp")
+    def user_remove_totp(
+        user: str = typer.Argument(..., metavar="ID|USERNAME",
+                                   help="Whose authenticator app to remove."),
+    ) -> None:
+        """Remove a user's authenticator app (TOTP) when they lost their phone and their
+        recovery codes: their password signs them in alone again, until they set up a new
+        app on their account page. They are told by e-mail:
+
+            identityctl user remove-totp ada
+        """
+        from identityctl.services.accounts import totp
+        from identityctl.services.context import ServiceContext
+        from identityctl.services.directory import users as directory_service
+
+        config = Session.connected()
+        totp.remove(ServiceContext.for_config(config), directory_service.require_user(user),
+                    origin=ORIGIN)
+        console.print(f"[green]Removed the authenticator app of {user}.[/green]")

@@ -42,6 +42,10 @@ EXECUTORS: dict[str, tuple[str, ...]] = {
     "EmailExecutor": ("verify", "recovery"),
     #: Checks the code EmailExecutor sent to this execution (input ``otp``).
     "OTPExecutor": (),
+    #: After a password: the code of the person's authenticator app (input ``totpCode``), or
+    #: one of their recovery codes (``recoveryCode``); a person without an app goes on, and
+    #: without either input the step is incomplete with no reason (onIncomplete: its PROMPT).
+    "TOTPExecutor": ("verify",),
     #: One of the named account's recovery codes (inputs ``username``, ``recoveryCode``).
     "RecoveryCodeExecutor": (),
     #: Sets the identified person's new password (input ``password``).

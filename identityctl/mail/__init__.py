@@ -42,6 +42,13 @@ MESSAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "passkey_removed": ("A passkey was removed from your {product} account", (
         "The passkey named \"{name}\" was removed from your account.",
         "If this was not you, sign in and check your account page: {account_url}")),
+    "totp_added": ("An authenticator app was set up for your {product} account", (
+        "From now on, signing in with your password also asks for a code from your "
+        "authenticator app.",
+        "If this was not you, sign in and check your account page: {account_url}")),
+    "totp_removed": ("The authenticator app was removed from your {product} account", (
+        "Signing in with your password no longer asks for a code from an authenticator app.",
+        "If this was not you, sign in and check your account page: {account_url}")),
     "invite": ("You are invited to {product}", (
         "An account named {username} is waiting for you at {product}.",
         "Open this link on the device you want to sign in with, and create a passkey there. "

@@ -108,6 +108,9 @@ class ApplicationFields(WireModel):
         description="Whether users may sign up through this application.")] = None
     allowed_user_types: Annotated[list[str] | None, Field(
         description="User type names allowed to sign in (svc_list_user_types); empty: any.")] = None
+    passkeys_only: Annotated[bool | None, Field(
+        description="Passkeys only: nobody signs in to it with a password (nor so with an "
+                    "authenticator app's code); left out, passwords are allowed.")] = None
     inbound_auth_config: Annotated[list[InboundAuthConfig] | None, Field(
         description="OAuth 2.0 client settings: one entry of type oauth2.")] = None
 

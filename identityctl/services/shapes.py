@@ -57,7 +57,7 @@ OAUTH_CONFIG: Shape = {
 APPLICATION: Shape = {
     **_STORED, "name": None, "description": None, "template": None, "themeId": None,
     "ouId": None, "authFlowId": None, "registrationFlowId": None,
-    "isRegistrationFlowEnabled": None, "allowedUserTypes": None,
+    "isRegistrationFlowEnabled": None, "allowedUserTypes": None, "passkeysOnly": None,
     "inboundAuthConfig": Each({"type": None, "config": OAUTH_CONFIG}),
 }
 
@@ -90,7 +90,8 @@ THEME: Shape = {**_STORED, "handle": None, "displayName": None, "description": N
 CONFIGURATION: dict[str, Shape] = {
     "themes": THEME,
     "flows": FLOW,
-    "organizationUnits": {"handle": None, "name": None, "description": None, "parent": None},
+    "organizationUnits": {"handle": None, "name": None, "description": None, "parent": None,
+                          "passkeysOnly": None},
     "userTypes": {"name": None, "ou": None, "allowSelfRegistration": None, "schema": None},
     "roles": {"name": None, "description": None, "scopes": None},
     "resourceServers": {"identifier": None, "name": None, "scopes": None},

@@ -121,7 +121,8 @@ _APPLICATION_COLUMNS = {
     "name": "name", "description": "description", "template": "template", "ouId": "ou",
     "authFlowId": "auth_flow", "registrationFlowId": "registration_flow",
     "isRegistrationFlowEnabled": "registration_enabled", "themeId": "theme",
-    "allowedUserTypes": "allowed_user_types", "clientId": "client_id",
+    "allowedUserTypes": "allowed_user_types", "passkeysOnly": "passkeys_only",
+    "clientId": "client_id",
     "clientSecretHash": "client_secret_hash", "oauth": "oauth",
 }
 
@@ -134,6 +135,7 @@ def _application_api(row: Application | Row) -> dict[str, Any]:
         "registrationFlowId": row.registration_flow_id,
         "isRegistrationFlowEnabled": row.registration_enabled, "themeId": row.theme_id,
         "allowedUserTypes": row.allowed_user_types or [],
+        "passkeysOnly": bool(row.passkeys_only),
         "inboundAuthConfig": [{"type": "oauth2",
                                "config": {"clientId": row.client_id, **(row.oauth or {})}}],
         "createdAt": row.created_at, "updatedAt": row.updated_at,

@@ -306,7 +306,8 @@ def delete_user(user_id: str) -> None:
 
 def _ou_api(row: OrganizationUnit) -> dict[str, Any]:
     return {"id": row.id, "handle": row.handle, "name": row.name,
-            "description": row.description, "parent": row.parent_id}
+            "description": row.description, "parent": row.parent_id,
+            "passkeysOnly": row.passkeys_only}
 
 
 def ous_page(*, limit: int | None = None, offset: int = 0) -> tuple[int, list[dict[str, Any]]]:
@@ -327,11 +328,27 @@ def find_ou(id_or_handle: str) -> dict[str, Any] | None:
 
 
 def create_ou(*, handle: str, name: str, description: str = "",
-              parent_id: str | None = None) -> dict[str, Any]:
+              parent_id: str | None = None, passkeys_only: bool = False) -> dict[str, Any]:
     return _ou_api(crud.insert(OrganizationUnit, code="ou_exists",
                                conflict=f"Organization unit '{handle}' already exists.",
                                handle=handle, name=name, description=description,
-                               parent=parent_id))
+                               parent=parent_id, passkeys_only=passkeys_only))
+
+
+def passkeys_only_ou(ou_id: str) -> bool:
+    """Whether the unit or one above it allows passkeys only (a short walk up the tree)."""
+    seen: set[str] = set()
+    current: str | None = ou_id
+    while current is not None and current not in seen:
+        seen.add(current)
+        row = OrganizationUnit.select(OrganizationUnit.parent, OrganizationUnit.passkeys_only) \
+            .where(OrganizationUnit.id == current).first()
+        if row is None:
+            return False
+        if row.passkeys_only:
+            return True
+        current = row.parent_id
+    return False
 
 
 def update_ou(ou_id: str, **fields: Any) -> dict[str, Any]:

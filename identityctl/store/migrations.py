@@ -257,6 +257,16 @@ def _version_the_catalog() -> None:
 
 def _create_attestation_metadata() -> None:
     db.database.create_tables([AttestationMetadata], safe=True)
+def _totp_and_passkeys_only() -> None:
+    for table in ("organization_unit", "application"):
+        if "passkeys_only" not in _columns(table):  # a database made by migration 1 has it
+            db.database.execute_sql(f'ALTER TABLE "{table}" ADD COLUMN "passkeys_only" '
+                                    "BOOLEAN NOT NULL DEFAULT FALSE")
+    db.database.execute_sql(
+        'CREATE TABLE IF NOT EXISTS "totp_secret" ("user_id" VARCHAR(255) NOT NULL PRIMARY KEY '
+        'REFERENCES "user" ("id") ON DELETE CASCADE, "sealed_secret" TEXT NOT NULL, '
+        '"confirmed" BOOLEAN NOT NULL DEFAULT FALSE, "last_step" BIGINT, '
+        '"created_at" DOUBLE PRECISION NOT NULL)')
 
 
 MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
@@ -296,6 +306,8 @@ MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
          "of clients)", _version_the_catalog),
     (22, "the FIDO metadata (MDS3) that passkey registrations are checked against",
      _create_attestation_metadata),
+    (23, "authenticator apps (TOTP) of people who sign in with a password; organization "
+         "units and applications may allow passkeys only", _totp_and_passkeys_only),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -66,6 +66,9 @@ class OrganizationUnit(BaseModel):
     name = peewee.CharField()
     description = peewee.TextField(default="")
     parent = peewee.ForeignKeyField("self", null=True, backref="children", on_delete="RESTRICT")
+    #: Its people (and those of the units below it) sign in with passkeys only: no password,
+    #: so no TOTP either (services/accounts/password_rule.py).
+    passkeys_only = peewee.BooleanField(default=False)
     created_at = peewee.DoubleField(default=now)
 
 
@@ -138,6 +141,8 @@ class Application(BaseModel):
     registration_enabled = peewee.BooleanField(default=False)
     theme = peewee.ForeignKeyField(Theme, null=True, on_delete="SET NULL")
     allowed_user_types = JSONField(default=list)
+    #: Nobody signs in to it with a password (services/accounts/password_rule.py).
+    passkeys_only = peewee.BooleanField(default=False)
     client_id = peewee.CharField(unique=True)
     client_secret_hash = peewee.TextField(null=True)
     #: {"redirectUris", "grantTypes", "responseTypes", "tokenEndpointAuthMethod",
@@ -470,6 +475,18 @@ class RecoveryCode(BaseModel):
     used_at = peewee.DoubleField(null=True)
 
 
+class TOTPSecret(BaseModel):
+    """A person's authenticator app (RFC 6238): its seed sealed (security/totp.py), active
+    once a first code confirmed it, and the last time step a code was accepted for."""
+
+    user = peewee.ForeignKeyField(User, primary_key=True, on_delete="CASCADE")
+    sealed_secret = peewee.TextField()
+    confirmed = peewee.BooleanField(default=False)
+    #: The step of the last accepted code: it and every earlier step are spent.
+    last_step = peewee.BigIntegerField(null=True)
+    created_at = peewee.DoubleField(default=now)
+
+
 class IdentityProvider(BaseModel):
     """An upstream identity provider people may sign in through (federation/)."""
 
@@ -618,4 +635,5 @@ ALL_MODELS: list[type[BaseModel]] = [
     OutboxMessage, VerifiedEmail, EmailCode, RecoveryCode, IdentityProvider, FederatedIdentity,
     WebhookSubscription, SpentIdentifier, PushedRequest, DeviceAuthorization, ProposedChange,
     AttestationMetadata,
+    TOTPSecret,
 ]

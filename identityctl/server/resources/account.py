@@ -171,6 +171,23 @@ class PasswordResource(_AccountResource):
         resp.status = falcon.HTTP_204
 
 
+class TOTPResource(_AccountResource):
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.status = falcon.HTTP_201
+        resp.media = account.start_totp(self.context, self.holder(req, resp))
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response) -> None:
+        account.remove_totp(self.context, self.holder(req, resp))
+        resp.status = falcon.HTTP_204
+
+
+class TOTPConfirmResource(_AccountResource):
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        holder = self.holder(req, resp)
+        account.confirm_totp(self.context, holder, string_field(json_object(req), "code"))
+        resp.status = falcon.HTTP_204
+
+
 class RecoveryCodesResource(_AccountResource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         codes = account.new_recovery_codes(self.context, self.holder(req, resp))
@@ -228,6 +245,8 @@ def add_account_routes(app: falcon.App, context: ServiceContext) -> None:
     app.add_route(API + "/browser-sessions/{session_id}", BrowserSessionResource(context))
     app.add_route(f"{API}/sign-out", SignOutResource(context))
     app.add_route(f"{API}/password", PasswordResource(context))
+    app.add_route(f"{API}/totp", TOTPResource(context))
+    app.add_route(f"{API}/totp/confirm", TOTPConfirmResource(context))
     app.add_route(f"{API}/consents", ConsentsResource(context))
     app.add_route(f"{API}/recovery-codes", RecoveryCodesResource(context))
 
@@ -361,9 +380,33 @@ OPENAPI_PATHS = {
             "scope": {"enum": list(account.SIGN_OUT_SCOPES)}}}))},
     f"{API}/password": {"put": _op(
         "Set or change the password (needs a recent sign-in)", "accountPassword",
-        {"204": {"description": "Set."}, "400": error_response("weak_password.")},
+        {"204": {"description": "Set."}, "400": error_response("weak_password."),
+         "403": error_response("passwords_not_allowed: passkeys only here.")},
         requestBody=json_body({"type": "object", "required": ["password"],
                                "properties": {"password": {"type": "string"}}}))},
+    f"{API}/totp": {
+        "post": _op("Set up an authenticator app (needs a recent sign-in): its QR code and "
+                    "secret; active once a first code confirms it", "accountTotpStart",
+                    {"201": json_response("{secret, uri (otpauth://), qrCode (SVG data URI)}",
+                                          {"type": "object", "properties": {
+                                              "secret": {"type": "string"},
+                                              "uri": {"type": "string"},
+                                              "qrCode": {"type": "string"}}}),
+                     "401": _STEP_UP,
+                     "403": error_response("passwords_not_allowed: passkeys only here."),
+                     "409": error_response("totp_needs_password, totp_already_enrolled.")}),
+        "delete": _op("Remove the authenticator app (needs a recent sign-in)",
+                      "accountTotpRemove",
+                      {"204": {"description": "Removed."}, "401": _STEP_UP,
+                       "400": error_response("totp_not_enrolled.")})},
+    f"{API}/totp/confirm": {"post": _op(
+        "Confirm the authenticator app with a first code: from now on a password sign-in "
+        "asks for its code", "accountTotpConfirm",
+        {"204": {"description": "Active."},
+         "400": error_response("invalid_totp_code, totp_not_pending."),
+         "429": error_response("too_many_attempts: too many wrong codes.")},
+        requestBody=json_body({"type": "object", "required": ["code"],
+                               "properties": {"code": {"type": "string"}}}))},
     f"{API}/recovery-codes": {"post": _op(
         "New recovery codes, shown once (needs a recent sign-in; the old ones stop working)",
         "accountRecoveryCodes",

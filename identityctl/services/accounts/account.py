@@ -1,12 +1,12 @@
 """The person's own account (``/account`` and its API): profile and e-mail address,
-passkeys, the devices (browser sessions) and clients they are signed in on, password, and
-the consents they gave.
+passkeys, the devices (browser sessions) and clients they are signed in on, password and
+authenticator app (TOTP), and the consents they gave.
 
 Every call carries an access token with scope ``account`` of this issuer, and acts for the
-token's own user only. Changing credentials (adding or removing a passkey, the password)
-needs a sign-in within ``passkey.enrolment_window``, whatever the token's age: an older one is
-refused with RFC 9470's ``insufficient_user_authentication`` and ``max_age``, and the page
-signs the person in again (with their passkey).
+token's own user only. Changing credentials (adding or removing a passkey, the password, the
+authenticator app) needs a sign-in within ``passkey.enrolment_window``, whatever the token's
+age: an older one is refused with RFC 9470's ``insufficient_user_authentication`` and
+``max_age``, and the page signs the person in again (with their passkey).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from identityctl.passkey.authenticators import authenticator_fields
 from identityctl.passkey.codec import CredentialReader
 from identityctl.security.tokens import ENROLMENT_LINK_TYP, require_scope
 from identityctl.services import audit
-from identityctl.services.accounts import email_codes, recovery, sessions
+from identityctl.services.accounts import email_codes, recovery, sessions, totp
 from identityctl.services.accounts.passkeys import ceremonies
 from identityctl.services.accounts.passkeys import sessions as ceremony_sessions
 from identityctl.services.accounts.passkeys.admin import delete_credential, rename_credential
@@ -130,7 +130,9 @@ def profile(ctx: ServiceContext, holder: AccountHolder) -> dict[str, Any]:
             "emailPending": {"address": pending.address, "expiresAt": pending.expires_at}
             if pending is not None and pending.expires_at > time.time() else None,
             "canSendEmail": ctx.config.email.enabled,
-            "recoveryCodesLeft": recovery.recovery_codes_left(holder.user.id)}
+            "recoveryCodesLeft": recovery.recovery_codes_left(holder.user.id),
+            "passwordsAllowed": directory_service.passwords_allowed(holder.user),
+            "totpEnrolled": totp.is_enrolled(holder.user.id)}
 
 
 def send_email_code(ctx: ServiceContext, holder: AccountHolder, address: Any, *,
@@ -343,6 +345,23 @@ def change_password(ctx: ServiceContext, holder: AccountHolder, new_password: st
     """Set or change the person's password (after a recent sign-in)."""
     require_recent_sign_in(ctx, holder)
     directory_service.set_password(holder.user.id, new_password, origin=holder.origin)
+
+
+def start_totp(ctx: ServiceContext, holder: AccountHolder) -> dict[str, Any]:
+    """Set up an authenticator app (after a recent sign-in): its QR code and secret; it is
+    active once :func:`confirm_totp` gets a first code."""
+    require_recent_sign_in(ctx, holder)
+    return totp.start_enrolment(ctx, holder.user, origin=holder.origin)
+
+
+def confirm_totp(ctx: ServiceContext, holder: AccountHolder, code: str) -> None:
+    totp.confirm_enrolment(ctx, holder.user, code, origin=holder.origin)
+
+
+def remove_totp(ctx: ServiceContext, holder: AccountHolder) -> None:
+    """Remove the authenticator app (after a recent sign-in)."""
+    require_recent_sign_in(ctx, holder)
+    totp.remove(ctx, holder.user, origin=holder.origin)
 
 
 def consents(holder: AccountHolder) -> list[dict[str, Any]]:

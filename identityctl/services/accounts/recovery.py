@@ -63,6 +63,12 @@ def recovery_code_digest(code: str) -> str:
                         code=codes.normalize_recovery_code(code))
 
 
+def spend_recovery_code(user_id: str, code: str) -> bool:
+    """Whether ``code`` was one of ``user_id``'s unused recovery codes, now spent (of two
+    requests with one code, one wins)."""
+    return recovery_store.use_code(recovery_code_digest(code), user_id) == user_id
+
+
 def new_recovery_codes(user_id: str, *, origin: RequestOrigin) -> list[str]:
     """Fresh recovery codes for the user (the old ones stop working); shown once."""
     user = directory_service.require_user(user_id)

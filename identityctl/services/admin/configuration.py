@@ -239,9 +239,11 @@ class OrganizationUnits(Section):
     def entries(self) -> dict[str, dict[str, Any]]:
         units = directory.list_ous()
         handles = {unit["id"]: unit["handle"] for unit in units}
+        # ``passkeysOnly`` is written only where it holds: most documents never name it.
         return {unit["handle"]: {"handle": unit["handle"], "name": unit["name"],
                                  "description": unit["description"],
-                                 "parent": handles.get(unit["parent"])}
+                                 "parent": handles.get(unit["parent"]),
+                                 **({"passkeysOnly": True} if unit["passkeysOnly"] else {})}
                 for unit in units}
 
     def ordered(self, entries: dict[str, dict[str, Any]]) -> list[str]:
@@ -269,12 +271,14 @@ class OrganizationUnits(Section):
     def create(self, entry: dict[str, Any]) -> None:
         directory.create_ou(handle=self.key(entry), name=_text(entry, "name"),
                             description=entry.get("description") or "",
-                            parent=entry.get("parent") or None, origin=self.origin)
+                            parent=entry.get("parent") or None,
+                            passkeys_only=_flag(entry, "passkeysOnly"), origin=self.origin)
 
     def update(self, key: str, entry: dict[str, Any]) -> None:
         directory.update_ou(key, origin=self.origin, name=_text(entry, "name"),
                             description=entry.get("description") or "",
-                            parent=entry.get("parent") or None)
+                            parent=entry.get("parent") or None,
+                            passkeys_only=_flag(entry, "passkeysOnly"))
 
     def delete(self, key: str) -> None:
         directory.delete_ou(key, origin=self.origin)

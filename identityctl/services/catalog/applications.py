@@ -340,8 +340,16 @@ def _normalise_application(document: dict[str, Any]) -> dict[str, Any]:
         "isRegistrationFlowEnabled": bool(document.get("isRegistrationFlowEnabled", False)),
         "themeId": None if is_m2m else theme_id,
         "allowedUserTypes": list(document.get("allowedUserTypes") or []),
+        "passkeysOnly": _passkeys_only(document),
         "oauth": oauth,
     }
+
+
+def _passkeys_only(document: dict[str, Any]) -> bool:
+    value = document.get("passkeysOnly", False)
+    if not isinstance(value, bool):
+        raise InvalidField("passkeysOnly", "must be true or false")
+    return value
 
 
 _CLIENT_ID_ALPHABET = string.ascii_letters + string.digits

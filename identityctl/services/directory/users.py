@@ -218,8 +218,25 @@ def address_proven(user_id: str, address: str, *, origin: RequestOrigin, how: st
     audit.record("email.verified", "success", origin=origin, user_id=user_id, details={"by": how})
 
 
+def passwords_allowed(user: UserRecord) -> bool:
+    """Whether the person may have and use a password (and so TOTP): not when their
+    organization unit, or one above it, allows passkeys only."""
+    return not directory.passkeys_only_ou(user.ou_id)
+
+
+def ensure_passwords_allowed(user: UserRecord | None,
+                             application: dict[str, Any] | None = None) -> None:
+    """403 ``passwords_not_allowed`` where the "passkeys only" rule holds: for the
+    ``application`` signed in to (anyone), or for the person's unit."""
+    if (application is not None and application.get("passkeysOnly")) \
+            or (user is not None and not passwords_allowed(user)):
+        raise Forbidden("Passwords are not used here: sign in with a passkey.",
+                        code="passwords_not_allowed")
+
+
 def set_password(id_or_username: str, password: str, *, origin: RequestOrigin) -> UserRecord:
     user = require_user(id_or_username)
+    ensure_passwords_allowed(user)
     passwords.check_policy(password, username=user.username)
     updated = directory.update_user(user.id, password_hash=passwords.hash_password(password))
     audit.record("user.password_set", "success", origin=origin, user_id=user.id)
@@ -283,17 +300,18 @@ def ous_page(*, limit: int, offset: int = 0) -> tuple[int, list[dict[str, Any]]]
 
 
 def create_ou(*, handle: str, name: str, description: str = "", parent: str | None = None,
-              origin: RequestOrigin) -> dict[str, Any]:
+              passkeys_only: bool = False, origin: RequestOrigin) -> dict[str, Any]:
     check_handle(handle)
     parent_id = require_ou(parent)["id"] if parent else None
     ou = directory.create_ou(handle=handle, name=name, description=description,
-                             parent_id=parent_id)
+                             parent_id=parent_id, passkeys_only=passkeys_only)
     audit.record("ou.create", "success", origin=origin, details={"id": ou["id"]})
     return ou
 
 
 def update_ou(id_or_handle: str, *, origin: RequestOrigin, **fields: Any) -> dict[str, Any]:
-    """Change ``name``, ``description`` and/or ``parent`` (id or handle; None: top level)."""
+    """Change ``name``, ``description``, ``parent`` (id or handle; None: top level) and/or
+    ``passkeys_only``."""
     ou = require_ou(id_or_handle)
     if not fields:
         return ou

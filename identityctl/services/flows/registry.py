@@ -11,7 +11,14 @@ from typing import Any
 from identityctl.federation import GITHUB, GOOGLE
 from identityctl.flow.definition import executor_of
 from identityctl.flow.engine import SUCCESS, TaskOutcome
-from identityctl.services.flows.executors import basic, email, federation, passkey, recovery
+from identityctl.services.flows.executors import (
+    basic,
+    email,
+    federation,
+    passkey,
+    recovery,
+    totp,
+)
 from identityctl.services.flows.step import Executor, StepRequest
 
 EXECUTORS: dict[tuple[str, str], Executor] = {
@@ -33,6 +40,7 @@ EXECUTORS: dict[tuple[str, str], Executor] = {
     ("EmailExecutor", "verify"): Executor(email.send_verification),
     ("EmailExecutor", "recovery"): Executor(email.send_recovery),
     ("OTPExecutor", ""): Executor(email.check_code),
+    ("TOTPExecutor", "verify"): Executor(totp.verify),
     ("RecoveryCodeExecutor", ""): Executor(recovery.use_recovery_code),
     ("CredentialSetter", ""): Executor(recovery.set_credential),
     ("OIDCAuthExecutor", ""): Executor(federation.federated_sign_in),

@@ -49,6 +49,10 @@
     device_not_found: "You are no longer signed in on that device.",
     authenticator_not_allowed: "This security key is not allowed here. Use one of the keys " +
       "your organisation approved.",
+    invalid_totp_code: "That code is not right, or was used already. Enter the code your " +
+      "app shows now.",
+    totp_not_pending: "There is nothing to confirm any more. Start again.",
+    passwords_not_allowed: "Passwords are not used here. Sign in with a passkey.",
   };
   // A passkey's name: said before the try, and again when a name breaks it.
   const NAME_RULE = "A name has 1 to 64 characters.";
@@ -198,7 +202,7 @@
         say("password", t("Password saved."));
       }, "password");
     });
-    content.replaceChildren(
+    content.replaceChildren(...[
       section(t("Profile"), element("dl", {},
         element("dt", {}, t("Username")), element("dd", { id: "username" }, profile.username),
         element("dt", {}, t("Roles")), element("dd", {}, (profile.roles || []).join(", ") || "—"))),
@@ -231,7 +235,10 @@
             await render();
             say("sessions", t("Signed out of {application}.", { application: entry.application }));
           }, "sessions"), true)])), feedback("sessions")),
-      section(t("Password"), passwordForm),
+      // Where passkeys only are allowed, neither a password nor its second step is offered.
+      profile.passwordsAllowed ? section(t("Password"), passwordForm) : null,
+      profile.passwordsAllowed && profile.hasPassword
+        ? section(t("Authenticator app"), totpPart(profile)) : null,
       section(t("Recovery codes"), recoveryCodes(profile)),
       section(t("Applications you allowed"), table([t("Application"), t("May"), ""],
         consents.consents.map((grant) => [grant.application,
@@ -242,7 +249,7 @@
             await render();
             say("consents", t("{application} no longer has access.",
               { application: grant.application }));
-          }, "consents"), true)])), feedback("consents")));
+          }, "consents"), true)])), feedback("consents"))].filter(Boolean));
   }
 
   // --- the e-mail address: confirm it, or change it, with a code sent there ----------------
@@ -364,6 +371,55 @@
           window.location.assign(`${page.logoutUrl}?${query}`);
         }, "devices"), true)),
       feedback("devices"));
+  }
+
+  // An authenticator app (TOTP) for a password sign-in: the QR code and the secret as text,
+  // active only once a first code from the app is typed back.
+  function totpPart(profile) {
+    const part = element("div", { id: "totp" });
+    if (profile.totpEnrolled) {
+      part.append(element("p", { id: "totp-state" }, t("Signing in with your password also " +
+        "asks for a code from your authenticator app.")),
+      element("p", { class: "actions" }, button(t("Remove the authenticator app"),
+        () => guarded(async () => {
+          if (!window.confirm(t("Remove the authenticator app?"))) return;
+          await call("DELETE", "/totp");
+          await render();
+          say("totp", t("The authenticator app was removed."));
+        }, "totp"), true)), feedback("totp"));
+      return part;
+    }
+    const shown = element("div", {});
+    part.append(element("p", {}, t("Add a code from an authenticator app to your password " +
+      "sign-in.")), element("p", { class: "actions" }, button(t("Set up an authenticator app"),
+      () => guarded(async () => {
+        shown.replaceChildren(totpForm(await call("POST", "/totp", {})));
+        $("totp-code").focus();
+      }, "totp"), true)), feedback("totp"), shown);
+    return part;
+  }
+
+  function totpForm(started) {
+    const field = element("input", { id: "totp-code", inputmode: "numeric",
+      autocomplete: "one-time-code", required: "", "aria-describedby": "totp-hint" });
+    const form = element("form", { id: "totp-form" },
+      element("p", { id: "totp-hint" }, t("Scan this code with your authenticator app, or " +
+        "type the secret into it. Then enter the code the app shows.")),
+      element("img", { id: "totp-qr", src: started.qrCode, alt: t("QR code for your " +
+        "authenticator app"), width: "180", height: "180" }),
+      element("p", {}, t("Secret:"), " ", element("code", { id: "totp-secret" },
+        started.secret)),
+      element("label", { for: "totp-code" }, t("Code from your authenticator app")), field,
+      element("button", { type: "submit" }, t("Turn on")));
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      guarded(async () => {
+        await call("POST", "/totp/confirm", { code: field.value.trim() });
+        await render();
+        say("totp", t("Your authenticator app is set up."));
+      }, "totp");
+    });
+    return form;
   }
 
   // Codes for "Lost your passkey?": made here, shown once, each works once.

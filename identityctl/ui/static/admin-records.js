@@ -122,7 +122,7 @@
 
   // The settings its page edits: the form's name of each -> where the service names it.
   const SETTINGS = ["redirectUris", "grantTypes", "scopes", "allowedUserTypes", "authFlowId",
-    "registrationFlowId", "themeId"];
+    "registrationFlowId", "themeId", "passkeysOnly"];
   // The query a page comes back with after a fresh sign-in for a new secret.
   const NEW_SECRET = "new-secret";
 
@@ -175,6 +175,8 @@
       registrationFlowId: choice(registrations, app.registrationFlowId,
         t("The default registration")),
       themeId: choice(themes, app.themeId, t("The default theme")),
+      passkeysOnly: element("input", { type: "checkbox", id: "app-passkeysOnly",
+        checked: !!app.passkeysOnly, "aria-describedby": "app-passkeysOnly-hint" }),
     };
     controls.redirectUris.value = (oauth.redirectUris || []).join("\n");
     controls.scopes.value = (oauth.scopes || []).join(" ");
@@ -189,6 +191,10 @@
       labelled("authFlowId", t("Sign-in flow")),
       labelled("registrationFlowId", t("Registration flow")),
       labelled("themeId", t("Theme")),
+      element("div", {}, element("label", { class: "choice" }, controls.passkeysOnly, " ",
+        t("Passkeys only")), element("p", { id: "app-passkeysOnly-hint", class: "hint" },
+        t("Nobody signs in to it with a password (nor so with an authenticator app).")),
+      feedback("app-passkeysOnly")),
       element("button", { type: "submit" }, t("Save changes")), feedback("application"));
     form.addEventListener("submit", (event) => {
       event.preventDefault();
@@ -199,6 +205,7 @@
             authFlowId: controls.authFlowId.value || null,
             registrationFlowId: controls.registrationFlowId.value || null,
             themeId: controls.themeId.value || null,
+            passkeysOnly: controls.passkeysOnly.checked,
             oauth: { redirectUris: lines(controls.redirectUris.value),
               grantTypes: controls.grantTypes.values(), scopes: lines(controls.scopes.value) },
           });

@@ -102,6 +102,9 @@
     email_not_configured: "This service cannot send e-mail. Use a recovery code, or ask " +
       "an administrator for help.",
     invalid_recovery_code: "That recovery code is not right, or was used already.",
+    invalid_totp_code: "That code is not right, or was used already. Enter the code your " +
+      "authenticator app shows now.",
+    passwords_not_allowed: "Passwords are not used here. Sign in with a passkey.",
     user_not_identified: "This step needs you to be identified first. Start again.",
     federation_denied: "Signing in with the other service was cancelled or refused. " +
       "Choose another way to sign in.",
@@ -550,7 +553,10 @@
         "account can then sign in as {account}.", { provider: names.provider,
         upstream: names.upstreamAccount, account: names.account }));
     }
-    if (visible.some((input) => input.type === "OTP_INPUT")) {
+    if (visible.some((input) => input.identifier === "totpCode")) {
+      show($("notice"), t("Enter the code your authenticator app shows for this account. " +
+        "Lost your phone? Use one of your recovery codes instead."));
+    } else if (visible.some((input) => input.type === "OTP_INPUT")) {
       // Sign-up sends the code to the address just typed (a wrong code keeps saying so);
       // recovery does not tell whether the account has one.
       codeSentTo = (data.additionalData || {}).emailSentTo || (signingUp ? codeSentTo : "");

@@ -11,7 +11,7 @@ from identityctl.flow.engine import SUCCESS, TaskOutcome
 from identityctl.security import passwords
 from identityctl.security.email_address import EMAIL, checked_address
 from identityctl.services import audit
-from identityctl.services.accounts import signin
+from identityctl.services.accounts import signin, totp
 from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.directory import users as directory_service
 from identityctl.services.flows.step import StepRequest
@@ -27,7 +27,11 @@ _CREDENTIAL_INPUTS = frozenset({"username", "password", "credentialId", "clientD
 
 
 def password(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
-    """BasicAuthExecutor: username + password; unknown users cost the same argon2 check."""
+    """BasicAuthExecutor: username + password; unknown users cost the same argon2 check.
+    Where "passkeys only" holds (the application, or the person's unit) it refuses with
+    ``passwords_not_allowed``."""
+    # An application that allows passkeys only refuses before any account is looked at.
+    directory_service.ensure_passwords_allowed(None, step.application)
     username = step.text("username") or step.context.get("username", "")
     password = step.inputs.get("password")
     with CredentialAttempt(step.ctx, action=PASSWORD_ACTION, origin=step.origin,
@@ -44,7 +48,10 @@ def password(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
             attempt.fail("invalid_credentials")
             return TaskOutcome("incomplete", "invalid_credentials")
     directory_service.ensure_usable(user)
-    attempt.succeeded()
+    # With an authenticator app to come, its code's success trusts the address.
+    attempt.succeeded(trust_address=not totp.is_enrolled(user.id))
+    # Said only to whoever knows the password: the rule of the person's unit.
+    directory_service.ensure_passwords_allowed(user)
     audit.record(PASSWORD_ACTION, "success", origin=step.origin.acting_as(user.id), user_id=user.id)
     step.context["username"] = user.username
     step.signed_in(user.id, ["pwd"])

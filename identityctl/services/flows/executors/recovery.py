@@ -11,7 +11,7 @@ from identityctl.services import audit
 from identityctl.services.accounts.email_codes import account_named
 from identityctl.services.accounts.recovery import (
     RECOVERY_CODE_ACTION,
-    recovery_code_digest,
+    spend_recovery_code,
 )
 from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.directory import users as directory_service
@@ -29,9 +29,8 @@ def use_recovery_code(step: StepRequest, properties: dict[str, Any]) -> TaskOutc
         attempt.check(name)
         attempt.at_stake()
         user = account_named(name)
-        spent_by = recovery_store.use_code(recovery_code_digest(step.text("recoveryCode")),
-                                           user.id if user else NOBODY)
-        if user is None or spent_by != user.id:
+        spent = spend_recovery_code(user.id if user else NOBODY, step.text("recoveryCode"))
+        if user is None or not spent:
             attempt.fail("invalid_recovery_code")
             return TaskOutcome("incomplete", "invalid_recovery_code")
         attempt.user_id = user.id

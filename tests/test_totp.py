@@ -1,0 +1,265 @@
+"""Authenticator apps (TOTP, RFC 6238) after a password, and the "passkeys only" rule: the
+window and replay rules in process, then over HTTP the enrolment on the account API, the
+sign-in's second step (a recovery code for a lost phone), its throttle, one code used twice
+at once, and the refusals where passkeys only are allowed."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import jwt
+import pytest
+
+from identityctl.security import totp
+from identityctl.services import catalog
+from identityctl.services.accounts import recovery
+from identityctl.services.directory import users as directory
+from identityctl.store import audit as audit_store
+from identityctl.store import db
+from identityctl.store import recovery as recovery_store
+from tests.conftest import Service
+from tests.support.flows import FlowClient
+from tests.support.origins import TEST_ORIGIN
+from tests.support.passkeys import assert_error
+from tests.support.smtp import SmtpServer, code_in, text_of
+from tests.test_account import Account
+from tests.test_flow_execution import PASSWORD, make_application
+from tests.test_lockout_resistance import ATTACKER, VICTIM, flow_from, password_attempt
+
+NOW = 1_700_000_000.0  # a moment in the middle of a 30-second step
+SECRET = totp.new_enrolment(account_name="ada", issuer="example.com").secret
+
+
+# --- the rules, in process ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("offset", [-30, 0, 30])
+def test_a_code_of_the_step_before_now_or_after_is_accepted(offset: int) -> None:
+    code = totp.code_at(SECRET, NOW + offset)
+    assert totp.matching_step(SECRET, code, now=NOW, after_step=None) \
+        == totp.step_at(NOW + offset)
+
+
+@pytest.mark.parametrize("offset", [-60, 60])
+def test_a_code_two_steps_away_is_refused(offset: int) -> None:
+    assert totp.matching_step(SECRET, totp.code_at(SECRET, NOW + offset), now=NOW,
+                              after_step=None) is None
+
+
+def test_a_spent_step_and_every_earlier_one_open_nothing_again() -> None:
+    step = totp.step_at(NOW)
+    assert totp.matching_step(SECRET, totp.code_at(SECRET, NOW), now=NOW,
+                              after_step=step) is None
+    assert totp.matching_step(SECRET, totp.code_at(SECRET, NOW - 30), now=NOW,
+                              after_step=step) is None
+    assert totp.matching_step(SECRET, totp.code_at(SECRET, NOW + 30), now=NOW,
+                              after_step=step) == step + 1
+
+
+def test_what_is_not_six_digits_is_no_code() -> None:
+    code = totp.code_at(SECRET, NOW)
+    assert totp.matching_step(SECRET, f"{code[:3]} {code[3:]}", now=NOW, after_step=None)
+    for typed in ("", "12345", "1234567", "abcdef", code + "0"):
+        assert totp.matching_step(SECRET, typed, now=NOW, after_step=None) is None
+
+
+def test_a_sealed_seed_opens_only_for_its_account() -> None:
+    key = bytes(32)
+    sealed = totp.seal(key, SECRET, binding="user-1")
+    assert SECRET not in sealed and totp.unseal(key, sealed, binding="user-1") == SECRET
+    with pytest.raises(totp.TOTPError):
+        totp.unseal(key, sealed, binding="user-2")
+    with pytest.raises(totp.TOTPError):
+        totp.unseal(bytes([1]) * 32, sealed, binding="user-1")
+
+
+def test_the_otpauth_uri_names_the_account_and_the_service() -> None:
+    enrolment = totp.new_enrolment(account_name="ada", issuer="id.example.com")
+    assert enrolment.uri.startswith("otpauth://totp/id.example.com:ada?")
+    assert f"secret={enrolment.secret}" in enrolment.uri and len(enrolment.secret) == 32
+
+
+# --- over HTTP ------------------------------------------------------------------------------
+
+
+def with_password(me: Account) -> Account:
+    me.user = directory.set_password(me.user.id, PASSWORD, origin=TEST_ORIGIN)
+    return me
+
+
+def enrolled(me: Account) -> str:
+    """``me`` with an active authenticator app; its secret."""
+    started = me.ok("POST", "/totp", {})
+    me.ok("POST", "/totp/confirm", {"code": totp.code_at(started["secret"], time.time())})
+    return started["secret"]
+
+
+def at_the_code_prompt(service: Service, app: dict[str, Any], username: str,
+                       address: str = VICTIM) -> FlowClient:
+    flows = flow_from(service, address, app["id"])
+    step = password_attempt(flows, username, PASSWORD)
+    assert step["flowStatus"] == "INCOMPLETE" and not step.get("failureReason"), step
+    assert {i["identifier"] for i in step["data"]["inputs"]} == {"totpCode", "recoveryCode"}
+    return flows
+
+
+def later_code(secret: str) -> str:
+    """A code of the next step (within the window, and never a step already spent)."""
+    return totp.code_at(secret, time.time() + 30)
+
+
+def test_an_authenticator_app_is_set_up_with_a_first_code_and_removed_after_a_recent_sign_in(
+        mailing: Service, smtp: SmtpServer) -> None:
+    me = with_password(Account(mailing))
+    with db.transaction():
+        recovery_store.mark_verified(me.user.id, me.user.attributes["email"])
+    assert me.ok("GET", "/profile")["totpEnrolled"] is False
+    started = me.ok("POST", "/totp", {})
+    assert started["qrCode"].startswith("data:image/svg+xml")
+    assert started["uri"].startswith("otpauth://totp/") and started["secret"] in started["uri"]
+    # Pending until a code from the app comes back: a wrong one leaves it pending.
+    wrong = "000000" if totp.code_at(started["secret"], time.time()) != "000000" else "111111"
+    assert_error(me.call("POST", "/totp/confirm", {"code": wrong}), 400, "invalid_totp_code")
+    assert me.ok("GET", "/profile")["totpEnrolled"] is False
+    me.ok("POST", "/totp/confirm", {"code": totp.code_at(started["secret"], time.time())})
+    assert me.ok("GET", "/profile")["totpEnrolled"] is True
+    assert_error(me.call("POST", "/totp", {}), 409, "totp_already_enrolled")
+    [notice] = smtp.mailbox.wait_for(me.user.attributes["email"])
+    assert "authenticator app" in text_of(notice)
+    # The secret is in no audit event.
+    events = audit_store.events(user_id=me.user.id)
+    assert {"totp.enrolment_start", "totp.enrol"} <= {event["event"] for event in events}
+    assert started["secret"] not in repr(events)
+
+    me.ok("DELETE", "/totp")
+    assert me.ok("GET", "/profile")["totpEnrolled"] is False
+    assert "removed" in smtp.mailbox.wait_for(me.user.attributes["email"], 2)[1]["Subject"]
+    assert_error(me.call("DELETE", "/totp"), 400, "totp_not_enrolled")
+
+
+def test_only_a_person_with_a_password_sets_up_an_app(service: Service) -> None:
+    # (That setting it up or removing it needs a recent sign-in: test_account.py.)
+    assert_error(Account(service).call("POST", "/totp", {}), 409, "totp_needs_password")
+
+
+def test_a_password_sign_in_asks_the_enrolled_for_a_code_and_no_one_else(
+        service: Service) -> None:
+    app = make_application()
+    me = with_password(Account(service))
+    secret = enrolled(me)
+    flows = at_the_code_prompt(service, app, me.user.username)
+    wrong = "000000" if later_code(secret) != "000000" else "111111"
+    assert flows.act("totp", totpCode=wrong)["failureReason"] == "invalid_totp_code"
+    done = flows.act("totp", totpCode=later_code(secret))
+    assert done["flowStatus"] == "COMPLETE"
+    claims = jwt.decode(done["assertion"], options={"verify_signature": False})
+    assert claims["sub"] == me.user.id and {"pwd", "otp", "mfa"} <= set(claims["amr"])
+    # The code just used opens nothing again.
+    again = at_the_code_prompt(service, app, me.user.username)
+    assert again.act("totp", totpCode=later_code(secret))["failureReason"] \
+        == "invalid_totp_code"
+
+    someone = directory.create_user(username=f"tom-{uuid.uuid4().hex[:6]}", password=PASSWORD,
+                                    origin=TEST_ORIGIN)
+    plain = flow_from(service, VICTIM, app["id"])
+    assert password_attempt(plain, someone.username, PASSWORD)["flowStatus"] == "COMPLETE"
+
+
+def test_a_recovery_code_stands_in_for_a_lost_phone_once(service: Service) -> None:
+    app = make_application()
+    me = with_password(Account(service))
+    enrolled(me)
+    [code, *_] = recovery.new_recovery_codes(me.user.id, origin=TEST_ORIGIN)
+    flows = at_the_code_prompt(service, app, me.user.username)
+    assert flows.act("recovery_code", recoveryCode=code.lower())["flowStatus"] == "COMPLETE"
+    again = at_the_code_prompt(service, app, me.user.username)
+    assert again.act("recovery_code", recoveryCode=code)["failureReason"] \
+        == "invalid_recovery_code"
+
+
+def test_wrong_codes_are_throttled_like_passwords_at_that_address_only(
+        service: Service) -> None:
+    app = make_application()
+    me = with_password(Account(service))
+    secret = enrolled(me)
+    guesser = at_the_code_prompt(service, app, me.user.username, address=ATTACKER)
+    right = later_code(secret)
+    answers = [guesser.call({"executionId": guesser.execution_id, "action": "totp",
+                             "inputs": {"totpCode": f"{n:06d}"}}).status_code
+               for n in range(service.config.security.max_failures_per_account + 2)
+               if f"{n:06d}" != right]
+    assert answers[-1] == 429 and 429 not in answers[:9]
+    # The person, from their own address, is not locked out.
+    mine = at_the_code_prompt(service, app, me.user.username)
+    assert mine.act("totp", totpCode=right)["flowStatus"] == "COMPLETE"
+
+
+def test_one_code_sent_twice_at_once_signs_in_exactly_once(service: Service) -> None:
+    app = make_application()
+    me = with_password(Account(service))
+    secret = enrolled(me)
+    first, second = (at_the_code_prompt(service, app, me.user.username) for _ in range(2))
+    code = later_code(secret)
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda flows: flows.act("totp", totpCode=code),
+                                (first, second)))
+    assert sorted(answer["flowStatus"] for answer in answers) == ["COMPLETE", "INCOMPLETE"]
+
+
+def test_passkeys_only_refuses_passwords_for_an_application_or_a_unit(
+        service: Service) -> None:
+    strict = make_application(passkeysOnly=True)
+    assert catalog.applications.get_application(strict["id"])["passkeysOnly"] is True
+    me = with_password(Account(service))
+    step = password_attempt(flow_from(service, VICTIM, strict["id"]), me.user.username,
+                            PASSWORD)
+    assert step["flowStatus"] == "INCOMPLETE"
+    assert step["failureReason"] == "passwords_not_allowed"
+
+    # A unit's rule covers its people and those of the units inside it.
+    top = directory.create_ou(handle=f"top-{uuid.uuid4().hex[:6]}", name="Top",
+                              passkeys_only=True, origin=TEST_ORIGIN)
+    inner = directory.create_ou(handle=f"in-{uuid.uuid4().hex[:6]}", name="In",
+                                parent=top["handle"], origin=TEST_ORIGIN)
+    kind = directory.create_user_type(name=f"staff-{uuid.uuid4().hex[:6]}", ou=inner["id"],
+                                      origin=TEST_ORIGIN)
+    staff = directory.create_user(username=f"sam-{uuid.uuid4().hex[:6]}", password=PASSWORD,
+                                  user_type=kind["name"], origin=TEST_ORIGIN)
+    assert staff.ou_id == inner["id"]
+    app = make_application()
+    assert password_attempt(flow_from(service, VICTIM, app["id"]), staff.username,
+                            PASSWORD)["failureReason"] == "passwords_not_allowed"
+    assert password_attempt(flow_from(service, VICTIM, app["id"]), staff.username,
+                            "wrong")["failureReason"] == "invalid_credentials"
+
+    # The account page offers neither a password nor an app where the rule holds.
+    directory.update_ou(me.user.ou_id, passkeys_only=True, origin=TEST_ORIGIN)
+    try:
+        assert me.ok("GET", "/profile")["passwordsAllowed"] is False
+        assert_error(me.call("PUT", "/password", {"password": "another good one"}), 403,
+                     "passwords_not_allowed")
+        assert_error(me.call("POST", "/totp", {}), 403, "passwords_not_allowed")
+    finally:
+        directory.update_ou(me.user.ou_id, passkeys_only=False, origin=TEST_ORIGIN)
+
+
+def test_recovery_by_e_mail_asks_the_enrolled_for_their_app_too(
+        mailing: Service, smtp: SmtpServer) -> None:
+    me = with_password(Account(mailing))
+    address = me.user.attributes["email"]
+    with db.transaction():
+        recovery_store.mark_verified(me.user.id, address)
+    secret = enrolled(me)
+    flows = FlowClient(mailing, make_application()["id"])
+    flows.start("RECOVERY")
+    flows.act("email_code", username=me.user.username)
+    [mailed] = [message for message in smtp.mailbox.wait_for(address, 2)
+                if "code" in message["Subject"]]
+    step = flows.act("check_code", otp=code_in(mailed))
+    # The mailbox alone is not enough: the app's code (or a recovery code) comes next.
+    assert {i["identifier"] for i in step["data"]["inputs"]} == {"totpCode", "recoveryCode"}
+    step = flows.act("totp", totpCode=later_code(secret))
+    assert "passkeyCreationOptions" in step["data"]["additionalData"]
