@@ -142,5 +142,5 @@ def test_a_browser_that_opens_no_page_reads_a_page_and_an_api_client_the_json(
 
 def test_the_start_page_speaks_the_browsers_language(service: Service) -> None:
     home = service.get("/", headers={"Accept-Language": "de"})
-    assert '<html lang="de">' in home.text
+    assert '<html lang="de" dir="ltr">' in home.text
     assert "identityctl läuft" in home.text and "Anmelden ausprobieren" in home.text

@@ -66,7 +66,7 @@ def test_a_value_that_is_not_text_is_refused() -> None:
 
 def test_the_subject_kept_after_sending_has_no_code() -> None:
     mail = compose("recovery_code", to="ada@example.com", language="de", product="Shop",
-                   code="322590", minutes="10")
+                   code="322590", count=10)
     assert "322590" in mail.subject
     assert "322590" not in mail.kept_subject and mail.kept_subject.startswith("Ihr Shop-Code")
     notice = compose("passkey_added", to="ada@example.com", language="en", product="Shop",

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from identityctl.mail import as_email, compose
 from identityctl.security import codes
 
@@ -11,10 +13,33 @@ KEY = b"k" * 32
 
 def test_a_message_has_text_and_html_saying_the_same_in_the_persons_language() -> None:
     mail = compose("recovery_code", to="ada@example.com", language="de", product="Shop",
-                   code="123456", minutes="10")
+                   code="123456", count=10)
     assert mail.subject == "Ihr Shop-Code: 123456"
     assert "\n123456\n" in mail.text and "10 Minuten" in mail.text
-    assert "123456" in mail.html and 'lang="de"' in mail.html
+    assert "123456" in mail.html and 'lang="de" dir="ltr"' in mail.html
+
+
+def test_a_message_counts_in_the_persons_plural_forms_and_writes_right_to_left_in_arabic(
+        ) -> None:
+    one = compose("verify_email", to="a@example.com", language="en", product="Shop",
+                  code="123456", count=1)
+    assert "It works for 1 minute." in one.text
+    polish = compose("verify_email", to="a@example.com", language="pl", product="Shop",
+                     code="123456", count=5)
+    assert "5 minut." in polish.text
+    arabic = compose("recovery_code", to="a@example.com", language="ar", product="Shop",
+                     code="123456", count=2)
+    assert "لمدة دقيقتين" in arabic.text and 'lang="ar" dir="rtl"' in arabic.html
+
+
+def test_an_invitation_says_until_when_as_the_persons_language_writes_a_date() -> None:
+    until = datetime(2026, 3, 4, 15, 6, tzinfo=UTC)
+    german = compose("invite", to="a@example.com", language="de", product="Shop",
+                     username="ada", link="https://id/account/enrol#t", expires=until)
+    assert "bis 04.03.2026, 15:06:00 UTC" in german.text
+    english = compose("invite", to="a@example.com", language="en", product="Shop",
+                      username="ada", link="https://id/account/enrol#t", expires=until)
+    assert "until Mar 4, 2026, 3:06:00\u202fPM UTC" in english.text
 
 
 def test_what_a_person_typed_is_escaped_in_the_html() -> None:

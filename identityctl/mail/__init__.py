@@ -9,22 +9,24 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
+from datetime import datetime
 from email.message import EmailMessage
 from email.utils import formatdate
 
 from identityctl import i18n
 
-#: kind -> (subject, paragraphs); ``{code}`` is shown on a line of its own.
+#: kind -> (subject, paragraphs); ``{code}`` is shown on a line of its own, ``{count}``
+#: picks the form of a counted text (i18n), a datetime is written as the language writes it.
 MESSAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "verify_email": ("Your {product} code: {code}", (
         "Enter this code to confirm your e-mail address:",
         "{code}",
-        "It works for {minutes} minutes. If you did not sign up at {product}, ignore this "
+        "It works for {count} minutes. If you did not sign up at {product}, ignore this "
         "message.")),
     "confirm_email": ("Your {product} code: {code}", (
         "Enter this code on your account page to confirm this e-mail address:",
         "{code}",
-        "It works for {minutes} minutes. If you did not ask for it, ignore this message: "
+        "It works for {count} minutes. If you did not ask for it, ignore this message: "
         "without the code, nothing changes.")),
     "email_changed": ("The e-mail address of your {product} account was changed", (
         "Your account's e-mail address is {address} from now on; mail about your account "
@@ -34,7 +36,7 @@ MESSAGES: dict[str, tuple[str, tuple[str, ...]]] = {
         "Someone, hopefully you, asked to get back into your {product} account.",
         "Enter this code on the page where you asked:",
         "{code}",
-        "It works for {minutes} minutes, on that page only. If it was not you, ignore this "
+        "It works for {count} minutes, on that page only. If it was not you, ignore this "
         "message: without the code nobody gets in.")),
     "passkey_added": ("A passkey was added to your {product} account", (
         "A passkey named \"{name}\" was added to your account ({how}).",
@@ -84,11 +86,12 @@ class Mail:
 
 
 def compose(kind: str, *, to: str, language: str, product: str, accent: str = "#3451b2",
-            **values: str) -> Mail:
+            **values: str | int | datetime) -> Mail:
     """The message ``kind`` for ``to``, in ``language``."""
     subject, paragraphs = MESSAGES[kind]
     if "how" in values:
-        values["how"] = i18n.translate(language, HOW.get(values["how"], values["how"]))
+        how = str(values["how"])
+        values["how"] = i18n.translate(language, HOW.get(how, how))
     fill = {"product": product, **values}
     lines = [i18n.translate(language, paragraph, **fill) for paragraph in paragraphs]
     colour = html.escape(accent)
@@ -103,7 +106,8 @@ def compose(kind: str, *, to: str, language: str, product: str, accent: str = "#
         else:
             parts.append(f"<p>{escaped}</p>")
     body = "".join(parts)
-    page = (f'<!doctype html><html lang="{html.escape(language)}"><body style="font-family:'
+    page = (f'<!doctype html><html lang="{html.escape(language)}" '
+            f'dir="{i18n.direction(language)}"><body style="font-family:'
             f'system-ui,sans-serif;color:#1b1f2a;max-width:36rem">'
             f'<p style="font-weight:600;color:{colour}">{html.escape(product)}</p>'
             f"{body}</body></html>")

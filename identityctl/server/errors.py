@@ -18,11 +18,11 @@ from typing import Any
 
 import falcon
 
-from identityctl import i18n
 from identityctl.answers import json_answer
 from identityctl.config import Config
 from identityctl.errors import IdentityError
 from identityctl.server.middleware import SECURITY_HEADERS
+from identityctl.server.requests import language_of, page_address
 from identityctl.store.db import busy_error
 from identityctl.ui import gate, pages
 
@@ -117,8 +117,7 @@ class HttpErrors:
 
     def _page(self, req: falcon.Request, resp: falcon.Response, status: int) -> None:
         title, text = _PAGE_TEXT[status]
-        language = i18n.choose(ui_locales=None,
-                               accept_language=req.get_header("Accept-Language"))
+        language = language_of(req)
         resp.status = status
         resp.content_type = falcon.MEDIA_HTML
         resp.set_header("Content-Security-Policy", pages.PAGE_CSP)
@@ -126,7 +125,7 @@ class HttpErrors:
         resp.text = pages.message_page(
             title=title, text=text, error=_FALCON_CODES[status],
             back=("Go to the start page", self.config.base_url + "/"),
-            assets=gate.assets(self.config, None), language=language)
+            assets=gate.assets(self.config, None), language=language, here=page_address(req))
 
 
 def handle_unexpected(req: falcon.Request, resp: falcon.Response, ex: Exception,

@@ -6,8 +6,26 @@ from typing import Any
 
 import falcon
 
+from identityctl import i18n
 from identityctl.errors import BadRequest, InvalidField, MissingField
 from identityctl.oauth.dpop import HEADER, PresentedToken
+
+#: The language a person chose with a page's switcher (server/resources/gate.py).
+LANGUAGE_COOKIE = "__Host-identityctl-language"
+
+
+def language_of(req: falcon.Request) -> str:
+    """The page's language: the request's ``ui_locales``, then the person's remembered
+    choice, then ``Accept-Language``."""
+    return i18n.choose(ui_locales=req.get_param("ui_locales"),
+                       remembered=req.cookies.get(LANGUAGE_COOKIE),
+                       accept_language=req.get_header("Accept-Language"))
+
+
+def page_address(req: falcon.Request) -> str:
+    """Where a page's language switcher comes back to: the page itself (path and query)
+    when it was fetched, else the start page."""
+    return req.relative_uri if req.method in ("GET", "HEAD") else "/"
 
 
 def json_value(req: falcon.Request) -> Any:

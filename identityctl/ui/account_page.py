@@ -34,7 +34,8 @@ def redirect_uri(config: Config, mode: str = "account") -> str:
     return config.base_url + (DEVICE_PATH if mode == "device" else ACCOUNT_PATH)
 
 
-def page(config: Config, *, mode: str = "account", language: str = i18n.DEFAULT) -> str:
+def page(config: Config, *, mode: str = "account", language: str = i18n.DEFAULT,
+         here: str = "/") -> str:
     title = i18n.translate(language, MODES[mode])
     main = pages.render(
         "account.html", mode=mode, heading=title,
@@ -45,4 +46,5 @@ def page(config: Config, *, mode: str = "account", language: str = i18n.DEFAULT)
         par_required=str(config.oauth.require_pushed_authorization_requests).lower(),
         api_url=config.base_url + ACCOUNT_PATH + "/api")
     return pages.page(title=title, main=main, assets=assets(config, None),
-                      scripts=("webauthn.js", "client-page.js", "account.js"), language=language)
+                      scripts=("webauthn.js", "client-page.js", "account.js"), language=language,
+                      here=here)

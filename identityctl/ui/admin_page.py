@@ -30,7 +30,7 @@ AREAS = {"users": "Users", "applications": "Applications", "roles": "Roles",
          "audit": "Audit log", "operations": "Operations", "configuration": "Configuration"}
 
 
-def page(config: Config, *, language: str = i18n.DEFAULT) -> str:
+def page(config: Config, *, language: str = i18n.DEFAULT, here: str = "/") -> str:
     def text(english: str) -> str:
         return i18n.translate(language, english)
 
@@ -48,7 +48,7 @@ def page(config: Config, *, language: str = i18n.DEFAULT) -> str:
         api_url=config.base_url + API_PATH, account_url=config.base_url + ACCOUNT_PATH,
         templates=" ".join(application_templates()),
         built_in=f"{ACCOUNT_CLIENT_ID} {ADMIN_CLIENT_ID}")
-    return pages.page(title=text(TITLE), main=main, assets=static, language=language,
+    return pages.page(title=text(TITLE), main=main, assets=static, language=language, here=here,
                       scripts=("webauthn.js", "client-page.js", "admin.js", "admin-users.js",
                                "admin-records.js", "admin-changes.js", "admin-integrations.js",
                                "admin-design.js", "admin-configuration.js"))

@@ -28,6 +28,8 @@ GATE_PATH = "/gate"
 STATIC_PATH = GATE_PATH + "/static"
 THEME_PATH = GATE_PATH + "/theme.css"
 FLOW_PATH = "/flow/execute"
+#: Where the language switcher of every page posts (server/resources/gate.py).
+LANGUAGE_PATH = GATE_PATH + "/language"
 SIGN_IN, SIGN_UP, RECOVER = "signin", "signup", "recover"
 #: Where identity providers send the browser back.
 PROVIDER_RETURN_PATH = federation.CALLBACK_PATH
@@ -78,12 +80,13 @@ def theme_stylesheet(application_id: str | None) -> str:
 def assets(config: Config, application_id: str | None) -> pages.Assets:
     query = f"?{urlencode({'applicationId': application_id})}" if application_id else ""
     return pages.Assets(theme_stylesheet=f"{config.base_url}{THEME_PATH}{query}",
-                        static=config.base_url + STATIC_PATH)
+                        static=config.base_url + STATIC_PATH,
+                        language_switch=config.base_url + LANGUAGE_PATH)
 
 
 def flow_page(config: Config, *, mode: str, application_id: str, auth_id: str,
               execution_id: str = "", resume: bool = False,
-              language: str = i18n.DEFAULT, browser: str = "") -> str:
+              language: str = i18n.DEFAULT, browser: str = "", here: str = "/") -> str:
     """The sign-in (or sign-up) page of an authorization request; with ``resume``, the
     consent of a person the browser's session signed in. The execution the link names goes
     on only in the browser it belongs to (``browser``: its secret); elsewhere the page starts
@@ -129,25 +132,27 @@ def flow_page(config: Config, *, mode: str, application_id: str, auth_id: str,
     product = brand.get("productName")
     return pages.page(title=f"{title} | {product or application.name}", main=main,
                       assets=assets(config, application.id),
-                      scripts=("webauthn.js", "gate.js"), language=language)
+                      scripts=("webauthn.js", "gate.js"), language=language, here=here)
 
 
-def provider_return_page(config: Config, language: str = i18n.DEFAULT) -> str:
+def provider_return_page(config: Config, language: str = i18n.DEFAULT,
+                         here: str = "/") -> str:
     """``/gate/federated``, where an identity provider sends the browser back: its script
     hands the answer to the sign-in page this tab came from (gate.js)."""
     title = i18n.translate(language, "Signing you in…")
     main = pages.render("federated.html", heading=title)
     return pages.page(title=title, main=main, assets=assets(config, None), scripts=("gate.js",),
-                      language=language)
+                      language=language, here=here)
 
 
 def error_page(config: Config, error: UntrustedRedirect,
-               language: str = i18n.DEFAULT) -> str:
+               language: str = i18n.DEFAULT, here: str = "/") -> str:
     """The page of a problem before the redirect is trusted: plain words, a way back to the
     application when it is known (the code is for programs only)."""
     back = ("Return to the application", error.back_to) if error.back_to else None
     return pages.message_page(title=error.message, text=error.description, error=error.code,
-                              back=back, assets=assets(config, None), language=language)
+                              back=back, assets=assets(config, None), language=language,
+                              here=here)
 
 
 def _application_home(application_id: str) -> str | None:
@@ -165,14 +170,14 @@ def _application_home(application_id: str) -> str | None:
 
 
 def signed_out_page(config: Config, *, account_url: str, application_id: str | None = None,
-                    language: str = i18n.DEFAULT) -> str:
+                    language: str = i18n.DEFAULT, here: str = "/") -> str:
     """The end of a logout, with a way on: the application the logout came from (its home),
     else the account page."""
     return pages.message_page(title="You are signed out",
                               text="You can close this window, or return to the application "
                                    "to sign in again.",
                               back=_way_on(application_id, account_url),
-                              assets=assets(config, None), language=language)
+                              assets=assets(config, None), language=language, here=here)
 
 
 def _way_on(application_id: str | None, account_url: str) -> tuple[str, str]:
@@ -185,7 +190,7 @@ def _way_on(application_id: str | None, account_url: str) -> tuple[str, str]:
 def logout_question_page(config: Config, *, action: str, confirmation: str,
                          parameters: dict[str, str], account_url: str,
                          application_id: str | None = None,
-                         language: str = i18n.DEFAULT) -> str:
+                         language: str = i18n.DEFAULT, here: str = "/") -> str:
     """"Sign out of <deployment>?": a logout no ID token vouches for waits for the person's
     own press (the form posts ``confirmation`` and the request's ``parameters`` back)."""
     def text(english: str, **values: str) -> str:
@@ -200,4 +205,5 @@ def logout_question_page(config: Config, *, action: str, confirmation: str,
         stay_url=_way_on(application_id, account_url)[1],
         **{name: parameters.get(name, "") for name in
            ("client_id", "post_logout_redirect_uri", "state", "ui_locales")})
-    return pages.page(title=title, main=main, assets=assets(config, None), language=language)
+    return pages.page(title=title, main=main, assets=assets(config, None), language=language,
+                      here=here)

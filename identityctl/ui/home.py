@@ -9,7 +9,8 @@ from identityctl.ui import pages
 from identityctl.ui.gate import assets
 
 
-def page(config: Config, *, healthy: bool, language: str = i18n.DEFAULT) -> str:
+def page(config: Config, *, healthy: bool, language: str = i18n.DEFAULT,
+         here: str = "/") -> str:
     def text(english: str) -> str:
         return i18n.translate(language, english)
 
@@ -26,4 +27,4 @@ def page(config: Config, *, healthy: bool, language: str = i18n.DEFAULT) -> str:
         discovery=config.issuer + OPENID_CONFIGURATION_PATH,
         mcp=config.mcp_audience if config.mcp.enabled else text("off (mcp.enabled = false)"))
     return pages.page(title="identityctl", main=main, assets=assets(config, None),
-                      language=language)
+                      language=language, here=here)

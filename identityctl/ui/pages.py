@@ -43,16 +43,19 @@ def render(name: str, **values: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Assets:
-    """Where a page's stylesheets and scripts come from."""
+    """Where a page's stylesheets and scripts come from, and where its language switcher
+    posts."""
 
     theme_stylesheet: str
     static: str
+    language_switch: str = ""
 
 
 def page(*, title: str, main: str, assets: Assets, scripts: tuple[str, ...] = (),
-         language: str = i18n.DEFAULT) -> str:
+         language: str = i18n.DEFAULT, here: str = "/") -> str:
     """A whole page in ``language`` around already-rendered ``main`` (and deferred
-    ``scripts``, run in order after ``i18n.js``, which reads the page's catalog)."""
+    ``scripts``, run in order after ``i18n.js``, which reads the page's catalog), with the
+    language switcher that comes back to ``here`` (the page's path and query)."""
     scripts = ("i18n.js", *scripts) if scripts else ()
     tags = "".join(f'<script src="{html.escape(f"{assets.static}/{script}", quote=True)}" '
                    'defer></script>' for script in scripts)
@@ -61,9 +64,25 @@ def page(*, title: str, main: str, assets: Assets, scripts: tuple[str, ...] = ()
                           ensure_ascii=False).replace("<", "\\u003c")
     layout = _template("page.html")
     return layout.substitute(title=html.escape(title), main=main, scripts=tags,
-                             lang=language, messages=messages,
+                             lang=language, dir=i18n.direction(language), messages=messages,
+                             languages=_switcher(assets, language, here),
                              theme_stylesheet=html.escape(assets.theme_stylesheet, quote=True),
                              static=html.escape(assets.static, quote=True))
+
+
+def _switcher(assets: Assets, language: str, here: str) -> str:
+    """The language switcher: a form (no script needed) listing each language in its own
+    words, that posts the choice and comes back to ``here``."""
+    if not assets.language_switch:
+        return ""
+    options = "".join(
+        f'<option value="{tag}" lang="{tag}"{" selected" if tag == language else ""}>'
+        f"{html.escape(name)}</option>" for tag, name in i18n.names())
+    return _template("languages.html").substitute(
+        action=html.escape(assets.language_switch, quote=True),
+        label=html.escape(i18n.translate(language, "Language")), options=options,
+        here=html.escape(here, quote=True),
+        change=html.escape(i18n.translate(language, "Change language")))
 
 
 @cache
@@ -79,14 +98,15 @@ def static_file(name: str) -> StaticFile | None:
 
 
 def message_page(*, title: str, text: str, assets: Assets, error: str = "",
-                 back: tuple[str, str] | None = None, language: str = i18n.DEFAULT) -> str:
+                 back: tuple[str, str] | None = None, language: str = i18n.DEFAULT,
+                 here: str = "/") -> str:
     """A page that only says something: an error before the redirect is trusted, signed out.
 
     ``error``: the stable code, for programs (a data attribute; people read the words).
     ``back``: (text, URL) of a link back, e.g. to the application."""
     back_text, back_url = back or ("", "")
     title, text = i18n.translate(language, title), i18n.translate(language, text)
-    return page(title=title, assets=assets, language=language, main=render(
+    return page(title=title, assets=assets, language=language, here=here, main=render(
         "message.html", title=title, text=text, error=error,
         back_text=i18n.translate(language, back_text), back_url=back_url,
         back_hidden="" if back else "hidden"))

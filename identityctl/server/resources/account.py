@@ -16,8 +16,15 @@ from identityctl.errors import InvalidField, MissingField
 from identityctl.oauth.discovery import DEVICE_PATH
 from identityctl.passkey import codec
 from identityctl.server.openapi import error_response, json_body, json_response
-from identityctl.server.requests import json_object, object_field, presented_token, string_field
-from identityctl.server.resources.gate import language_of, write_page
+from identityctl.server.requests import (
+    json_object,
+    language_of,
+    object_field,
+    page_address,
+    presented_token,
+    string_field,
+)
+from identityctl.server.resources.gate import write_page
 from identityctl.server.resources.passkey import creation_answer
 from identityctl.services.accounts import account
 from identityctl.services.accounts.passkeys.ceremonies import MAX_CREDENTIAL_NAME
@@ -49,7 +56,7 @@ class PageResource:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         write_page(resp, account_page.page(self.context.config, mode=self.mode,
-                                           language=language_of(req)))
+                                           language=language_of(req), here=page_address(req)))
 
     on_head = on_get  # a page: HEAD answers as GET does, without the body
 

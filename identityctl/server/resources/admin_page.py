@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import falcon
 
-from identityctl.server.resources.gate import language_of, write_page
+from identityctl.server.requests import language_of, page_address
+from identityctl.server.resources.gate import write_page
 from identityctl.services.context import ServiceContext
 from identityctl.ui import admin_page
 
@@ -15,7 +16,8 @@ class AdminPageResource:
         self.context = context
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        write_page(resp, admin_page.page(self.context.config, language=language_of(req)))
+        write_page(resp, admin_page.page(self.context.config, language=language_of(req),
+                                         here=page_address(req)))
 
     on_head = on_get  # a page: HEAD answers as GET does, without the body
 

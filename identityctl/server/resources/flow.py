@@ -6,12 +6,17 @@ from typing import Any
 
 import falcon
 
-from identityctl import i18n
 from identityctl.errors import InvalidField
 from identityctl.flow.definition import FLOW_TYPES
 from identityctl.server.middleware import browser_origins, origin_of
 from identityctl.server.openapi import error_response, json_body, json_response
-from identityctl.server.requests import bool_field, json_object, object_field, string_field
+from identityctl.server.requests import (
+    bool_field,
+    json_object,
+    language_of,
+    object_field,
+    string_field,
+)
 from identityctl.services.context import ServiceContext
 from identityctl.services.flows import execution as flow_execution
 
@@ -58,8 +63,9 @@ class FlowExecuteResource:
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = json_object(req)
         verbose = bool_field(body, "verbose")
-        # What the flow sends the person (a code by e-mail) is in their browser's language.
-        language = i18n.choose(accept_language=req.get_header("Accept-Language"))
+        # What the flow sends the person (a code by e-mail) is in their chosen language, else
+        # their browser's.
+        language = language_of(req)
         # The hosted pages' requests carry the browser secret, and their executions are
         # bound to it; an application's own page across origins sends no cookie.
         browser = browser_secret(req)

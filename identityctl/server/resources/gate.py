@@ -8,12 +8,15 @@ user is looking at a browser tab, and redirecting would make us an open redirect
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import falcon
 
 from identityctl import i18n
+from identityctl.errors import InvalidField
 from identityctl.oauth.errors import UntrustedRedirect
 from identityctl.server.openapi import error_response
+from identityctl.server.requests import LANGUAGE_COOKIE, language_of, page_address
 from identityctl.server.resources.flow import browser_secret
 from identityctl.services.context import ServiceContext
 from identityctl.ui import gate, pages
@@ -41,7 +44,7 @@ class GatePageResource:
             application_id=_required(req, "applicationId"), auth_id=_required(req, "authId"),
             execution_id=req.get_param("executionId") or "",
             resume=req.get_param("resume") == "session", language=language_of(req),
-            browser=browser_secret(req, resp)))
+            browser=browser_secret(req, resp), here=page_address(req)))
 
     on_head = on_get
 
@@ -54,12 +57,6 @@ def _required(req: falcon.Request, name: str) -> str:
     return value
 
 
-def language_of(req: falcon.Request) -> str:
-    """The page's language: the request's ``ui_locales``, then ``Accept-Language``."""
-    return i18n.choose(ui_locales=req.get_param("ui_locales"),
-                       accept_language=req.get_header("Accept-Language"))
-
-
 class ProviderReturnResource:
     """GET /gate/federated?code&state (or error): an identity provider's answer comes back
     here (the redirect URI registered at every provider); the page hands it on."""
@@ -68,9 +65,49 @@ class ProviderReturnResource:
         self.context = context
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        write_page(resp, gate.provider_return_page(self.context.config, language_of(req)))
+        write_page(resp, gate.provider_return_page(self.context.config, language_of(req),
+                                                   here=page_address(req)))
 
     on_head = on_get
+
+
+class LanguageResource:
+    """POST /gate/language (a form: ``language``, ``return``): the language switcher of
+    every page. Remembers the choice in a cookie and sends the browser back to the page it
+    came from, a path on this service only (never another site: no open redirect). A
+    ``ui_locales`` in that page's address becomes the chosen language, so the choice shows
+    at once, and the sign-in under way goes on.
+
+    No Origin check: the pages' own form posts carry ``Origin: null`` (their referrer
+    policy is no-referrer), and a forged post can do no more than choose a language
+    (docs/security.md)."""
+
+    YEAR = 365 * 86400
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        form = req.get_media() if req.content_length else {}
+        chosen = str(form.get("language") or "")
+        if chosen not in i18n.LANGUAGES:
+            raise InvalidField("language", f"one of {', '.join(i18n.LANGUAGES)}.")
+        resp.set_cookie(LANGUAGE_COOKIE, chosen, max_age=self.YEAR, path="/", secure=True,
+                        http_only=True, same_site="Lax")
+        resp.status = falcon.HTTP_303
+        resp.location = switched_page(str(form.get("return") or ""), chosen)
+
+
+def switched_page(address: str, language: str) -> str:
+    """``address`` (a page of this service: a path, with its query) to come back to after
+    choosing ``language``; anything else (another site, a scheme, a backslash, a control
+    character) becomes the start page."""
+    if not address.startswith("/") or address.startswith("//") or "\\" in address \
+            or any(ord(character) < 0x20 or ord(character) == 0x7F for character in address):
+        return "/"
+    parts = urlsplit(address)
+    if parts.scheme or parts.netloc:
+        return "/"
+    query = [(name, language if name == "ui_locales" else value)
+             for name, value in parse_qsl(parts.query, keep_blank_values=True)]
+    return urlunsplit(("", "", parts.path, urlencode(query), ""))
 
 
 class ThemeResource:
@@ -117,13 +154,14 @@ def add_gate_routes(app: falcon.App, context: ServiceContext) -> None:
     app.add_route(f"{gate.GATE_PATH}/{gate.SIGN_UP}", GatePageResource(context, gate.SIGN_UP))
     app.add_route(f"{gate.GATE_PATH}/{gate.RECOVER}", GatePageResource(context, gate.RECOVER))
     app.add_route(gate.PROVIDER_RETURN_PATH, ProviderReturnResource(context))
+    app.add_route(gate.LANGUAGE_PATH, LanguageResource())
     app.add_route(gate.THEME_PATH, ThemeResource())
     app.add_route(gate.STATIC_PATH + "/{name}", StaticResource())
 
     def error_page(req: falcon.Request, resp: falcon.Response, ex: UntrustedRedirect,
                    params: dict[str, Any]) -> None:
-        write_page(resp, gate.error_page(context.config, ex, language_of(req)),
-                   status=ex.status)
+        write_page(resp, gate.error_page(context.config, ex, language_of(req),
+                                         here=page_address(req)), status=ex.status)
 
     app.add_error_handler(UntrustedRedirect, error_page)
 
@@ -171,6 +209,19 @@ OPENAPI_PATHS = {
                        _query("state", "The state sent to the provider.", required=False),
                        _query("error", "The provider's refusal.", required=False)],
         "responses": {"200": {"description": "text/html", "content": {"text/html": {}}}}}},
+    gate.LANGUAGE_PATH: {"post": {
+        "summary": "The language switcher of every page: remembers the choice (a cookie) "
+                   "and goes back to the page (a path of this service only)",
+        "operationId": "gateLanguage",
+        "requestBody": {"required": True, "content": {
+            "application/x-www-form-urlencoded": {"schema": {
+                "type": "object", "required": ["language"],
+                "properties": {"language": {"type": "string", "enum": list(i18n.LANGUAGES)},
+                               "return": {"type": "string", "description":
+                                          "The page to go back to: a path with its query "
+                                          "(anything else: the start page)."}}}}}},
+        "responses": {"303": {"description": "Back to the page, in the chosen language."},
+                      "400": error_response("invalid_field: not a language of this service.")}}},
     "/favicon.ico": {"get": {"summary": "The service's icon (SVG)", "operationId": "favicon",
                              "responses": {"200": {"description": "image/svg+xml",
                                                    "content": {"image/svg+xml": {}}}}}},

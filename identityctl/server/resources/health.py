@@ -7,7 +7,8 @@ import falcon
 from identityctl import __version__
 from identityctl.config import Config
 from identityctl.errors import IdentityError
-from identityctl.server.resources.gate import language_of, write_page
+from identityctl.server.requests import language_of, page_address
+from identityctl.server.resources.gate import write_page
 from identityctl.store import db
 from identityctl.ui import home
 
@@ -33,7 +34,8 @@ class HomeResource:
             healthy = True
         except IdentityError:
             healthy = False
-        write_page(resp, home.page(self.config, healthy=healthy, language=language_of(req)))
+        write_page(resp, home.page(self.config, healthy=healthy, language=language_of(req),
+                                   here=page_address(req)))
 
     on_head = on_get
 

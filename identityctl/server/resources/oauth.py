@@ -21,11 +21,13 @@ from identityctl.server.requests import (
     bearer_token,
     json_object,
     json_value,
+    language_of,
+    page_address,
     presented_token,
     string_field,
 )
 from identityctl.server.resources.flow import browser_secret
-from identityctl.server.resources.gate import language_of, write_page
+from identityctl.server.resources.gate import write_page
 from identityctl.services.accounts import sessions
 from identityctl.services.clients import dpop, revocation
 from identityctl.services.context import ServiceContext
@@ -566,13 +568,13 @@ class LogoutResource(_OAuthResource):
                 config, action=config.base_url + discovery.LOGOUT_PATH,
                 confirmation=answer.confirmation, parameters=answer.parameters,
                 account_url=account_url, application_id=answer.application_id,
-                language=language))
+                language=language, here=page_address(req)))
             return
         _set_session_cookie(resp, "", 0)  # the browser forgets it
         if answer.location is None:
             write_page(resp, gate.signed_out_page(config, account_url=account_url,
                                                   application_id=answer.application_id,
-                                                  language=language))
+                                                  language=language, here=page_address(req)))
         else:
             resp.status = falcon.HTTP_302
             resp.location = answer.location

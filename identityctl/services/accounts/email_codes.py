@@ -100,7 +100,7 @@ def send_address_code(ctx: ServiceContext, user: UserRecord, address: object, *,
     with db.transaction():
         code_store.replace(pending)
         mail.queue(ctx, "confirm_email", to=address, language=mail.language_of(user, language),
-                   code=code, minutes=str(ttl // 60))
+                   code=code, count=ttl // 60)
         audit.record("email.code_sent", "success", origin=origin, user_id=user.id,
                      details={"change": address.lower() != _current_address(user)})
     return pending

@@ -15,6 +15,7 @@ invitations to enrol a first passkey.
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from identityctl.errors import BadRequest, Forbidden
@@ -121,7 +122,7 @@ def invite(ctx: ServiceContext, id_or_username: str, *, send_email: bool,
         if address is not None:
             mail.queue(ctx, "invite", to=address, language=mail.language_of(user),
                        username=user.username, link=url,
-                       expires=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(expires_at)))
+                       expires=datetime.fromtimestamp(expires_at, UTC))
         audit.record("user.invite", "success", origin=origin, user_id=user.id,
                      details={"emailed": send_email, "days": days})
     import segno  # PERF: imported at the first QR code, not at every start

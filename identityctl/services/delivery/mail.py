@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import smtplib
+from datetime import datetime
 from email.message import EmailMessage
 from typing import Any
 
@@ -71,7 +72,8 @@ def brand_of(application: dict[str, Any]) -> dict[str, str]:
 
 
 def queue(ctx: ServiceContext, kind: str, *, to: str, language: str = i18n.DEFAULT,
-          send: bool = True, brand: dict[str, str] | None = None, **values: str) -> None:
+          send: bool = True, brand: dict[str, str] | None = None,
+          **values: str | int | datetime) -> None:
     """(In the caller's transaction.) Queue message ``kind`` for ``to``, looking like
     ``brand`` (:func:`brand_of`; else the deployment's name); ``send=False`` does the same
     work without sending anything (an answer that must not tell whether an address is
@@ -83,7 +85,8 @@ def queue(ctx: ServiceContext, kind: str, *, to: str, language: str = i18n.DEFAU
                             "text": mail.text, "html": mail.html})
 
 
-def notify(ctx: ServiceContext, user: UserRecord, kind: str, **values: str) -> None:
+def notify(ctx: ServiceContext, user: UserRecord, kind: str,
+           **values: str | int | datetime) -> None:
     """(In the caller's transaction.) Tell ``user`` about a change to their account, at
     their verified address; nobody is told at an address they never proved."""
     address = recovery_store.verified_address(user.id)

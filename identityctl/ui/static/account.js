@@ -160,7 +160,8 @@
     const link = await call("POST", "/passkeys/link", {});
     where.replaceChildren(
       element("p", {}, t("On your other device, scan this code or open the link. It works " +
-        "once, until {time}.", { time: new Date(link.expiresAt * 1000).toLocaleTimeString() })),
+        "once, until {time}.", { time: new Date(link.expiresAt * 1000).toLocaleTimeString(
+          document.documentElement.lang) })),
       element("img", { src: link.qrCode, alt: t("QR code of the link"), width: "180",
         height: "180" }),
       element("p", {}, element("a", { href: link.url, class: "link" }, link.url)));

@@ -333,7 +333,7 @@
       table([t("Name"), t("Handle"), t("Type"), t("Steps")], items.map((item) => [
         element("a", { href: `#${path("flows", item.id)}` }, item.name),
         element("code", {}, item.handle), t(TEXT[item.flowType] || item.flowType),
-        String(item.nodes.length)]), t("Flows")),
+        window.identityctlNumber(item.nodes.length)]), t("Flows")),
       newFlow());
     return undefined;
   }

@@ -114,7 +114,7 @@
     name: (role) => role.name,
     headings: [t("Name"), t("Description"), t("Scopes"), t("Members")],
     cells: (role) => [role.name, role.description || "—", listed(role.scopes),
-      String(role.members)],
+      window.identityctlNumber(role.members)],
     fresh() {
       const name = input({ required: true });
       const rest = roleFields("role", null);
@@ -235,7 +235,8 @@
       if (said) say(slot, said);
     }
     const rows = answer.items.map((delivery) => [when(delivery.queuedAt), delivery.url,
-      t(STATES[delivery.state] || delivery.state), String(delivery.attempts),
+      t(STATES[delivery.state] || delivery.state),
+      window.identityctlNumber(delivery.attempts),
       delivery.lastError || "—",
       delivery.state === "given up" ? button(t("Send again"), () => admin.guarded(async () => {
         await admin.call("POST",

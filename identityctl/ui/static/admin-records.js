@@ -321,6 +321,10 @@
     return node;
   }
 
+  function counted(count) {
+    return new Intl.NumberFormat(document.documentElement.lang).format(count);
+  }
+
   function dayName(day, options) {
     return new Date(`${day}T00:00:00Z`).toLocaleDateString(document.documentElement.lang,
       { timeZone: "UTC", ...options });
@@ -336,14 +340,14 @@
       "aria-labelledby": "sign-ins-title", class: "chart" });
     const total = days.reduce((sum, day) => sum + day.count, 0);
     chart.append(svg("title", { id: "sign-ins-title" }, t("Sign-ins per day: {total} in " +
-      "{days} days, at most {most} in one day.", { total, days: days.length, most: top })));
+      "{count} days, at most {most} in one day.", { total, count: days.length, most: top })));
     days.forEach((day, index) => {
       const tall = Math.round((day.count / top) * height);
       chart.append(svg("rect", { x: index * 28 + 4, y: height - tall + 14, width: 20,
         height: Math.max(tall, day.count ? 1 : 0), class: "bar" }));
       if (day.count) {
         chart.append(svg("text", { x: index * 28 + 14, y: height - tall + 10,
-          class: "count" }, String(day.count)));
+          class: "count" }, counted(day.count)));
       }
       chart.append(svg("text", { x: index * 28 + 14, y: height + 30, class: "day" },
         dayName(day.day, { day: "numeric" })));
@@ -351,7 +355,7 @@
     return element("figure", { class: "sign-ins" }, chart,
       element("details", {}, element("summary", {}, t("The numbers")),
         table([t("Day"), t("Sign-ins")], days.map((day) => [
-          dayName(day.day, { dateStyle: "medium" }), String(day.count)]))));
+          dayName(day.day, { dateStyle: "medium" }), counted(day.count)]))));
   }
 
   async function operations() {
@@ -366,7 +370,7 @@
             numbers.health)))),
       section(t("Waiting to be sent"), outbox.length
         ? table([t("Kind"), t("Messages")], outbox.map(([kind, depth]) => [kind,
-          String(depth)]))
+          window.identityctlNumber(depth)]))
         : element("p", { class: "status" }, t("Nothing is waiting."))),
       section(t("Sign-ins per day"), signInChart(numbers.signInsPerDay || [])),
       section(t("Recent webhook failures"), table([t("When"), t("Webhook"), t("What happened")],

@@ -61,7 +61,7 @@
       label: t("Users"),
       headings: [t("Username"), t("E-mail address"), t("State"), t("Passkeys"), t("Added")],
       row: (user) => [userLink(user), emailCell(user), stateTag(user.state),
-        String(user.passkeys), when(user.createdAt)],
+        window.identityctlNumber(user.passkeys), when(user.createdAt)],
       fetchPage: (cursor) => admin.call("GET", `/users?${new URLSearchParams({
         q: search.value.trim(), limit: "25", ...(cursor ? { cursor } : {}) })}`),
     });

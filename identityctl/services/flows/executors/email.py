@@ -63,7 +63,7 @@ def send_verification(step: StepRequest, properties: dict[str, Any]) -> TaskOutc
         return TaskOutcome("incomplete", "too_many_codes")
     mail.queue(step.ctx, "verify_email", to=address, language=step.language, code=code,
                brand=mail.brand_of(step.application),
-               minutes=str(step.ctx.config.email.code_ttl // 60))
+               count=step.ctx.config.email.code_ttl // 60)
     step.additional["emailSentTo"] = address
     return SUCCESS
 
@@ -88,7 +88,7 @@ def send_recovery(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     mail.queue(step.ctx, "recovery_code", to=address or UNADDRESSED,
                language=mail.language_of(user, step.language) if user else step.language,
                send=deliverable, code=code, brand=mail.brand_of(step.application),
-               minutes=str(step.ctx.config.email.code_ttl // 60))
+               count=step.ctx.config.email.code_ttl // 60)
     return SUCCESS
 
 

@@ -1,0 +1,228 @@
+"""The pages in every language: the switcher on each page (a form that remembers the choice
+and comes back to the same page, never to another site), the order of the choice, right to
+left in Arabic; and in Chromium at a phone's 390 px, every main page in every language
+fits without clipped text, Arabic is axe-core clean, and the sign-in page in Japanese and
+Arabic is photographed (test-artifacts/languages/)."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+import pytest
+import requests
+
+from identityctl import i18n
+from identityctl.oauth.pkce import s256_challenge
+from identityctl.server.requests import LANGUAGE_COOKIE
+from identityctl.services import catalog
+from tests.conftest import Service
+from tests.support.browser import ARTIFACTS, PasskeyPage, needs_chromium
+from tests.support.oauth import OAuthDriver, RegisteredClient
+from tests.support.origins import TEST_ORIGIN
+from tests.test_admin_api_users import Admin
+from tests.test_admin_console import Console
+
+REDIRECT_URI = "https://shop.example/callback"
+AXE = Path(__file__).resolve().parent / "node" / "node_modules" / "axe-core" / "axe.min.js"
+
+
+@pytest.fixture
+def shop(service: Service) -> dict[str, Any]:
+    document = catalog.applications.application_templates()["SPA"]
+    document["inboundAuthConfig"][0]["config"]["redirectUris"] = [REDIRECT_URI]
+    document.update(name=f"Shop {uuid.uuid4().hex[:4]}", isRegistrationFlowEnabled=True,
+                    themeId=catalog.themes.require_theme("default")["id"])
+    return catalog.applications.create_application(document, origin=TEST_ORIGIN)[0]
+
+
+def _sign_in_link(service: Service, shop: dict[str, Any], **extra: str) -> dict[str, str]:
+    client = RegisteredClient(application_id=shop["id"],
+                              client_id=catalog.applications.oauth_config(shop)["clientId"],
+                              secret=None, redirect_uri=REDIRECT_URI, auth_method="none")
+    return OAuthDriver(service).gate_link(client, code_challenge=s256_challenge("v" * 43),
+                                          code_challenge_method="S256", **extra)
+
+
+def _switch(service: Service, language: str, back: str, **headers: str) -> requests.Response:
+    return requests.post(service.url("/gate/language"), data={"language": language,
+                                                             "return": back},
+                         headers=headers, allow_redirects=False, timeout=30)
+
+
+def _html_lang(page: requests.Response) -> tuple[str, str]:
+    found = re.search(r'<html lang="([^"]+)" dir="(\w+)">', page.text)
+    assert found, page.text[:200]
+    return found.group(1), found.group(2)
+
+
+def test_the_switcher_remembers_the_choice_and_comes_back_to_the_same_sign_in(
+        service: Service, shop: dict[str, Any]) -> None:
+    link = _sign_in_link(service, shop, ui_locales="de")
+    here = "/gate/signin?" + urlencode(link)
+    page = service.get(here)
+    # Every language, named in itself, in a labelled select; the page's own is chosen.
+    assert '<label for="language-choice">Sprache</label>' in page.text
+    assert '<option value="ja" lang="ja">日本語</option>' in page.text
+    assert '<option value="de" lang="de" selected>Deutsch</option>' in page.text
+    assert f'<input type="hidden" name="return" value="{here.replace("&", "&amp;")}">' \
+        in page.text
+
+    switched = _switch(service, "ar", here)
+    assert switched.status_code == 303
+    cookie = switched.cookies.get(LANGUAGE_COOKIE)
+    assert cookie == "ar" and "HttpOnly" in switched.headers["Set-Cookie"] and \
+        "SameSite=Lax" in switched.headers["Set-Cookie"]
+    # Back to the same sign-in (its execution and request), ui_locales now the choice.
+    back = switched.headers["Location"]
+    assert back == "/gate/signin?" + urlencode({**link, "ui_locales": "ar"})
+    again = service.get(back, cookies={LANGUAGE_COOKIE: cookie})
+    assert _html_lang(again) == ("ar", "rtl")
+    assert f'data-auth-id="{link["authId"]}"' in again.text
+
+
+def test_the_choice_is_ui_locales_then_the_cookie_then_the_browser_then_english(
+        service: Service, shop: dict[str, Any]) -> None:
+    assert _html_lang(service.get("/", headers={"Accept-Language": "pt-PT,pt;q=0.9"})) == \
+        ("pt-BR", "ltr")
+    assert _html_lang(service.get("/", headers={"Accept-Language": "zh-SG"})) == \
+        ("zh-Hans", "ltr")
+    assert _html_lang(service.get("/", headers={"Accept-Language": "zh-TW"})) == ("en", "ltr")
+    chosen = service.get("/", headers={"Accept-Language": "fr"},
+                         cookies={LANGUAGE_COOKIE: "pl"})
+    assert _html_lang(chosen) == ("pl", "ltr")
+    link = _sign_in_link(service, shop, ui_locales="es")
+    assert _html_lang(service.get("/gate/signin", params=link,
+                                  cookies={LANGUAGE_COOKIE: "pl"})) == ("es", "ltr")
+    # Server-made pages too: the not-found page in the remembered language.
+    missing = service.get("/no/such/page", headers={"Accept": "text/html"},
+                          cookies={LANGUAGE_COOKIE: "ja"})
+    assert _html_lang(missing) == ("ja", "ltr") and "このページは存在しません" in missing.text
+
+
+@pytest.mark.parametrize("back", [
+    "https://evil.example/", "//evil.example/", "/\\evil.example/", "\\\\evil.example",
+    "javascript:alert(1)", "/gate/signin\r\nSet-Cookie: x=y", "", "gate/signin"])
+def test_the_switcher_never_sends_the_browser_to_another_site(service: Service,
+                                                              back: str) -> None:
+    switched = _switch(service, "fr", back)
+    assert switched.status_code == 303 and switched.headers["Location"] == "/"
+
+
+def test_the_switcher_refuses_an_unknown_language_and_a_forged_post_only_picks_a_language(
+        service: Service) -> None:
+    unknown = _switch(service, "tlh", "/")
+    assert unknown.status_code == 400 and unknown.json()["code"] == "invalid_field"
+    assert LANGUAGE_COOKIE not in unknown.cookies
+    # Another site's form: a language and a page of this service, nothing more.
+    forged = _switch(service, "ar", "https://evil.example/", Origin="https://evil.example")
+    assert forged.status_code == 303 and forged.headers["Location"] == "/"
+    assert forged.headers["Set-Cookie"].startswith(f"{LANGUAGE_COOKIE}=ar;")
+
+
+#: The main pages without a sign-in, and what shows once their script has drawn them.
+_PAGES = {"sign-in": "#step button", "sign-up": "#step button", "recover": "#step input",
+          "device": "main input", "account-link": "[role=alert]:not([hidden])",
+          "not-found": "h1", "home": "h1"}
+#: Text elements whose words must not be cut off (scrollWidth beyond their box).
+_OVERFLOW = """() => {
+  const wide = document.documentElement.scrollWidth;
+  const clipped = [...document.querySelectorAll(
+      'h1, h2, h3, p, label, button, a, li, dt, dd, th, td, option, legend, summary, span')]
+    .filter((el) => el.offsetParent !== null && el.clientWidth > 0
+      && el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== 'auto')
+    .map((el) => `${el.tagName}: ${el.textContent.trim().slice(0, 40)}`);
+  return { wide, clipped };
+}"""
+
+
+@needs_chromium
+def test_every_main_page_fits_a_phone_in_every_language_and_arabic_reads_right_to_left(
+        service: Service, browser: Any, shop: dict[str, Any]) -> None:
+    tab = PasskeyPage(browser, bypass_csp=True)
+    page = tab.page
+    page.route(REDIRECT_URI + "*", lambda route: route.fulfill(
+        status=200, content_type="text/html", body="<!doctype html><title>Shop</title>"))
+    # The sign-in starts in this browser, so its flow execution is this browser's.
+    page.goto(service.url("/oauth2/authorize?" + urlencode({
+        "response_type": "code",
+        "client_id": catalog.applications.oauth_config(shop)["clientId"],
+        "redirect_uri": REDIRECT_URI, "scope": "openid profile",
+        "code_challenge": s256_challenge("v" * 43), "code_challenge_method": "S256"})))
+    execution = page.locator("#gate").get_attribute("data-execution-id")
+    assert execution
+    sign_in = page.url.removeprefix(service.base_url)
+    link = dict(parse_qsl(urlsplit(sign_in).query))
+    paths = {"home": "/", "sign-in": sign_in,
+             "sign-up": "/gate/signup?" + urlencode(link),
+             "recover": "/gate/recover?" + urlencode(link),
+             "device": "/device?user_code=BCDF-GHJK", "account-link": "/account/enrol#x",
+             "not-found": "/no/such/page"}
+    # The admin console, signed in, in a browser of its own (its passkey would sign the
+    # shop's page in by itself).
+    console = Console(browser, Admin(service))
+    problems: list[str] = []
+
+    def fits(where: Any, what: str) -> None:
+        found = where.evaluate(_OVERFLOW)
+        if found["wide"] > 390 or found["clipped"]:
+            problems.append(f"{what}: {found}")
+
+    def switch_to(language: str) -> None:
+        """The switcher, as a person uses it: pick the language, press the button; the
+        same page comes back in that language (the sign-in with its execution)."""
+        page.locator("#language-choice").select_option(language)
+        page.locator("form.languages button").click()
+        page.wait_for_function(f"document.documentElement.lang === {json.dumps(language)}")
+
+    try:
+        switch_to("de")
+        assert page.locator("#gate").get_attribute("data-execution-id") == execution
+        for language in i18n.LANGUAGES:
+            switch_to(language)  # from the page the last language ended on
+            for name, drawn in _PAGES.items():
+                page.goto(service.url(paths[name]))
+                page.locator(drawn).first.wait_for()
+                fits(page, f"{language} {name}")
+                if name == "sign-in" and language in ("ja", "ar"):
+                    tab.screenshot("languages", f"sign-in-{language}")
+            # The console's browser remembers the same choice.
+            console.tab.context.add_cookies([cookie for cookie in tab.context.cookies()
+                                             if cookie["name"] == LANGUAGE_COOKIE])
+            console.page.goto(service.url("/"))  # the console loads anew, in that language
+            console.open("#/users")
+            console.page.wait_for_function(
+                f"document.documentElement.lang === {json.dumps(language)}")
+            console.page.locator("tbody tr").first.wait_for()
+            fits(console.page, f"{language} admin console")
+        assert problems == [], "\n".join(problems)
+
+        # Arabic: right to left, mirrored (logical properties), and axe-core clean.
+        page.goto(service.url(sign_in))
+        switch_to("ar")
+        assert page.evaluate("[document.documentElement.dir, "
+                             "getComputedStyle(document.body).direction]") == ["rtl", "rtl"]
+        heading = page.locator("h1").bounding_box()
+        card = page.locator("main").bounding_box()
+        assert heading and card and heading["x"] + heading["width"] > card["x"] + \
+            card["width"] - 40  # the heading starts at the right
+        if AXE.exists():
+            violations = []
+            for name, drawn in (("sign-in", "#step button"), ("home", "h1"),
+                                ("device", _PAGES["device"])):
+                page.goto(service.url(paths[name]))
+                page.locator(drawn).first.wait_for()
+                page.evaluate(AXE.read_text())
+                found = page.evaluate("async () => (await axe.run(document, "
+                                      "{resultTypes: ['violations']})).violations")
+                violations += [{"page": name, "rule": item["id"]} for item in found
+                               if item["impact"] in ("serious", "critical")]
+            assert violations == [], json.dumps(violations)
+    finally:
+        tab.close()
+        console.close()
+    assert (ARTIFACTS / "languages" / "sign-in-ja.png").exists()
