@@ -135,16 +135,18 @@ def check_authenticator(*, aaguid: str, attestation_object: bytes, client_data_j
     """Whether the authenticator ``aaguid`` (lower case, dashed) that made
     ``attestation_object`` may register under ``policy``, or :class:`AuthenticatorRefused`.
 
-    ``verifier``: the loaded metadata, which ``policy.metadata_required`` needs (the
-    caller refuses the registration when there is none)."""
+    ``verifier``: the loaded metadata, which ``policy.metadata_required`` needs."""
     if aaguid in policy.deny:
         raise AuthenticatorRefused(DENIED, f"The authenticator {aaguid} is in "
                                    f"passkey.aaguid_deny.", aaguid=aaguid)
     if policy.allow and aaguid not in policy.allow:
         raise AuthenticatorRefused(NOT_ALLOWED, f"The authenticator {aaguid} is not in "
                                    f"passkey.aaguid_allow.", aaguid=aaguid)
-    if not policy.metadata_required or verifier is None:
+    if not policy.metadata_required:
         return
+    if verifier is None:  # never a pass: without metadata nothing is proven
+        raise AuthenticatorRefused(NOT_IN_METADATA, "No FIDO metadata is loaded.",
+                                   aaguid=aaguid)
     entry = verifier.find_entry_by_aaguid(Aaguid.parse(aaguid))
     if entry is None:
         raise AuthenticatorRefused(NOT_IN_METADATA, f"The authenticator {aaguid} has no entry "

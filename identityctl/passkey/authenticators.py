@@ -58,7 +58,7 @@ def authenticator_icon(aaguid: str, *, scheme: str = LIGHT) -> bytes | None:
     """The SVG icon of the authenticator with ``aaguid`` for a ``scheme`` (light or dark)
     background (the light one where the list has no dark one), or None when it has none."""
     key = canonical_aaguid(aaguid)
-    icons = _icons().get(key) if key not in (None, UNKNOWN_AAGUID) else None
+    icons = _icons().get(key) if key else None  # zeros: no make, no icon
     if not icons:
         return None
     icon = icons.get(scheme) or icons.get(LIGHT) or icons.get(DARK)
