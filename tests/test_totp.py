@@ -295,3 +295,40 @@ def test_the_store_spends_a_step_once_and_never_an_earlier_one(store_url: str) -
     assert sorted(wins) == [False] * (racers - 1) + [True]
     with db.transaction():
         assert totp_store.remove(person.id) and not totp_store.remove(person.id)
+
+
+def test_passkeys_only_is_set_as_code_and_from_the_command_line(
+        service: Service, cli: Any) -> None:
+    from identityctl.errors import InvalidField
+    from identityctl.services.admin import configuration
+    from identityctl.services.context import ServiceContext
+
+    ctx = ServiceContext.for_config(service.config)
+    units = configuration.export(ctx, only=["organizationUnits"])["organizationUnits"]
+    strict = {"handle": f"strict-{uuid.uuid4().hex[:6]}", "name": "Strict",
+              "description": "", "parent": None, "passkeysOnly": True}
+    document = {"apiVersion": "identityctl/v1", "kind": "Configuration",
+                "organizationUnits": [*units, strict]}
+    configuration.apply(ctx, document, origin=TEST_ORIGIN)
+    exported = configuration.export(ctx, only=["organizationUnits"])["organizationUnits"]
+    assert strict in exported  # written only where it holds
+    assert all("passkeysOnly" not in unit for unit in exported if unit != strict)
+    with pytest.raises(InvalidField) as refused:
+        configuration.apply(ctx, {**document, "organizationUnits": [
+            *units, {**strict, "passkeysOnly": "yes"}]}, origin=TEST_ORIGIN)
+    assert "passkeysOnly" in refused.value.description
+
+    assert cli("ou", "update", strict["handle"], "--passwords-allowed").exit_code == 0
+    assert directory.require_ou(strict["handle"])["passkeysOnly"] is False
+    app = make_application()
+    assert cli("app", "update", app["id"], "--passkeys-only").exit_code == 0
+    assert catalog.applications.get_application(app["id"])["passkeysOnly"] is True
+
+
+def test_an_administrator_removes_a_lost_app(service: Service, cli: Any) -> None:
+    me = with_password(Account(service))
+    enrolled(me)
+    assert cli("user", "remove-totp", me.user.username).exit_code == 0
+    assert me.ok("GET", "/profile")["totpEnrolled"] is False
+    assert password_attempt(flow_from(service, VICTIM, make_application()["id"]),
+                            me.user.username, PASSWORD)["flowStatus"] == "COMPLETE"
