@@ -301,8 +301,10 @@ def test_an_application_is_edited_and_gets_a_new_secret_shown_once(
         made["id"]))["redirectUris"] == ["https://wiki.example.com/callback"]
     uris.fill("https://wiki.example.com/callback\nhttps://wiki.example.com/again")
     page.get_by_label("Scopes").fill("openid profile email")
+    page.get_by_label("Passkeys only").check()
     page.get_by_role("button", name="Save changes").click()
     console.wait_for_status("The changes to Team wiki were saved.")
+    assert catalog.applications.require_application(made["id"])["passkeysOnly"] is True
     saved = catalog.applications.oauth_config(catalog.applications.require_application(
         made["id"]))
     assert saved["redirectUris"] == ["https://wiki.example.com/callback",

@@ -5,6 +5,7 @@ at once, and the refusals where passkeys only are allowed."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +26,7 @@ from tests.support.flows import FlowClient
 from tests.support.origins import TEST_ORIGIN
 from tests.support.passkeys import assert_error
 from tests.support.smtp import SmtpServer, code_in, text_of
+from tests.support.threads import run_at_once
 from tests.test_account import Account
 from tests.test_flow_execution import PASSWORD, make_application
 from tests.test_lockout_resistance import ATTACKER, VICTIM, flow_from, password_attempt
@@ -263,3 +265,70 @@ def test_recovery_by_e_mail_asks_the_enrolled_for_their_app_too(
     assert {i["identifier"] for i in step["data"]["inputs"]} == {"totpCode", "recoveryCode"}
     step = flows.act("totp", totpCode=later_code(secret))
     assert "passkeyCreationOptions" in step["data"]["additionalData"]
+
+
+def test_the_store_spends_a_step_once_and_never_an_earlier_one(store_url: str) -> None:
+    from identityctl.store import totp as totp_store
+    from tests.test_store import make_user
+
+    person = make_user()
+    with db.transaction():
+        totp_store.start(person.id, "sealed")
+    assert not totp_store.is_active(person.id)
+    assert not totp_store.use_step(person.id, 100, confirm=False)  # not active yet
+    assert totp_store.use_step(person.id, 100, confirm=True)
+    assert totp_store.is_active(person.id)
+    assert not totp_store.use_step(person.id, 100, confirm=True)  # confirmed once only
+    assert not totp_store.use_step(person.id, 100, confirm=False)  # spent
+    assert not totp_store.use_step(person.id, 99, confirm=False)  # earlier
+
+    racers, start, wins = 8, threading.Barrier(8), []
+
+    def spend() -> None:
+        try:
+            start.wait()
+            wins.append(totp_store.use_step(person.id, 101, confirm=False))
+        finally:
+            db.release_connection()
+
+    run_at_once(spend, racers)
+    assert sorted(wins) == [False] * (racers - 1) + [True]
+    with db.transaction():
+        assert totp_store.remove(person.id) and not totp_store.remove(person.id)
+
+
+def test_passkeys_only_is_set_as_code_and_from_the_command_line(
+        service: Service, cli: Any) -> None:
+    from identityctl.errors import InvalidField
+    from identityctl.services.admin import configuration
+    from identityctl.services.context import ServiceContext
+
+    ctx = ServiceContext.for_config(service.config)
+    units = configuration.export(ctx, only=["organizationUnits"])["organizationUnits"]
+    strict = {"handle": f"strict-{uuid.uuid4().hex[:6]}", "name": "Strict",
+              "description": "", "parent": None, "passkeysOnly": True}
+    document = {"apiVersion": "identityctl/v1", "kind": "Configuration",
+                "organizationUnits": [*units, strict]}
+    configuration.apply(ctx, document, origin=TEST_ORIGIN)
+    exported = configuration.export(ctx, only=["organizationUnits"])["organizationUnits"]
+    assert strict in exported  # written only where it holds
+    assert all("passkeysOnly" not in unit for unit in exported if unit != strict)
+    with pytest.raises(InvalidField) as refused:
+        configuration.apply(ctx, {**document, "organizationUnits": [
+            *units, {**strict, "passkeysOnly": "yes"}]}, origin=TEST_ORIGIN)
+    assert "passkeysOnly" in refused.value.description
+
+    assert cli("ou", "update", strict["handle"], "--passwords-allowed").exit_code == 0
+    assert directory.require_ou(strict["handle"])["passkeysOnly"] is False
+    app = make_application()
+    assert cli("app", "update", app["id"], "--passkeys-only").exit_code == 0
+    assert catalog.applications.get_application(app["id"])["passkeysOnly"] is True
+
+
+def test_an_administrator_removes_a_lost_app(service: Service, cli: Any) -> None:
+    me = with_password(Account(service))
+    enrolled(me)
+    assert cli("user", "remove-totp", me.user.username).exit_code == 0
+    assert me.ok("GET", "/profile")["totpEnrolled"] is False
+    assert password_attempt(flow_from(service, VICTIM, make_application()["id"]),
+                            me.user.username, PASSWORD)["flowStatus"] == "COMPLETE"

@@ -47,11 +47,11 @@ def password(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
         if not ok:
             attempt.fail("invalid_credentials")
             return TaskOutcome("incomplete", "invalid_credentials")
+        # Said only to whoever knows the password (audited): the rule of the person's unit.
+        directory_service.ensure_passwords_allowed(user)
     directory_service.ensure_usable(user)
     # With an authenticator app to come, its code's success trusts the address.
     attempt.succeeded(trust_address=not totp.is_enrolled(user.id))
-    # Said only to whoever knows the password: the rule of the person's unit.
-    directory_service.ensure_passwords_allowed(user)
     audit.record(PASSWORD_ACTION, "success", origin=step.origin.acting_as(user.id), user_id=user.id)
     step.context["username"] = user.username
     step.signed_in(user.id, ["pwd"])
