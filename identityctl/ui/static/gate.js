@@ -733,6 +733,7 @@
     current = step;
     executionId = step.executionId || executionId;
     setStatus("");
+    $("heading").textContent = pageHeading;  // a step's own heading lasts as long as it
     tellUnknown(step);
     if (step.flowStatus === "COMPLETE") return finish(step);
     if (step.failureReason === "passkey_upgrade") return upgrade(step);
@@ -772,6 +773,7 @@
   // happens, the sign-in goes on.
 
   const CONDITIONAL_CREATE_WAIT_MS = 2000;
+  const pageHeading = $("heading").textContent;
 
   async function upgrade(step) {
     const extra = step.data.additionalData || {};
@@ -784,7 +786,7 @@
       return advance(await post(page.flowUrl, { executionId, action: create.ref,
         inputs: creationInputs(credential) }));
     }
-    if (extra.passkeyUpgrade === "offer" && passkeysSupported) {
+    if ((extra.passkeyUpgrade === "offer" && passkeysSupported) || !notNow) {
       render({ ...step, failureReason: "" });
       $("heading").textContent = t("Sign in faster next time");
       return undefined;
