@@ -58,7 +58,7 @@ IDENTITYCTL = "/usr/local/bin/identityctl"
 PORT = 8090
 CA_BUNDLE = "etc/ssl/certs/ca-certificates.crt"
 #: The build format's own version: a change to how the Debian layer is made starts a new key.
-LAYER_FORMAT = "1"
+LAYER_FORMAT = "2"
 
 
 def packages() -> list[str]:
@@ -124,6 +124,7 @@ def debian_layer(wanted: list[str], epoch: int) -> tuple[Path, str]:
             subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True)
         for path in PRUNED:
             shutil.rmtree(root / path, ignore_errors=True)
+        compile_python(as_root(root), "/usr/lib/python3.11")
         # What update-ca-certificates would write: every certificate Mozilla trusts, in one file.
         bundle = root / CA_BUNDLE
         bundle.parent.mkdir(parents=True, exist_ok=True)
@@ -189,6 +190,23 @@ def write_layer(target: Path, entries: Entries) -> str:
     return "sha256:" + digest.hexdigest()
 
 
+def compile_python(chroot: list[str], folder: str) -> None:
+    """Byte code for every module under ``folder``, made by the image's Python, checked
+    against nothing at import (the image's files never change): what Debian's py3compile
+    would make at install, but reproducible, and no process in the image recompiles."""
+    subprocess.run([*chroot, "/usr/bin/python3.11", "-m", "compileall", "-q", "-j", "1",
+                    "--invalidation-mode", "unchecked-hash", folder],
+                   env={"PATH": "/usr/bin"}, check=True, capture_output=True)
+
+
+def as_root(root: Path) -> list[str]:
+    """The command prefix that runs a program of ``root`` inside it."""
+    chroot = [shutil.which("chroot") or "chroot", str(root)]
+    if os.geteuid() != 0:
+        chroot = [shutil.which("unshare") or "unshare", "--map-root-user", *chroot]
+    return chroot
+
+
 def identityctl_root(root: Path, pex: Path, entrypoint: Path) -> None:
     """The second layer's files, in ``root`` (on top of an unpacked Debian layer)."""
     (root / "etc").mkdir(exist_ok=True)
@@ -211,13 +229,16 @@ def identityctl_root(root: Path, pex: Path, entrypoint: Path) -> None:
     # at every start (and unpack itself to /tmp again when it may not).
     opt = root / PEX_DIR
     shutil.copy(pex, opt / "identityctl.pex")
-    chroot = [shutil.which("chroot") or "chroot", str(root)]
-    if os.geteuid() != 0:
-        chroot = [shutil.which("unshare") or "unshare", "--map-root-user", *chroot]
+    chroot = as_root(root)
     subprocess.run([*chroot, "/usr/bin/python3", f"/{PEX_DIR}/identityctl.pex", "--version"],
                    env={"PEX_ROOT": f"/{PEX_DIR}/pex", "PATH": "/usr/bin"}, check=True,
                    capture_output=True)  # (pex warns that it finds no ldd: there is none)
     (opt / "identityctl.pex").unlink()
+    # The byte code that run left behind records the unpacking's file times, which the layer
+    # does not keep: compile it again from the sources' hashes instead.
+    for cache in sorted((opt / "pex").rglob("__pycache__")):
+        shutil.rmtree(cache)
+    compile_python(chroot, f"/{PEX_DIR}/pex")
     for needed_only_by_the_pex_file in ("bootstraps", "interpreters", "isolated",
                                         "unzipped_pexes", "user_code", "access.lck"):
         path = opt / "pex" / needed_only_by_the_pex_file

@@ -7,6 +7,7 @@
 #   (installed with apt-get when missing and we are root; otherwise those tests skip
 #   and say why)
 # - a throwaway PostgreSQL cluster on a private port, stopped when the run ends
+# - what the container image test needs (apt's package lists; it says when it will skip)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +26,15 @@ apt_install() {
 command -v chromium >/dev/null || apt_install chromium
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_install postgresql
 [ -x /usr/sbin/pgbouncer ] || apt_install pgbouncer  # the PgBouncer start-up test
+# The container image test (tests/test_image.py) builds the image from Debian's packages
+# (apt-get download, dpkg-deb) and runs it in a chroot of its own: root only.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null; then
+  command -v unshare >/dev/null || apt_install util-linux
+  ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1 || apt-get update -qq >/dev/null 2>&1 \
+    || echo "test.sh: apt-get update failed (the container image tests will skip)"
+else
+  echo "test.sh: the container image tests will skip (they need root, apt-get and dpkg-deb)"
+fi
 # The npm parts of the suite (tests/node): axe-core for the accessibility scan; Vite, React
 # and react-oidc-context to build the React guide's apps.
 if command -v npm >/dev/null; then

@@ -85,6 +85,43 @@ def test_init_tells_people_what_to_run_next(tmp_path: Path) -> None:
 # --- serve ----------------------------------------------------------------------------------
 
 
+def test_init_takes_its_settings_from_the_environment_and_makes_the_first_administrator(
+        tmp_path: Path) -> None:
+    """As the container image's first start runs it: no options, only variables."""
+    environment = {**os.environ, "IDENTITYCTL_BASE_URL": "https://id.example.com",
+                   "IDENTITYCTL_ADMIN_EMAIL": "ada@example.com"}
+
+    def init(*args: str) -> dict:
+        made = subprocess.run([sys.executable, "-m", "identityctl", "init", "--dir",
+                               str(tmp_path), "--json", *args], capture_output=True,
+                              text=True, timeout=120, env=environment)
+        assert made.returncode == 0, made.stderr
+        return json.loads(made.stdout)
+
+    admin = init()["admin"]
+    config = tmp_path / "config.toml"
+    checked = json.loads(identityctl("config", "check", "--json", config=config).stdout)
+    assert (checked["base_url"], checked["rp_id"]) == ("https://id.example.com", "id.example.com")
+    assert admin["username"] == "ada@example.com" and admin["emailedTo"] is None
+    assert admin["invite"].startswith("https://id.example.com/account/enrol#")
+    shown = json.loads(identityctl("user", "show", "ada@example.com", "--json",
+                                   config=config).stdout)
+    assert (shown["id"], shown["roles"], shown["emailVerified"]) == (admin["id"], ["admin"],
+                                                                     True)
+    # Another instance's first start on the same database finds the administrator there.
+    assert init("--force")["admin"] is None
+
+
+def test_init_writes_the_database_url_it_is_given(tmp_path: Path) -> None:
+    from identityctl.config import load_config
+    from identityctl.services.admin.bootstrap import render_config
+
+    url = "postgresql://identity:s3cr\"et@db.internal:5432/identity"
+    (tmp_path / "config.toml").write_text(render_config(base_url="https://id.example.com",
+                                                        database_url=url))
+    assert load_config(tmp_path / "config.toml").database_url == url
+
+
 def test_serve_answers_health_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     assert identityctl("init", "--dir", str(tmp_path)).returncode == 0
     port = free_port()

@@ -264,6 +264,11 @@ def test_the_image_is_an_oci_layout_of_two_layers_with_its_runtime_settings(
     assert (image.root / "usr/bin/python3.11").is_file()
     assert not (image.root / "bin/sh").exists() and not (image.root / "usr/bin/apt").exists()
     assert (image.root / "data").stat().st_uid == 10001
+    # Only /data and /tmp are the service user's to write: the code and Python are root's.
+    writable = [path for path in image.root.rglob("*") if not path.is_symlink()
+                and (path.stat().st_uid != 0 or path.stat().st_mode & 0o002)]
+    assert sorted(path.relative_to(image.root).as_posix() for path in writable) == [
+        "data", "tmp"]
 
 
 def test_first_start_initialises_the_volume_and_a_restart_keeps_it(
