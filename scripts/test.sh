@@ -24,6 +24,10 @@ apt_install() {
   fi
 }
 command -v chromium >/dev/null || apt_install chromium
+# Japanese and Chinese glyphs for the pages in those languages and their screenshots
+# (Chromium's DejaVu Sans has Arabic); small fonts, not the whole of Noto CJK.
+{ [ -n "$(fc-list :lang=ja 2>/dev/null)" ] && [ -n "$(fc-list :lang=zh-cn 2>/dev/null)" ]; } \
+  || apt_install fonts-wqy-microhei fonts-ipafont-gothic
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_install postgresql
 [ -x /usr/sbin/pgbouncer ] || apt_install pgbouncer  # the PgBouncer start-up test
 # The container image test (tests/test_image.py) builds the image from Debian's packages

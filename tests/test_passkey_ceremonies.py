@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import date
 
 import pytest
 
@@ -167,7 +168,8 @@ def test_second_passkey_and_exclude_credentials_on_re_registration(
 
 def test_default_credential_name_carries_the_date(client: PasskeyClient) -> None:
     registered = client.enrolled(client.new_user(), SoftAuthenticator())
-    assert registered["CredentialName"] == f"Passkey from {registered['CreatedAt'][:10]}"
+    day = date.fromisoformat(registered["CreatedAt"][:10])  # as English writes a day
+    assert registered["CredentialName"] == f"Passkey from {day:%b} {day.day}, {day.year}"
 
 
 def test_success_and_failure_are_audited(client: PasskeyClient) -> None:

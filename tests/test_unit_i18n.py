@@ -122,6 +122,8 @@ def test_texts_translate_and_times_are_written_as_the_language_writes_them() -> 
     moment = datetime(2026, 3, 4, 15, 6, tzinfo=UTC)
     assert i18n.format_time("en", moment) == "Mar 4, 2026, 3:06:00\u202fPM UTC"
     assert i18n.format_time("de", moment) == "04.03.2026, 15:06:00 UTC"
+    assert i18n.translate("de", "Passkey from {date}", date=moment.date()) == \
+        "Passkey vom 04.03.2026"
     assert "2026/03/04 15:06:00 UTC" in i18n.translate(
         "ja", "Sent to {address}; it works until {time}.", address="a@example.com",
         time=moment)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -46,7 +46,7 @@ def catalog(language: str) -> dict[str, Entry]:
 
 def translate(language: str, text: str, **values: Any) -> str:
     """``text`` in ``language``, with ``{name}`` placeholders filled: a counted text in the
-    form its ``count`` takes, numbers and times as the language writes them."""
+    form its ``count`` takes, numbers, days and times as the language writes them."""
     entry = catalog(language).get(text)
     if entry is None:
         language, entry = DEFAULT, catalog(DEFAULT).get(text, text)
@@ -58,10 +58,14 @@ def translate(language: str, text: str, **values: Any) -> str:
 
 
 def _written(language: str, value: Any) -> Any:
-    if isinstance(value, bool) or not isinstance(value, int | float | datetime):
+    if isinstance(value, bool) or not isinstance(value, int | float | date):
         return value
     if isinstance(value, datetime):
         return format_time(language, value)
+    if isinstance(value, date):
+        from babel.dates import format_date
+
+        return format_date(value, format="medium", locale=_locale(language))
     from babel.numbers import format_decimal  # PERF: Babel only where a number is shown
 
     return format_decimal(value, locale=_locale(language))

@@ -65,8 +65,9 @@ class ProviderReturnResource:
         self.context = context
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        write_page(resp, gate.provider_return_page(self.context.config, language_of(req),
-                                                   here=page_address(req)))
+        # A page in passing, whose address holds the provider's code: the switcher on it
+        # goes back to the start page.
+        write_page(resp, gate.provider_return_page(self.context.config, language_of(req)))
 
     on_head = on_get
 
@@ -85,7 +86,8 @@ class LanguageResource:
     YEAR = 365 * 86400
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        form = req.get_media() if req.content_length else {}
+        form = req.get_media(default_when_empty={})
+        form = form if isinstance(form, dict) else {}
         chosen = str(form.get("language") or "")
         if chosen not in i18n.LANGUAGES:
             raise InvalidField("language", f"one of {', '.join(i18n.LANGUAGES)}.")

@@ -147,7 +147,8 @@ def authenticator_credential_name(aaguid: str, *, language: str, now: float) -> 
     if authenticator is not None:
         return i18n.translate(language, "Passkey in {authenticator}",
                               authenticator=authenticator)
-    return i18n.translate(language, "Passkey from {date}", date=rfc3339(now)[:10])
+    return i18n.translate(language, "Passkey from {date}",
+                          date=datetime.fromtimestamp(now, UTC).date())
 
 
 def display_name(user: UserRecord) -> str:
