@@ -83,8 +83,8 @@ def test_a_walk_from_the_start_runs_the_session_check_and_waits_at_the_first_pro
 def test_tasks_that_succeed_run_in_order_until_the_end_completes_the_flow() -> None:
     tasks = ScriptedTasks()
     assert graph_of(PASSWORD).walk("credentials_auth", tasks) == Halt(COMPLETE, "end")
-    assert tasks.ran == ["credentials_auth", "passkey_upgrade", "authorization_check",
-                         "auth_assert"]
+    assert tasks.ran == ["credentials_auth", "totp_check", "passkey_upgrade",
+                         "authorization_check", "auth_assert"]
 
 
 def test_the_runner_is_given_the_node_with_its_executor_and_properties() -> None:
