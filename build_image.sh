@@ -18,6 +18,7 @@ for tool in apt-get apt-cache dpkg-deb chroot; do
   command -v "$tool" >/dev/null || { echo "build_image.sh: $tool is missing" >&2; exit 2; }
 done
 [ -f "$pex" ] || ./build_pex.sh "$pex"
-# Fixed times in the layers: the last commit's, as build_pex.sh uses.
+# The image's creation time: the last commit's, as build_pex.sh uses (the layers' files
+# all have one fixed time).
 export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}"
 exec python3 deploy/image.py --pex "$pex" --out "$out"

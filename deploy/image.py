@@ -57,16 +57,20 @@ ENTRYPOINT = "/usr/local/bin/identityctl-entrypoint"
 IDENTITYCTL = "/usr/local/bin/identityctl"
 PORT = 8090
 CA_BUNDLE = "etc/ssl/certs/ca-certificates.crt"
+#: Every file's time in the layers: one fixed time, whatever the commit, so that a layer's
+#: digest and its cache key depend on its contents alone (the config's "created" is the
+#: commit's time, SOURCE_DATE_EPOCH).
+FILE_TIME = 0
 #: The build format's own version: a change to how the Debian layer is made starts a new key.
-LAYER_FORMAT = "2"
+LAYER_FORMAT = "3"
 
 
 def packages() -> list[str]:
     """ROOTS and their dependencies (the first of alternatives) as name=version, sorted;
     cached until apt's package lists change (`apt-get update`)."""
-    lists = sorted(Path("/var/lib/apt/lists").glob("*_Packages*"))
-    key = digest_of([*ROOTS, *SKIPPED, *(f"{path.name} {path.stat().st_size} "
-                                         f"{path.stat().st_mtime_ns}" for path in lists)])
+    # The signed release files name every package list by its hash: a small, exact key.
+    releases = sorted(Path("/var/lib/apt/lists").glob("*Release"))
+    key = digest_of([*ROOTS, *sorted(SKIPPED), *(path.read_bytes() for path in releases)])
     cached = CACHE / f"packages-{key}.txt"
     if not cached.exists():
         cached.write_text("\n".join(resolve()))
@@ -102,9 +106,9 @@ def resolve() -> list[str]:
     return sorted(f"{name}={version}" for name, version in seen.items())
 
 
-def debian_layer(wanted: list[str], epoch: int) -> tuple[Path, str]:
+def debian_layer(wanted: list[str]) -> tuple[Path, str]:
     """The cached layer of these packages (made when missing) and its uncompressed digest."""
-    layer = CACHE / f"debian-{digest_of([LAYER_FORMAT, str(epoch), *wanted])}.tar.gz"
+    layer = CACHE / f"debian-{digest_of([LAYER_FORMAT, *wanted])}.tar.gz"
     if layer.exists():
         return layer, layer.with_suffix(".diffid").read_text()
     debs = CACHE / "debs"
@@ -131,7 +135,7 @@ def debian_layer(wanted: list[str], epoch: int) -> tuple[Path, str]:
         bundle.write_bytes(b"".join(
             path.read_bytes() for path in sorted(root.glob("usr/share/ca-certificates/*/*.crt"))))
         partial = layer.with_suffix(".partial")
-        diff_id = write_layer(partial, tree(root, epoch=epoch, owner=lambda _: (0, 0)))
+        diff_id = write_layer(partial, tree(root, owner=lambda _: (0, 0)))
     layer.with_suffix(".diffid").write_text(diff_id)
     partial.rename(layer)
     return layer, diff_id
@@ -140,7 +144,7 @@ def debian_layer(wanted: list[str], epoch: int) -> tuple[Path, str]:
 Entries = Iterator[tuple[tarfile.TarInfo, Path]]
 
 
-def tree(root: Path, *, epoch: int, owner: Callable[[str], tuple[int, int]]) -> Entries:
+def tree(root: Path, *, owner: Callable[[str], tuple[int, int]]) -> Entries:
     """Every file, folder and link under ``root``, sorted, with fixed times and owners."""
     paths = sorted(root.rglob("*"), key=lambda path: path.relative_to(root).as_posix())
     for path in paths:
@@ -148,7 +152,7 @@ def tree(root: Path, *, epoch: int, owner: Callable[[str], tuple[int, int]]) -> 
         info = tarfile.TarInfo(relative)
         stat = path.lstat()
         info.mode = stat.st_mode & 0o7777
-        info.mtime = epoch
+        info.mtime = FILE_TIME
         info.uid, info.gid = owner(relative)
         if path.is_symlink():
             info.type, info.linkname = tarfile.SYMTYPE, os.readlink(path)
@@ -300,10 +304,10 @@ def blob(layout: Path, data: bytes | Path) -> tuple[str, int]:
 
 
 def identityctl_layer(debian: Path, debian_diff: str, pex: Path, entrypoint: Path,
-                      epoch: int) -> tuple[Path, str]:
+                      ) -> tuple[Path, str]:
     """The cached second layer for this PEX, entrypoint, builder and Debian layer (made when
     missing) and its uncompressed digest."""
-    key = digest_of([debian_diff, str(epoch), pex.read_bytes(), entrypoint.read_bytes(),
+    key = digest_of([debian_diff, pex.read_bytes(), entrypoint.read_bytes(),
                      Path(__file__).read_bytes()])
     layer = CACHE / f"identityctl-{key}.tar.gz"
     if layer.exists():
@@ -313,7 +317,7 @@ def identityctl_layer(debian: Path, debian_diff: str, pex: Path, entrypoint: Pat
         subprocess.run(["tar", "-xzf", str(debian), "-C", str(root)], check=True)
         before = {path.relative_to(root) for path in root.rglob("*")}
         identityctl_root(root, pex, entrypoint)
-        added = (entry for entry in tree(root, epoch=epoch, owner=lambda name: (
+        added = (entry for entry in tree(root, owner=lambda name: (
             (UID, GID) if name == "data" else (0, 0))) if Path(entry[0].name) not in before)
         partial = layer.with_suffix(".partial")
         diff_id = write_layer(partial, added)
@@ -325,8 +329,8 @@ def identityctl_layer(debian: Path, debian_diff: str, pex: Path, entrypoint: Pat
 def build(pex: Path, entrypoint: Path, out: Path, tag: str, epoch: int) -> dict:
     CACHE.mkdir(parents=True, exist_ok=True)
     wanted = packages()
-    debian, debian_diff = debian_layer(wanted, epoch)
-    app, app_diff = identityctl_layer(debian, debian_diff, pex, entrypoint, epoch)
+    debian, debian_diff = debian_layer(wanted)
+    app, app_diff = identityctl_layer(debian, debian_diff, pex, entrypoint)
     layout = out / "oci"
     shutil.rmtree(layout, ignore_errors=True)
     layout.mkdir(parents=True)
@@ -355,7 +359,7 @@ def build(pex: Path, entrypoint: Path, out: Path, tag: str, epoch: int) -> dict:
         "Layers": [f"blobs/sha256/{digest.split(':')[1]}" for digest, _ in layers]}]))
     archive = out / "identityctl-image.tar"
     with tarfile.open(archive, "w", format=tarfile.PAX_FORMAT) as tar:
-        add(tar, tree(layout, epoch=epoch, owner=lambda _: (0, 0)))
+        add(tar, tree(layout, owner=lambda _: (0, 0)))
     return {"id": config_digest, "tag": tag, "layout": str(layout), "archive": str(archive),
             "packages": wanted,
             "compressed_bytes": sum(size for _, size in layers) + config_size,
