@@ -15,8 +15,6 @@ this account. Every caller-facing refusal leaving the block is audited once (``f
 
 from __future__ import annotations
 
-import dataclasses
-
 from identityctl.errors import IdentityError
 from identityctl.passkey.verification import VerificationError
 from identityctl.services import audit, throttle
@@ -65,12 +63,13 @@ class CredentialAttempt:
         self._count_failure()
         self._audit("failure", {"code": code})
 
-    def succeeded(self, *, trust_address: bool = True) -> None:
-        """Clear the counts; a password's success also trusts the address for the account,
-        unless a second step is still to come (``trust_address=False``: that step's success
-        does, so guesses at it stay bounded for the account from every address)."""
-        throttle.record_success(self._allowed if trust_address
-                                else dataclasses.replace(self._allowed, trust=None))
+    def succeeded(self, *, final: bool = True) -> None:
+        """Clear the counts; a password's success also trusts the address for the account.
+        With a second step still to come (``final=False``) nothing changes: that step's
+        success does both, so the failures it adds to this count are not wiped by a password
+        typed again, and guesses at it stay bounded at every address."""
+        if final:
+            throttle.record_success(self._allowed)
 
     def _count_failure(self) -> None:
         throttle.record_failure(self.ctx, action=self.action, account=self._counted_account,

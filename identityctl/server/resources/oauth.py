@@ -290,7 +290,7 @@ class CallbackResource(_OAuthResource):
                                  "`consent` to ask and the `consentToken` that answers it.",
                                  _HAND_OFF),
             "400": error_response("missing_field, authorization_request_invalid (unknown, "
-                                  "expired or used)."),
+                                  "expired or used), assertion_for_another_application."),
             "401": error_response("invalid_token (the assertion), assertion_reused, "
                                   "session_expired (resume without a live session).")}}}
 

@@ -15,11 +15,20 @@ from identityctl.security.tokens import ASSERTION_TYP
 from identityctl.services.context import ServiceContext
 from identityctl.store.directory import UserRecord
 
+#: RFC 8176's method reference of a password sign-in.
+PASSWORD_AMR = "pwd"
 
-def issue_assertion(ctx: ServiceContext, user: UserRecord, amr: list[str]) -> str:
-    """A signed statement that ``user`` just authenticated with the methods in ``amr``."""
+
+def issue_assertion(ctx: ServiceContext, user: UserRecord, amr: list[str], *,
+                    application_id: str | None = None) -> str:
+    """A signed statement that ``user`` just authenticated with the methods in ``amr``;
+    ``application_id``: the application whose flow signed them in (its ``app`` claim), so
+    the assertion completes that application's requests only and no other's flow stands in
+    for its rules (passkeys only, a second step)."""
     claims = {"sub": user.id, "aud": ctx.config.issuer, "amr": list(amr),
               "user_type": user.user_type, "ou_id": user.ou_id, "auth_time": int(time.time())}
+    if application_id is not None:
+        claims["app"] = application_id
     return ctx.tokens.sign(claims, typ=ASSERTION_TYP, ttl=ctx.config.oauth.assertion_ttl)
 
 

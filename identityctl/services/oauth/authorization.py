@@ -35,7 +35,7 @@ from identityctl.oauth.parameters import RawParameters, parse_scope, read_parame
 from identityctl.oauth.sso import session_answers
 from identityctl.security.secrets import new_token, token_hash
 from identityctl.services import audit, catalog
-from identityctl.services.accounts import sessions
+from identityctl.services.accounts import sessions, signin
 from identityctl.services.catalog.applications import oauth_config
 from identityctl.services.clients.client import client_of, find_client_application
 from identityctl.services.context import ServiceContext
@@ -149,6 +149,8 @@ def _answering_session(ctx: ServiceContext, application: dict[str, Any],
     session = sessions.current(ctx, session_cookie)
     if session is None or not application.get("authFlowId"):
         return None
+    if application.get("passkeysOnly") and signin.PASSWORD_AMR in session.amr:
+        return None  # signed in with a password elsewhere: this application's flow asks anew
     check = session_check(catalog.flows.get_flow(application["authFlowId"])["nodes"])
     if check is None or not session_answers(
             auth_time=session.auth_time, now=time.time(), prompts=request.prompts,
@@ -235,8 +237,14 @@ def complete_authorization(ctx: ServiceContext, *, auth_id: str, assertion: str,
     single-use.
     """
     claims = ctx.tokens.verify_assertion(assertion)
-    if oauth_store.find_authorization_request(auth_id) is None:
+    pending = oauth_store.find_authorization_request(auth_id)
+    if pending is None:
         raise _request_gone()
+    if claims.get("app", pending.application_id) != pending.application_id:
+        # A flow's assertion answers its own application's requests: another application's
+        # flow may lack this one's rules (passkeys only, a second step).
+        raise BadRequest("This sign-in was made for another application; sign in again here.",
+                         code="assertion_for_another_application")
     if not oauth_store.use_once(IssuedToken(jti=str(claims["jti"]),
                                             expires_at=float(claims["exp"]))):
         raise Unauthorized("This sign-in assertion was already used.", code="assertion_reused")

@@ -50,11 +50,11 @@ def password(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
         # Said only to whoever knows the password (audited): the rule of the person's unit.
         directory_service.ensure_passwords_allowed(user)
     directory_service.ensure_usable(user)
-    # With an authenticator app to come, its code's success trusts the address.
-    attempt.succeeded(trust_address=not totp.is_enrolled(user.id))
+    # With an authenticator app to come, its code's success clears and trusts.
+    attempt.succeeded(final=not totp.is_enrolled(user.id))
     audit.record(PASSWORD_ACTION, "success", origin=step.origin.acting_as(user.id), user_id=user.id)
     step.context["username"] = user.username
-    step.signed_in(user.id, ["pwd"])
+    step.signed_in(user.id, [signin.PASSWORD_AMR])
     return SUCCESS
 
 
@@ -105,7 +105,7 @@ def provision(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
         attributes=_attributes_of(step, kind["schema"]), user_type=kind["name"],
         origin=step.origin.acting_as("self-registration"))
     step.context["username"] = user.username
-    step.signed_in(user.id, ["pwd"] if user.password_hash else [])
+    step.signed_in(user.id, [signin.PASSWORD_AMR] if user.password_hash else [])
     return SUCCESS
 
 
@@ -125,7 +125,8 @@ def sign_in_assertion(step: StepRequest, properties: dict[str, Any]) -> TaskOutc
     if not step.user_id:
         return TaskOutcome("failure", "user_not_identified")
     user = directory.get_user(step.user_id)
-    step.assertion = signin.issue_assertion(step.ctx, user, step.context.get("amr", []))
+    step.assertion = signin.issue_assertion(step.ctx, user, step.context.get("amr", []),
+                                            application_id=step.application["id"])
     audit.record("flow.complete", "success", origin=step.origin.acting_as(user.id), user_id=user.id,
                  details={"applicationId": step.application["id"],
                           "amr": step.context.get("amr", [])})

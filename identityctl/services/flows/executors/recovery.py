@@ -8,6 +8,7 @@ from typing import Any
 
 from identityctl.flow.engine import SUCCESS, TaskOutcome
 from identityctl.services import audit
+from identityctl.services.accounts import signin
 from identityctl.services.accounts.email_codes import account_named
 from identityctl.services.accounts.recovery import (
     RECOVERY_CODE_ACTION,
@@ -52,5 +53,5 @@ def set_credential(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome
     password = step.inputs.get("password")
     directory_service.set_password(step.user_id, password if isinstance(password, str)
                                    else "", origin=step.origin.acting_as(step.user_id))
-    step.signed_in(step.user_id, ["pwd"])
+    step.signed_in(step.user_id, [signin.PASSWORD_AMR])
     return SUCCESS
