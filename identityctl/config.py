@@ -461,12 +461,41 @@ def _require_url(path: str, key: str, value: str) -> Iterator[ConfigError]:
         yield ConfigError(path, key, f"must be an absolute http(s) URL, got {value!r}")
 
 
-def check_origin(origin: str, rp_id: str) -> str | None:
-    """Why ``origin`` cannot be a WebAuthn origin for ``rp_id``, or None when it can."""
+#: A host name as browsers serialize it in an origin: lower-case ASCII labels (an
+#: internationalized name in its xn-- form), no trailing dot, no wildcard.
+_HOST_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*")
+
+
+def origin_form_problem(origin: str) -> str | None:
+    """Why ``origin`` is not written as a browser sends it (``scheme://host[:port]``, lower
+    case, no user, path, default port or trailing dot), or None. Ceremonies compare origins
+    as written, so any other spelling would match nothing, or, read leniently elsewhere,
+    something else."""
     parts = urlsplit(origin)
     host = parts.hostname or ""
-    if parts.scheme not in ("http", "https") or not host or parts.path not in ("", "/"):
-        return f"{origin!r} is not an origin (scheme://host[:port])"
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    written = f"{parts.scheme}://{f'[{host}]' if ':' in host else host}" \
+        + (f":{port}" if port and port != default else "")
+    if default is None or not host or origin != written or port == -1:
+        return f"{origin!r} is not an origin as browsers write it (scheme://host[:port], " \
+               "lower case, no path, user or default port)"
+    if ":" not in host and not _HOST_NAME.fullmatch(host):
+        return f"{origin!r} has no valid host name (ASCII letters, digits and hyphens; an " \
+               "internationalized name in its xn-- form; no trailing dot or wildcard)"
+    return None
+
+
+def check_origin(origin: str, rp_id: str) -> str | None:
+    """Why ``origin`` cannot be a WebAuthn origin for ``rp_id``, or None when it can."""
+    problem = origin_form_problem(origin)
+    if problem:
+        return problem
+    parts = urlsplit(origin)
+    host = parts.hostname or ""
     if parts.scheme == "http" and host not in LOCAL_HOSTS:
         return f"{origin!r} uses plain http; WebAuthn needs https except on localhost"
     if host != rp_id and not host.endswith("." + rp_id):
@@ -484,12 +513,12 @@ def related_origin_problems(origins: tuple[str, ...]) -> Iterator[tuple[int, str
     origin: not an https origin (http only on loopback), or past the label limit."""
     labels: list[str] = []
     for index, origin in enumerate(origins):
+        problem = origin_form_problem(origin)
+        if problem:
+            yield index, problem
+            continue
         parts = urlsplit(origin)
         host = parts.hostname or ""
-        if parts.scheme not in ("http", "https") or not host or parts.path not in ("", "/") \
-                or parts.query or parts.fragment:
-            yield index, f"{origin!r} is not an origin (scheme://host[:port])"
-            continue
         if parts.scheme == "http" and not _loopback(host):
             yield index, f"{origin!r} uses plain http; only https (or http on localhost or a " \
                          "loopback address, for development) can be a related origin"

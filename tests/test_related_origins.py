@@ -55,6 +55,16 @@ def test_origins_sharing_a_label_count_once() -> None:
     ("https://example.org/login", "not an origin"),
     ("example.org", "not an origin"),
     ("ftp://example.org", "not an origin"),
+    # Only the spelling a browser sends: any other would match no ceremony, or, read
+    # leniently by the Origin check, another site (a user part hides the real host).
+    ("https://user@evil.example", "not an origin as browsers write it"),
+    ("HTTPS://Shop.Example.org", "not an origin as browsers write it"),
+    ("https://example.org/", "not an origin as browsers write it"),
+    ("https://example.org:443", "not an origin as browsers write it"),
+    ("https://example.org.", "no valid host name"),
+    ("https://b\u00fccher.example", "no valid host name"),
+    ("https://*.example.org", "no valid host name"),
+    ("https://exa mple.org", "no valid host name"),
 ])
 def test_a_bad_origin_names_its_key(origin: str, problem: str) -> None:
     error = related(["https://fine.example.net", origin])
