@@ -382,6 +382,15 @@ class Config:
             return prefix + str(Path(self.source).resolve().parent / url[len(prefix):])
         return url
 
+    @property
+    def database_shown(self) -> str:
+        """The database URL as output may show it: its password (if any) as ``***``."""
+        parts = urlsplit(self.database_url)
+        if parts.password is None:
+            return self.database_url
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+        return parts._replace(netloc=netloc).geturl()
+
 
 SECTIONS = tuple(f.name for f in dataclasses.fields(Config) if f.name != "source")
 

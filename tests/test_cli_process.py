@@ -122,6 +122,26 @@ def test_init_writes_the_database_url_it_is_given(tmp_path: Path) -> None:
     assert load_config(tmp_path / "config.toml").database_url == url
 
 
+def test_an_init_that_fails_leaves_no_config_and_never_shows_the_database_password(
+        tmp_path: Path) -> None:
+    """A container's first start before its database is up: the next start runs init again
+    (administrator included) instead of serving half a deployment."""
+    from identityctl.config import load_config
+    from identityctl.services.admin.bootstrap import render_config
+
+    url = f"postgresql://identity:s3cret@127.0.0.1:{free_port()}/identity"
+    failed = subprocess.run([sys.executable, "-m", "identityctl", "init", "--dir", str(tmp_path),
+                             "--database-url", url, "--admin-email", "ada@example.com"],
+                            capture_output=True, text=True, timeout=120)
+    assert failed.returncode != 0 and not (tmp_path / "config.toml").exists()
+    assert "s3cret" not in failed.stdout + failed.stderr
+    (tmp_path / "config.toml").write_text(render_config(base_url="https://id.example.com",
+                                                        database_url=url))
+    # What init and config check print of it.
+    assert load_config(tmp_path / "config.toml").database_shown \
+        == url.replace(":s3cret@", ":***@")
+
+
 def test_serve_answers_health_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     assert identityctl("init", "--dir", str(tmp_path)).returncode == 0
     port = free_port()

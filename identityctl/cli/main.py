@@ -130,17 +130,23 @@ def init(
                        code="already_initialized")
     bootstrap.write_private(path, bootstrap.render_config(base_url=base_url,
                                                          database_url=database_url))
-    config = load_config(path)
-    with console.status("Creating the database and keys..."):
-        migrations = open_store(config, create=True)
-        made = bootstrap.seed(config)
-        admin = bootstrap.first_admin(config, admin_email) if admin_email else None
+    try:
+        config = load_config(path)
+        with console.status("Creating the database and keys..."):
+            migrations = open_store(config, create=True)
+            made = bootstrap.seed(config)
+            admin = bootstrap.first_admin(config, admin_email) if admin_email else None
+    except BaseException:
+        # No config.toml without its deployment: a first start that failed (the database
+        # not up yet) runs init again, administrator included, rather than serve half of it.
+        path.unlink(missing_ok=True)
+        raise
     if as_json:
-        emit_json({"config": str(path), "database": config.database_url,
+        emit_json({"config": str(path), "database": config.database_shown,
                    "migrations": migrations, "created": made, "admin": admin})
         return
     console.print(f"[green]✓[/green] wrote {path}")
-    console.print(f"[green]✓[/green] database {config.database_url}")
+    console.print(f"[green]✓[/green] database {config.database_shown}")
     for item in made:
         console.print(f"[green]✓[/green] created {item}")
     if admin is not None:
@@ -261,7 +267,7 @@ def config_check(as_json: bool = JsonOption) -> None:
     config = Session.config()
     summary = {"file": config.source, "base_url": config.base_url, "issuer": config.issuer,
                "hosted_ui": config.gate_url, "mcp": config.mcp_audience,
-               "rp_id": config.passkey.rp_id, "database": config.database_url}
+               "rp_id": config.passkey.rp_id, "database": config.database_shown}
     warnings, notes = _origin_findings(config)
     if as_json:
         emit_json({**summary, "warnings": warnings, "notes": notes})
