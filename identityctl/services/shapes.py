@@ -57,7 +57,7 @@ OAUTH_CONFIG: Shape = {
 APPLICATION: Shape = {
     **_STORED, "name": None, "description": None, "template": None, "themeId": None,
     "ouId": None, "authFlowId": None, "registrationFlowId": None,
-    "isRegistrationFlowEnabled": None, "allowedUserTypes": None,
+    "isRegistrationFlowEnabled": None, "passkeyUpgrade": None, "allowedUserTypes": None,
     "inboundAuthConfig": Each({"type": None, "config": OAUTH_CONFIG}),
 }
 

@@ -120,7 +120,8 @@ def delete_flow(flow_id: str) -> None:
 _APPLICATION_COLUMNS = {
     "name": "name", "description": "description", "template": "template", "ouId": "ou",
     "authFlowId": "auth_flow", "registrationFlowId": "registration_flow",
-    "isRegistrationFlowEnabled": "registration_enabled", "themeId": "theme",
+    "isRegistrationFlowEnabled": "registration_enabled", "passkeyUpgrade": "passkey_upgrade",
+    "themeId": "theme",
     "allowedUserTypes": "allowed_user_types", "clientId": "client_id",
     "clientSecretHash": "client_secret_hash", "oauth": "oauth",
 }
@@ -132,7 +133,8 @@ def _application_api(row: Application | Row) -> dict[str, Any]:
         "id": row.id, "name": row.name, "description": row.description,
         "template": row.template, "ouId": row.ou_id, "authFlowId": row.auth_flow_id,
         "registrationFlowId": row.registration_flow_id,
-        "isRegistrationFlowEnabled": row.registration_enabled, "themeId": row.theme_id,
+        "isRegistrationFlowEnabled": row.registration_enabled,
+        "passkeyUpgrade": bool(row.passkey_upgrade), "themeId": row.theme_id,
         "allowedUserTypes": row.allowed_user_types or [],
         "inboundAuthConfig": [{"type": "oauth2",
                                "config": {"clientId": row.client_id, **(row.oauth or {})}}],
