@@ -15,6 +15,7 @@ from identityctl.store import passkeys as passkey_store
 from tests.conftest import Service
 from tests.support.flows import FlowClient, credential_inputs
 from tests.support.oauth import register_client
+from tests.support.origins import TEST_ORIGIN
 from tests.support.smtp import SmtpServer, text_of
 from tests.test_recovery import PASSWORD, new_person
 
@@ -115,3 +116,17 @@ def test_every_default_flow_with_a_password_or_code_has_the_upgrade(service: Ser
         flow = catalog.flows.require_flow(handle, kind)
         [upgrade] = [node for node in flow["nodes"] if node["id"] == "passkey_upgrade"]
         assert upgrade["executor"]["mode"] == "upgrade"
+
+
+def test_an_application_can_turn_the_offer_off(service: Service) -> None:
+    client = register_client("SPA")
+    application = catalog.applications.get_application(client.application_id)
+    assert application["passkeyUpgrade"] is True  # on unless turned off
+    catalog.applications.update_application({**application, "passkeyUpgrade": False},
+                                            origin=TEST_ORIGIN)
+    person = new_person()
+    flows = FlowClient(service, client.application_id)
+    flows.start()
+    flows.act("password", username=person.username, password=PASSWORD,
+              passkeyUpgrade="conditional")
+    assert flows.step["flowStatus"] == "COMPLETE"

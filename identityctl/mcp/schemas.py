@@ -106,6 +106,9 @@ class ApplicationFields(WireModel):
         description="REGISTRATION flow (id or handle) used for sign-up.")] = None
     is_registration_flow_enabled: Annotated[bool | None, Field(
         description="Whether users may sign up through this application.")] = None
+    passkey_upgrade: Annotated[bool | None, Field(
+        description="Whether its sign-in offers a passkey after a sign-in without one "
+                    "(the automatic upgrade of the default flows); left out, true.")] = None
     allowed_user_types: Annotated[list[str] | None, Field(
         description="User type names allowed to sign in (svc_list_user_types); empty: any.")] = None
     passkeys_only: Annotated[bool | None, Field(

@@ -57,7 +57,8 @@ OAUTH_CONFIG: Shape = {
 APPLICATION: Shape = {
     **_STORED, "name": None, "description": None, "template": None, "themeId": None,
     "ouId": None, "authFlowId": None, "registrationFlowId": None,
-    "isRegistrationFlowEnabled": None, "allowedUserTypes": None, "passkeysOnly": None,
+    "isRegistrationFlowEnabled": None, "passkeyUpgrade": None, "allowedUserTypes": None,
+    "passkeysOnly": None,
     "inboundAuthConfig": Each({"type": None, "config": OAUTH_CONFIG}),
 }
 

@@ -120,9 +120,9 @@ def delete_flow(flow_id: str) -> None:
 _APPLICATION_COLUMNS = {
     "name": "name", "description": "description", "template": "template", "ouId": "ou",
     "authFlowId": "auth_flow", "registrationFlowId": "registration_flow",
-    "isRegistrationFlowEnabled": "registration_enabled", "themeId": "theme",
-    "allowedUserTypes": "allowed_user_types", "passkeysOnly": "passkeys_only",
-    "clientId": "client_id",
+    "isRegistrationFlowEnabled": "registration_enabled", "passkeyUpgrade": "passkey_upgrade",
+    "themeId": "theme", "allowedUserTypes": "allowed_user_types",
+    "passkeysOnly": "passkeys_only", "clientId": "client_id",
     "clientSecretHash": "client_secret_hash", "oauth": "oauth",
 }
 
@@ -133,7 +133,8 @@ def _application_api(row: Application | Row) -> dict[str, Any]:
         "id": row.id, "name": row.name, "description": row.description,
         "template": row.template, "ouId": row.ou_id, "authFlowId": row.auth_flow_id,
         "registrationFlowId": row.registration_flow_id,
-        "isRegistrationFlowEnabled": row.registration_enabled, "themeId": row.theme_id,
+        "isRegistrationFlowEnabled": row.registration_enabled,
+        "passkeyUpgrade": bool(row.passkey_upgrade), "themeId": row.theme_id,
         "allowedUserTypes": row.allowed_user_types or [],
         "passkeysOnly": bool(row.passkeys_only),
         "inboundAuthConfig": [{"type": "oauth2",

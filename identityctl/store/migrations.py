@@ -24,6 +24,7 @@ from identityctl.store import db
 from identityctl.store.models import (
     ALL_MODELS,
     AttestationMetadata,
+    Application,
     AuditEvent,
     BrowserSession,
     ClientRegistration,
@@ -231,6 +232,13 @@ def _create_proposed_changes() -> None:
 CATALOG_VERSION_TABLE = "catalog_version"
 
 
+def _application_passkey_upgrade() -> None:
+    table = Application._meta.table_name
+    if "passkey_upgrade" not in _columns(table):  # a database made by migration 1 of now has it
+        db.database.execute_sql(f'ALTER TABLE "{table}" ADD COLUMN "passkey_upgrade" BOOLEAN '
+                                f"NOT NULL DEFAULT {'1' if db.is_sqlite() else 'TRUE'}")
+
+
 def _version_the_catalog() -> None:
     """A number that every change to an application raises, in the change's own transaction:
     triggers on the table, so no writer can leave it out (crud, cascades, a hand-run
@@ -308,6 +316,8 @@ MIGRATIONS: list[tuple[int, str, Callable[[], None]]] = [
      _create_attestation_metadata),
     (23, "authenticator apps (TOTP) of people who sign in with a password; organization "
          "units and applications may allow passkeys only", _totp_and_passkeys_only),
+    (24, "an application may turn off the automatic upgrade to a passkey",
+     _application_passkey_upgrade),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

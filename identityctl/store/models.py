@@ -139,6 +139,8 @@ class Application(BaseModel):
     registration_flow = peewee.ForeignKeyField(Flow, null=True, on_delete="SET NULL",
                                                backref="registration_applications")
     registration_enabled = peewee.BooleanField(default=False)
+    #: Whether its flows' PasskeyAuthExecutor ``upgrade`` may offer a passkey.
+    passkey_upgrade = peewee.BooleanField(default=True)
     theme = peewee.ForeignKeyField(Theme, null=True, on_delete="SET NULL")
     allowed_user_types = JSONField(default=list)
     #: Nobody signs in to it with a password (services/accounts/password_rule.py).

@@ -76,7 +76,7 @@ def applications_page(*, limit: int, after: list[Any] | None) -> dict[str, Any]:
 _CHANGES: shapes.Shape = {
     **{field: None for field in ("name", "description", "themeId", "ouId", "authFlowId",
                                  "registrationFlowId", "isRegistrationFlowEnabled",
-                                 "allowedUserTypes", "passkeysOnly")},
+                                 "passkeyUpgrade", "allowedUserTypes", "passkeysOnly")},
     "oauth": {key: value for key, value in shapes.OAUTH_CONFIG.items() if key != "clientId"}}
 _NEW: shapes.Shape = {**_CHANGES, "template": None}
 

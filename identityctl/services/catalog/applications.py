@@ -338,6 +338,7 @@ def _normalise_application(document: dict[str, Any]) -> dict[str, Any]:
                                             "REGISTRATION",
                                             DEFAULT_REGISTRATION_FLOW) if login else None,
         "isRegistrationFlowEnabled": bool(document.get("isRegistrationFlowEnabled", False)),
+        "passkeyUpgrade": bool(document.get("passkeyUpgrade", True)),
         "themeId": None if is_m2m else theme_id,
         "allowedUserTypes": list(document.get("allowedUserTypes") or []),
         "passkeysOnly": _passkeys_only(document),

@@ -116,8 +116,9 @@ def upgrade(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     (``passkeyUpgrade``: ``conditional`` or ``offer``, :func:`upgrade_offer`), as the
     incomplete outcome ``passkey_upgrade``; only to a page that said what its browser can
     (input ``passkeyUpgrade``). Nothing to offer, or the start refused (throttled, say):
-    success, and the sign-in goes on."""
-    if not step.user_id:
+    success, and the sign-in goes on. An application with ``passkeyUpgrade: false`` is
+    never offered one."""
+    if not step.user_id or step.application.get("passkeyUpgrade") is False:
         return SUCCESS
     offer = upgrade_offer(amr=step.context.get("amr", []),
                           browser_can=step.text(UPGRADE_INPUT),
