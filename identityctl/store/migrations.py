@@ -23,8 +23,8 @@ from identityctl.security.usernames import username_key
 from identityctl.store import db
 from identityctl.store.models import (
     ALL_MODELS,
-    AttestationMetadata,
     Application,
+    AttestationMetadata,
     AuditEvent,
     BrowserSession,
     ClientRegistration,
