@@ -121,6 +121,9 @@ def test_the_switcher_refuses_an_unknown_language_and_a_forged_post_only_picks_a
     listed = requests.post(service.url("/gate/language"), json=["ar"], timeout=30,
                            allow_redirects=False)
     assert listed.status_code == 400 and LANGUAGE_COOKIE not in listed.cookies
+    broken = requests.post(service.url("/gate/language"), data=b"language=\xff", timeout=30,
+                           headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert broken.status_code == 400 and broken.json()["code"] == "malformed_form"
     # Another site's form: a language and a page of this service, nothing more.
     forged = _switch(service, "ar", "https://evil.example/", Origin="https://evil.example")
     assert forged.status_code == 303 and forged.headers["Location"] == "/"

@@ -105,7 +105,9 @@ class HttpErrors:
         code = _FALCON_CODES.get(status, "http_error")
         description = ex.description or ""
         if isinstance(ex, falcon.MediaMalformedError):
-            code, description = "malformed_json", "The body is not valid JSON."
+            code, description = ("malformed_json", "The body is not valid JSON.") \
+                if req.content_type is None or falcon.MEDIA_JSON in req.content_type \
+                else ("malformed_form", "The body is not a valid HTML form.")
         elif isinstance(ex, falcon.MediaNotFoundError):
             code, description = "missing_body", "The request needs a JSON body."
         elif status == 404:
