@@ -11,6 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from identityctl.services import catalog
+from identityctl.services.admin.design import flow_graph
 from tests.conftest import Service
 from tests.support.browser import needs_chromium
 from tests.test_accessibility import AXE
@@ -66,20 +67,21 @@ def test_a_theme_is_previewed_as_edited_and_a_flow_is_drawn_and_refused_by_node(
     page.get_by_label("Type").select_option("AUTHENTICATION")
     page.get_by_role("link", name="Password sign-in").click()
     page.get_by_role("heading", level=1, name="Flow: Password sign-in").wait_for()
-    graph = page.get_by_role("img", name="The flow as a graph: 7 steps. The list after it "
-                                           "says each step and where it leads.")
+    nodes = catalog.flows.require_flow_by_handle("default-basic-flow", "AUTHENTICATION")["nodes"]
+    graph = page.get_by_role("img", name=f"The flow as a graph: {len(nodes)} steps. The list "
+                                           "after it says each step and where it leads.")
     graph.wait_for()
-    assert graph.locator("g.node").count() == 7
-    assert graph.locator("path.edge").count() == 7
+    assert graph.locator("g.node").count() == len(nodes)
+    assert graph.locator("path.edge").count() == len(flow_graph(nodes)["edges"])
     steps = page.locator(".flow-steps li").all_inner_texts()
     assert steps[0].startswith("start") and any(
         step.startswith("credentials_auth (BasicAuthExecutor): on success → "
-                        "authorization_check; needs more input → prompt_credentials")
+                        "totp_check; needs more input → prompt_credentials")
         for step in steps)
     console.shot("flow-graph")
     assert _violations(page) == []
     editor = page.get_by_role("textbox", name="Flow document")
-    editor.fill(editor.input_value().replace('"onSuccess": "authorization_check"',
+    editor.fill(editor.input_value().replace('"onSuccess": "totp_check"',
                                              '"onSuccess": "nowhere"'))
     page.get_by_role("button", name="Save").click()
     said = page.locator("#feedback-flow")

@@ -42,7 +42,7 @@ ACCOUNT_ROUTES = {"/account/api/" + path for path in (
     "profile", "passkeys", "passkeys/start", "passkeys/finish", "passkeys/link",
     "passkeys/{credential_id}", "sessions", "sessions/{family}", "password", "consents",
     "recovery-codes", "device", "email/code", "email/confirm", "browser-sessions",
-    "browser-sessions/{session_id}", "sign-out",
+    "browser-sessions/{session_id}", "sign-out", "totp", "totp/confirm",
     # The other device's calls carry a link, not a bearer token (the base class reads one
     # for the routes that need it).
     "enrol/start", "enrol/finish")}
@@ -275,5 +275,6 @@ def test_a_revoked_account_token_no_longer_reads_or_changes_the_account(
         "token": me.token, "client_id": ACCOUNT_CLIENT_ID})  # the page's sign-out (RFC 7009)
     assert revoked.status_code == 200
     for method, path in (("GET", "/profile"), ("GET", "/passkeys"), ("POST", "/passkeys/link"),
-                         ("GET", "/browser-sessions"), ("POST", "/email/code")):
+                         ("GET", "/browser-sessions"), ("POST", "/email/code"),
+                         ("POST", "/totp")):
         assert_error(me.call(method, path, {}), 401, "invalid_token")

@@ -69,7 +69,7 @@ def behind_a_proxy(tmp_path: Path) -> Iterator[Service]:
     """Requests arrive through a proxy on 127.0.0.1 that names the real client."""
     yield from deployment_with(tmp_path, {
         "trusted_proxies = []": 'trusted_proxies = ["127.0.0.1"]',
-        'token = ""': 'token = "scrape-secret"', "allow = []": 'allow = ["198.51.100.0/24"]'})
+        'token = ""': 'token = "scrape-secret"', "\nallow = []": '\nallow = ["198.51.100.0/24"]'})
 
 
 def test_a_scraper_elsewhere_needs_an_allowed_network_or_the_token(

@@ -70,6 +70,7 @@ def add_recovery_commands(user_app: typer.Typer) -> None:
     def user_remove_totp(
         user: str = typer.Argument(..., metavar="ID|USERNAME",
                                    help="Whose authenticator app to remove."),
+        as_json: bool = JsonOption,
     ) -> None:
         """Remove a user's authenticator app (TOTP) when they lost their phone and their
         recovery codes: their password signs them in alone again, until they set up a new
@@ -82,6 +83,9 @@ def add_recovery_commands(user_app: typer.Typer) -> None:
         from identityctl.services.directory import users as directory_service
 
         config = Session.connected()
-        totp.remove(ServiceContext.for_config(config), directory_service.require_user(user),
-                    origin=ORIGIN)
+        person = directory_service.require_user(user)
+        totp.remove(ServiceContext.for_config(config), person, origin=ORIGIN)
+        if as_json:
+            emit_json({"userId": person.id, "removed": True})
+            return
         console.print(f"[green]Removed the authenticator app of {user}.[/green]")
