@@ -108,6 +108,12 @@ class PasskeyConfig:
     related_origins: tuple[str, ...] = ()
 
     @property
+    def restricts_authenticators(self) -> bool:
+        """Whether registrations are checked against an authenticator policy (AAGUID lists
+        or FIDO metadata), which needs each registration's attestation."""
+        return bool(self.aaguid_allow or self.aaguid_deny or self.metadata)
+
+    @property
     def accepted_origins(self) -> tuple[str, ...]:
         """Every origin whose ceremonies and browser requests are accepted: the one rule
         for allowed_origins and related_origins alike."""

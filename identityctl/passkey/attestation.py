@@ -74,10 +74,6 @@ class AuthenticatorPolicy:
     deny: frozenset[str] = frozenset()
     metadata_required: bool = False
 
-    @property
-    def active(self) -> bool:
-        return bool(self.allow or self.deny or self.metadata_required)
-
 
 def fido_root() -> bytes:
     """The FIDO Alliance's metadata root (DER), shipped as package data."""

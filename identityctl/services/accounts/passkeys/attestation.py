@@ -106,8 +106,6 @@ def check_registration(config: PasskeyConfig, *, aaguid: str,
     """Refuse the authenticator ``aaguid`` that answered ``response`` when the deployment's
     policy does not let it register (:class:`AuthenticatorRefused`)."""
     policy = policy_of(config)
-    if not policy.active:
-        return
     check_authenticator(aaguid=aaguid.lower(),
                         attestation_object=response.fields["attestationObject"],
                         client_data_json=response.fields["clientDataJSON"], policy=policy,

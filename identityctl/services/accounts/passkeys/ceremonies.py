@@ -38,7 +38,6 @@ from identityctl.passkey.verification import (
 )
 from identityctl.security.usernames import username_key
 from identityctl.services import audit, throttle
-from identityctl.services.accounts.passkeys import attestation as attestation_policy
 from identityctl.services.accounts.passkeys.sessions import (
     ceremony_scope,
     consume_session,
@@ -175,7 +174,7 @@ def start_registration(ctx: ServiceContext, *, user_id: str, rp_id: str,
     if user_id is None or not user_id.strip():
         raise MissingField("userId")
     config = ctx.config.passkey
-    if attestation_policy.policy_of(config).active:
+    if config.restricts_authenticators:
         attestation = None  # the deployment's own: its policy needs the attestation
     policy = registration_policy(
         authenticator_selection=authenticator_selection, attestation=attestation,
@@ -231,8 +230,12 @@ def finish_registration(ctx: ServiceContext, *, credential: CredentialReader, se
             algorithms=tuple(state["algorithms"]),
             authenticator_attachment=state["authenticatorAttachment"],
             user_presence_required=state.get("userPresence") != "optional"))
-        attestation_policy.check_registration(ctx.config.passkey, aaguid=verified.aaguid,
-                                              response=response)
+        if ctx.config.passkey.restricts_authenticators:
+            # PERF: fido2 loads with the first registration a policy checks, not at every start.
+            from identityctl.services.accounts.passkeys import attestation as attestation_policy
+
+            attestation_policy.check_registration(ctx.config.passkey, aaguid=verified.aaguid,
+                                                  response=response)
         credential_id = codec.encode(verified.credential_id)
         if store.find_credential(credential_id) is not None:
             raise Conflict("This credential is already registered; use another authenticator.",
