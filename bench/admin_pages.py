@@ -47,7 +47,7 @@ from typing import Any
 
 import requests
 
-from bench.hotpaths import _free_port, started
+from bench.hotpaths import free_port, started
 from bench.oauth_token import timed_requests
 from identityctl.config import Config, load_config
 from identityctl.security.secrets import b64url_encode
@@ -267,7 +267,7 @@ def main() -> None:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(
                 prefix="admin-pages-")))
             config_path = _deployment(folder / "deployment", args.database_url)
-            url = f"http://127.0.0.1:{_free_port()}"
+            url = f"http://127.0.0.1:{free_port()}"
             stack.enter_context(started(
                 [sys.executable, "-m", "identityctl", "--config", str(config_path), "serve",
                  "--host", "127.0.0.1", "--port", url.rsplit(":", 1)[1], "--workers", "1",

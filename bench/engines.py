@@ -53,8 +53,9 @@ from bench.hotpaths import (
     ClientCredentials,
     Phase,
     Target,
-    _free_port,
     combined,
+    free_port,
+    load_options,
     measure,
     rate,
     started,
@@ -117,14 +118,8 @@ def cpu_ms(phase: Phase) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--server-threads", type=int, default=4,
-                        help="Threads of the one server process (waitress's threads, "
-                             "granian's blocking threads).")
-    parser.add_argument("--processes", type=int, default=2, help="Client processes.")
-    parser.add_argument("--threads", type=int, default=8, help="Threads per client process.")
-    parser.add_argument("--seconds", type=float, default=5.0, help="Duration of each phase.")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="Phases per server, the servers taking turns.")
+    load_options(parser, seconds=5.0, server_threads="Threads of the one server process "
+                 "(waitress's threads, granian's blocking threads).")
     parser.add_argument("--slow-clients", type=int, default=0,
                         help="Requests whose body trickles in over each phase.")
     args = parser.parse_args()
@@ -137,7 +132,7 @@ def main() -> None:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="engines-")))
         waitress = start_server(stack, folder, "waitress",
                                 ["--workers", "1", "--threads", str(args.server_threads)])
-        port = _free_port()
+        port = free_port()
         url = f"http://127.0.0.1:{port}"
         process = stack.enter_context(started(
             granian_command(folder / "waitress" / "config.toml", port, args.server_threads),

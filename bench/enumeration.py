@@ -28,7 +28,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.flow import create_application
-from bench.hotpaths import _allow_one_address_everything, _free_port, started
+from bench.hotpaths import allow_one_address_everything, free_port, started
 from bench.passkey import Client, open_deployment
 from identityctl.services.directory import users as directory
 from identityctl.services.origin import RequestOrigin
@@ -65,8 +65,8 @@ def main() -> None:
             subprocess.run([sys.executable, "-m", "identityctl", "init", "--dir",
                             str(folder / "deployment"), "--json"], check=True,
                            capture_output=True)
-            config_path, port = folder / "deployment" / "config.toml", _free_port()
-            _allow_one_address_everything(config_path)
+            config_path, port = folder / "deployment" / "config.toml", free_port()
+            allow_one_address_everything(config_path)
             url = f"http://127.0.0.1:{port}"
             stack.enter_context(started(
                 [sys.executable, "-m", "identityctl", "--config", str(config_path), "serve",

@@ -70,7 +70,7 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 # --- the two servers ------------------------------------------------------------------------
 
-def _free_port() -> int:
+def free_port() -> int:
     import socket
 
     with socket.socket() as probe:
@@ -78,7 +78,7 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _allow_one_address_everything(config_path: Path) -> None:
+def allow_one_address_everything(config_path: Path) -> None:
     """Every client of the bench is 127.0.0.1: starts are still counted per address (that
     cost is measured), but the limit is set out of reach."""
     text = config_path.read_text()
@@ -514,6 +514,17 @@ def _mcp_tools(target: Target) -> list[Any]:
     return _checked(answer, "/mcp")["result"]["tools"]
 
 
+def load_options(parser: argparse.ArgumentParser, *, seconds: float, server_threads: str,
+                 rounds: str = "Phases per server, the servers taking turns.") -> None:
+    """The options of every bench that loads servers with this module's client:
+    --server-threads, --processes, --threads, --seconds, --rounds."""
+    parser.add_argument("--server-threads", type=int, default=4, help=server_threads)
+    parser.add_argument("--processes", type=int, default=2, help="Client processes.")
+    parser.add_argument("--threads", type=int, default=8, help="Threads per client process.")
+    parser.add_argument("--seconds", type=float, default=seconds, help="Duration of each phase.")
+    parser.add_argument("--rounds", type=int, default=3, help=rounds)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default="", help="A running server (needs --config).")
@@ -522,13 +533,9 @@ def main() -> None:
                         help="With --url: the server's process id, for its CPU time.")
     parser.add_argument("--workers", type=int, default=1,
                         help="Server processes of both servers (serve --workers).")
-    parser.add_argument("--server-threads", type=int, default=4,
-                        help="waitress threads per server process, both servers.")
-    parser.add_argument("--processes", type=int, default=2, help="Client processes.")
-    parser.add_argument("--threads", type=int, default=8, help="Threads per client process.")
-    parser.add_argument("--seconds", type=float, default=10.0, help="Duration of each phase.")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="Phases per hot path and server, the servers taking turns.")
+    load_options(parser, seconds=10.0, server_threads="waitress threads per server process, "
+                 "both servers.", rounds="Phases per hot path and server, the servers taking "
+                 "turns.")
     parser.add_argument("--codes", type=int, default=0,
                         help="Codes prepared for each code exchange phase (default: enough "
                              "for the whole phase).")
@@ -557,8 +564,8 @@ def main() -> None:
         else:
             subprocess.run([*identityctl, "init", "--dir", str(folder / "deployment"), "--json"],
                            check=True, capture_output=True)
-            config_path, port = folder / "deployment" / "config.toml", _free_port()
-            _allow_one_address_everything(config_path)
+            config_path, port = folder / "deployment" / "config.toml", free_port()
+            allow_one_address_everything(config_path)
             url = f"http://127.0.0.1:{port}"
             server = stack.enter_context(started(_pinned(
                 [*identityctl, "--config", str(config_path), "serve", "--host", "127.0.0.1",
@@ -568,7 +575,7 @@ def main() -> None:
             pid = server.pid
         product = product_target(url, config_path, pid)
         (folder / "tools.json").write_text(json.dumps(_mcp_tools(product)))
-        secret, floor_port = secrets.token_urlsafe(32), _free_port()
+        secret, floor_port = secrets.token_urlsafe(32), free_port()
         floor_url = f"http://127.0.0.1:{floor_port}"
         floor_process = stack.enter_context(started(_pinned(
             [sys.executable, str(Path(_BENCH) / "floor.py"), "--port", str(floor_port),

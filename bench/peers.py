@@ -42,8 +42,9 @@ from bench.hotpaths import (
     ClientCredentials,
     Phase,
     Target,
-    _free_port,
     combined,
+    free_port,
+    load_options,
     measure,
     rate,
     started,
@@ -77,13 +78,8 @@ def ratio(peer: float | None, ours: float | None) -> float | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--server-threads", type=int, default=4,
-                        help="identityctl's waitress threads (one process).")
-    parser.add_argument("--processes", type=int, default=2, help="Client processes.")
-    parser.add_argument("--threads", type=int, default=8, help="Threads per client process.")
-    parser.add_argument("--seconds", type=float, default=5.0, help="Duration of each phase.")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="Phases per server, the servers taking turns.")
+    load_options(parser, seconds=5.0,
+                 server_threads="identityctl's waitress threads (one process).")
     parser.add_argument("--json", action="store_true", help="Print the report as JSON.")
     args = parser.parse_args()
     if why := missing_peer():
@@ -95,7 +91,7 @@ def main() -> None:
         identityctl = [sys.executable, "-m", "identityctl"]
         subprocess.run([*identityctl, "init", "--dir", str(folder / "deployment"), "--json"],
                        check=True, capture_output=True)
-        config_path, port = folder / "deployment" / "config.toml", _free_port()
+        config_path, port = folder / "deployment" / "config.toml", free_port()
         url = f"http://127.0.0.1:{port}"
         server = stack.enter_context(started(
             [*identityctl, "--config", str(config_path), "serve", "--host", "127.0.0.1",
@@ -104,7 +100,7 @@ def main() -> None:
         open_deployment(config_path)
         m2m, _ = create_clients(uuid.uuid4().hex[:8])
         ours = token_target("identityctl", url, server.pid, m2m)
-        peer_secret, peer_port = secrets.token_urlsafe(32), _free_port()
+        peer_secret, peer_port = secrets.token_urlsafe(32), free_port()
         peer_url = f"http://127.0.0.1:{peer_port}"
         peer_process = stack.enter_context(started(
             ["node", str(PEER_SCRIPT), str(peer_port), PEER_CLIENT_ID, peer_secret],

@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.hotpaths import (
-    _allow_one_address_everything,
-    _free_port,
+    allow_one_address_everything,
     cpu_seconds,
+    free_port,
     process_tree,
     started,
     tree_environment,
@@ -71,13 +71,13 @@ def run_tree(tree: Path, *, threads: int, seconds: float) -> dict[str, Any]:
     env = tree_environment(tree)
     with tempfile.TemporaryDirectory(prefix="identityctl-bench-") as folder:
         work = Path(folder)
-        port = _free_port()
+        port = free_port()
         url = f"http://127.0.0.1:{port}"
         subprocess.run([sys.executable, "-m", "identityctl", "init", "--dir",
                         str(work / "deployment")], cwd=tree, env=env, check=True,
                        capture_output=True)
         config_path = work / "deployment" / "config.toml"
-        _allow_one_address_everything(config_path)
+        allow_one_address_everything(config_path)
         command = [sys.executable, "-m", "identityctl", "--config", str(config_path), "serve",
                    "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
                    "--threads", "4"]

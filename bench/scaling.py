@@ -41,9 +41,9 @@ from bench.hotpaths import (
     ClientCredentials,
     Phase,
     Target,
-    _allow_one_address_everything,
-    _free_port,
+    allow_one_address_everything,
     cpu_seconds,
+    free_port,
     measure,
     process_tree,
     rate,
@@ -64,8 +64,8 @@ def start_server(stack: contextlib.ExitStack, folder: Path, name: str,
     ``folder/name``, and an M2M client of its own."""
     subprocess.run([*IDENTITYCTL, "init", "--dir", str(folder / name), "--json"], check=True,
                    capture_output=True)
-    config_path, port = folder / name / "config.toml", _free_port()
-    _allow_one_address_everything(config_path)
+    config_path, port = folder / name / "config.toml", free_port()
+    allow_one_address_everything(config_path)
     url = f"http://127.0.0.1:{port}"
     server = stack.enter_context(started(
         [*IDENTITYCTL, "--config", str(config_path), "serve", "--host", "127.0.0.1",

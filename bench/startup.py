@@ -38,7 +38,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from bench.hotpaths import _free_port, cpu_seconds, process_tree
+from bench.hotpaths import cpu_seconds, free_port, process_tree
 from bench.soak import rss_mib
 from tests.support.processes import stop
 
@@ -70,7 +70,7 @@ def cold_start(tree: Path, config: Path, *, workers: int, log: Path,
                python_options: tuple[str, ...] = ()) -> tuple[float, float, float | None]:
     """One start of ``tree``'s `serve`: seconds to the first /health 200, CPU seconds used
     by then, idle RSS in MiB."""
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, *python_options, "-m", "identityctl", "--config", str(config),
                "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
     with log.open("wb") as out:
