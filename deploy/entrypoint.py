@@ -37,7 +37,7 @@ def main() -> int:
     arguments = sys.argv[1:] or ["serve"]
     if arguments == ["health"]:
         return 0 if healthy() else 1
-    config = Path(os.environ.get("IDENTITYCTL_CONFIG") or DATA / "config.toml")
+    config = DATA / "config.toml"  # where `init --dir /data` writes it
     if not config.exists():
         made = subprocess.run([IDENTITYCTL, "init", "--dir", str(config.parent)])
         if made.returncode != 0:

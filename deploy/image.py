@@ -226,8 +226,6 @@ def identityctl_root(root: Path, pex: Path, entrypoint: Path) -> None:
         (root / name).chmod(mode)
     shutil.copy(entrypoint, root / ENTRYPOINT.lstrip("/"))
     (root / ENTRYPOINT.lstrip("/")).chmod(0o755)
-    shutil.copy(entrypoint, root / ENTRYPOINT.lstrip("/"))
-    (root / ENTRYPOINT.lstrip("/")).chmod(0o755)
     # The PEX unpacks its venv once, here, by the image's Python at its path in the image.
     # The image then runs that venv: the .pex file itself would want to write to its PEX_ROOT
     # at every start (and unpack itself to /tmp again when it may not).
@@ -258,7 +256,10 @@ def identityctl_root(root: Path, pex: Path, entrypoint: Path) -> None:
 def image_config(diff_ids: list[str], epoch: int) -> dict:
     health = ["CMD", "/usr/bin/python3", ENTRYPOINT, "health"]
     return {
-        "architecture": "amd64", "os": "linux",
+        # The packages are the build machine's own (apt-get download), so is the image's.
+        "architecture": subprocess.run(["dpkg", "--print-architecture"], check=True,
+                                       capture_output=True, text=True).stdout.strip(),
+        "os": "linux",
         "created": _utc(epoch),
         "config": {
             "User": f"{UID}:{GID}",

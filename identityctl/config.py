@@ -486,12 +486,12 @@ def origin_form_problem(origin: str) -> str | None:
     case, no user, path, default port or trailing dot), or None. Ceremonies compare origins
     as written, so any other spelling would match nothing, or, read leniently elsewhere,
     something else."""
-    parts = urlsplit(origin)
-    host = parts.hostname or ""
     try:
+        parts = urlsplit(origin)
+        host = parts.hostname or ""
         port = parts.port
-    except ValueError:
-        port = -1
+    except ValueError:  # an unclosed IPv6 bracket, a port out of range
+        parts, host, port = urlsplit(""), "", -1
     default = {"http": 80, "https": 443}.get(parts.scheme)
     written = f"{parts.scheme}://{f'[{host}]' if ':' in host else host}" \
         + (f":{port}" if port and port != default else "")
@@ -659,8 +659,7 @@ def _validate_authenticator_policy(path: str, passkey: PasskeyConfig) -> Iterato
         yield ConfigError(path, "passkey.aaguid_deny", "set passkey.aaguid_allow or "
                           "passkey.aaguid_deny, not both (an allow list refuses every other "
                           "authenticator already)")
-    if (passkey.aaguid_allow or passkey.aaguid_deny or passkey.metadata) \
-            and passkey.attestation not in ("direct", "enterprise"):
+    if passkey.restricts_authenticators and passkey.attestation not in ("direct", "enterprise"):
         key = "passkey.metadata" if passkey.metadata else (
             "passkey.aaguid_allow" if passkey.aaguid_allow else "passkey.aaguid_deny")
         yield ConfigError(path, key, f'needs passkey.attestation = "direct" or "enterprise", '

@@ -114,8 +114,9 @@ def init(
     """Create a deployment: config.toml, the database, signing keys and default records.
 
     The defaults give a working service on http://localhost:8090 with passkey, password and
-    combined sign-in flows. Each option can come from the environment (the container image's
-    first start uses that). Example:
+    combined sign-in flows. --base-url, --database-url and --admin-email can come from
+    IDENTITYCTL_BASE_URL, IDENTITYCTL_DATABASE_URL and IDENTITYCTL_ADMIN_EMAIL (the container
+    image's first start uses them). Example:
 
         identityctl init --dir /srv/identity --base-url https://id.example.com \\
             --admin-email ada@example.com
@@ -294,7 +295,7 @@ def _origin_findings(config: Config) -> tuple[list[str], list[str]]:
         parts = urlsplit(url)
         return f"{parts.scheme}://{parts.netloc}".lower()
 
-    allowed = {item.lower().rstrip("/") for item in config.passkey.allowed_origins}
+    allowed = set(config.passkey.accepted_origins)  # written as browsers send them (config)
     warnings = [f"passkey.allowed_origins does not contain {origin(url)}, the origin of "
                 f"{key}: passkeys cannot be used on the pages served there."
                 for key, url in (("server.base_url", config.base_url),

@@ -20,6 +20,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pyotp.utils import strings_equal
 
+from identityctl.errors import Conflict
+
 #: Seconds per step and digits per code: what every authenticator app uses by default.
 STEP_SECONDS, DIGITS = 30, 6
 #: Steps either side of the current one that are still accepted (RFC 6238 §5.2).
@@ -27,8 +29,15 @@ WINDOW = 1
 _NONCE_BYTES = 12
 
 
-class TOTPError(Exception):
-    """A sealed seed that does not open (another account's row, a changed key)."""
+class TOTPError(Conflict):
+    """A sealed seed that does not open (another account's row, a database restored under
+    another deployment's key): answered as such, never a 500."""
+
+    def __init__(self, binding: str) -> None:
+        super().__init__(f"The authenticator app of account {binding!r} cannot be read here "
+                         "(its secret was sealed under another key); remove it with "
+                         "`identityctl user remove-totp` and set it up again.",
+                         code="totp_unreadable")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,4 +99,4 @@ def unseal(key: bytes, sealed: str, *, binding: str) -> str:
         return AESGCM(key).decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:],
                                    binding.encode()).decode()
     except (InvalidTag, ValueError, binascii.Error) as exc:
-        raise TOTPError(f"The sealed TOTP secret does not open for {binding!r}") from exc
+        raise TOTPError(binding) from exc

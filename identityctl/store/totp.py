@@ -13,14 +13,13 @@ class TOTPRecord:
     sealed_secret: str
     confirmed: bool
     last_step: int | None
-    created_at: float
 
 
 def find(user_id: str) -> TOTPRecord | None:
     row = TOTPSecret.get_or_none(TOTPSecret.user == user_id)
     return None if row is None else TOTPRecord(
         user_id=row.user_id, sealed_secret=row.sealed_secret, confirmed=row.confirmed,
-        last_step=row.last_step, created_at=row.created_at)
+        last_step=row.last_step)
 
 
 def is_active(user_id: str) -> bool:

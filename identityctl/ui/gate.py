@@ -135,14 +135,14 @@ def flow_page(config: Config, *, mode: str, application_id: str, auth_id: str,
                       scripts=("webauthn.js", "gate.js"), language=language, here=here)
 
 
-def provider_return_page(config: Config, language: str = i18n.DEFAULT,
-                         here: str = "/") -> str:
+def provider_return_page(config: Config, language: str = i18n.DEFAULT) -> str:
     """``/gate/federated``, where an identity provider sends the browser back: its script
-    hands the answer to the sign-in page this tab came from (gate.js)."""
+    hands the answer to the sign-in page this tab came from (gate.js). Its switcher returns
+    to the start page: this page's query is the provider's one-time answer."""
     title = i18n.translate(language, "Signing you in…")
     main = pages.render("federated.html", heading=title)
     return pages.page(title=title, main=main, assets=assets(config, None), scripts=("gate.js",),
-                      language=language, here=here)
+                      language=language)
 
 
 def error_page(config: Config, error: UntrustedRedirect,

@@ -48,7 +48,7 @@ class Assets:
 
     theme_stylesheet: str
     static: str
-    language_switch: str = ""
+    language_switch: str
 
 
 def page(*, title: str, main: str, assets: Assets, scripts: tuple[str, ...] = (),
@@ -73,8 +73,6 @@ def page(*, title: str, main: str, assets: Assets, scripts: tuple[str, ...] = ()
 def _switcher(assets: Assets, language: str, here: str) -> str:
     """The language switcher: a form (no script needed) listing each language in its own
     words, that posts the choice and comes back to ``here``."""
-    if not assets.language_switch:
-        return ""
     options = "".join(
         f'<option value="{tag}" lang="{tag}"{" selected" if tag == language else ""}>'
         f"{html.escape(name)}</option>" for tag, name in i18n.names())

@@ -236,11 +236,9 @@ def enrolment_link(ctx: ServiceContext, holder: AccountHolder) -> dict[str, Any]
                             typ=ENROLMENT_LINK_TYP, ttl=ENROLMENT_LINK_TTL)
     audit.record("passkey.enrolment_link", "success", origin=holder.origin,
                  user_id=holder.user.id)
-    import segno  # PERF: imported at the first QR code, not at every start
-
     url = f"{ctx.config.base_url}/account/enrol#{token}"
     return {"url": url, "expiresAt": time.time() + ENROLMENT_LINK_TTL,
-            "qrCode": segno.make(url, error="m").svg_data_uri(scale=3)}
+            "qrCode": recovery.qr_code(url)}
 
 
 def start_linked_passkey(ctx: ServiceContext, link_token: str, *,

@@ -25,7 +25,11 @@ from urllib.parse import urlsplit
 from identityctl.errors import BadRequest, Conflict
 from identityctl.security import totp
 from identityctl.services import audit
-from identityctl.services.accounts.recovery import RECOVERY_CODE_ACTION, spend_recovery_code
+from identityctl.services.accounts.recovery import (
+    RECOVERY_CODE_ACTION,
+    qr_code,
+    spend_recovery_code,
+)
 from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.context import ServiceContext
 from identityctl.services.delivery import mail
@@ -63,16 +67,15 @@ def start_enrolment(ctx: ServiceContext, user: UserRecord, *,
         totp_store.start(user.id, totp.seal(key_store.service_secret(TOTP_SECRET),
                                             enrolment.secret, binding=user.id))
         audit.record("totp.enrolment_start", "success", origin=origin, user_id=user.id)
-    import segno  # PERF: imported at the first QR code, not at every start
-
     return {"secret": enrolment.secret, "uri": enrolment.uri,
-            "qrCode": segno.make(enrolment.uri, error="m").svg_data_uri(scale=3)}
+            "qrCode": qr_code(enrolment.uri)}
 
 
 def confirm_enrolment(ctx: ServiceContext, user: UserRecord, code: str, *,
                       origin: RequestOrigin) -> None:
     """The first code from the person's app: the pending seed becomes active."""
-    if totp_store.find(user.id) is None or is_enrolled(user.id):
+    pending = totp_store.find(user.id)
+    if pending is None or pending.confirmed:
         raise BadRequest("There is no authenticator app waiting to be confirmed: start "
                          "again.", code="totp_not_pending")
     _prove(ctx, user, code=code, recovery_code="", origin=origin, confirm=True)
@@ -85,7 +88,7 @@ def remove(ctx: ServiceContext, user: UserRecord, *, origin: RequestOrigin) -> N
     """The person's authenticator app (active or pending) is removed."""
     with transaction():
         if not totp_store.remove(user.id):
-            raise BadRequest("Your account has no authenticator app.", code="totp_not_enrolled")
+            raise BadRequest("The account has no authenticator app.", code="totp_not_enrolled")
         audit.record("totp.remove", "success", origin=origin, user_id=user.id)
         mail.notify(ctx, user, "totp_removed")
 

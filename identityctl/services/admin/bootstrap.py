@@ -77,12 +77,15 @@ def first_admin(config: Config, email: str) -> dict[str, Any] | None:
 
     if directory.find_user(email) is not None:
         return None
-    user = directory_service.create_user(username=email, attributes={"email": email},
-                                         origin=INIT)
-    roles_service.grant_role(user.id, roles_service.ADMIN_ROLE, origin=INIT)
-    recovery.confirm_email(user.id, origin=INIT)
-    invited = recovery.invite(ServiceContext.for_config(config), user.id,
-                              send_email=config.email.enabled, origin=INIT)
+    # All or nothing: a user left without the role or the link would be "kept as is" by the
+    # next try (the services' own transactions join this one).
+    with db.transaction():
+        user = directory_service.create_user(username=email, attributes={"email": email},
+                                             origin=INIT)
+        roles_service.grant_role(user.id, roles_service.ADMIN_ROLE, origin=INIT)
+        recovery.confirm_email(user.id, origin=INIT)
+        invited = recovery.invite(ServiceContext.for_config(config), user.id,
+                                  send_email=config.email.enabled, origin=INIT)
     return {"id": user.id, "username": user.username, "invite": invited["url"],
             "expiresAt": invited["expiresAt"], "emailedTo": invited["emailedTo"]}
 
