@@ -113,6 +113,14 @@ def test_the_switcher_never_sends_the_browser_to_another_site(service: Service,
     assert switched.status_code == 303 and switched.headers["Location"] == "/"
 
 
+def test_the_switcher_never_carries_back_an_oauth_answer_the_page_has_used(
+        service: Service) -> None:
+    """/account comes back from its sign-in with ?code=&state=: answered again, the spent
+    code would be refused and the page would show an error."""
+    switched = _switch(service, "fr", "/account?code=spent&state=s&iss=x&tab=passkeys")
+    assert switched.status_code == 303 and switched.headers["Location"] == "/account?tab=passkeys"
+
+
 def test_the_switcher_refuses_an_unknown_language_and_a_forged_post_only_picks_a_language(
         service: Service) -> None:
     unknown = _switch(service, "tlh", "/")

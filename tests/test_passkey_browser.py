@@ -108,6 +108,8 @@ def test_a_password_sign_in_gets_a_passkey_and_the_devices_learn_what_the_servic
         sign_in_with_password(page, person.username, PASSWORD)
         page.get_by_role("button", name="Not now").wait_for()
         page.get_by_role("heading", name="Sign in faster next time").wait_for()
+        # Past the opening step a reload (the language switcher) would lose the sign-in.
+        assert page.locator("form.languages").is_hidden()
         tab.screenshot("passkey-lifecycle", "upgrade-offered")
         can_create_silently = page.evaluate(
             "async () => !!(PublicKeyCredential.getClientCapabilities &&"

@@ -97,10 +97,17 @@ class LanguageResource:
         resp.location = switched_page(str(form.get("return") or ""), chosen)
 
 
+#: What an OAuth redirect adds to a page's address (RFC 6749 §4.1.2, RFC 9207): a one-time
+#: answer the page has used already, never carried back by the switcher (/account's
+#: sign-in would be answered again, and refused).
+ONE_TIME_ANSWERS = frozenset({"code", "state", "iss", "session_state", "error",
+                              "error_description", "error_uri"})
+
+
 def switched_page(address: str, language: str) -> str:
-    """``address`` (a page of this service: a path, with its query) to come back to after
-    choosing ``language``; anything else (another site, a scheme, a backslash, a control
-    character) becomes the start page."""
+    """``address`` (a page of this service: a path, with its query less any OAuth answer)
+    to come back to after choosing ``language``; anything else (another site, a scheme, a
+    backslash, a control character) becomes the start page."""
     if not address.startswith("/") or address.startswith("//") or "\\" in address \
             or any(ord(character) < 0x20 or ord(character) == 0x7F for character in address):
         return "/"
@@ -108,7 +115,8 @@ def switched_page(address: str, language: str) -> str:
     if parts.scheme or parts.netloc:
         return "/"
     query = [(name, language if name == "ui_locales" else value)
-             for name, value in parse_qsl(parts.query, keep_blank_values=True)]
+             for name, value in parse_qsl(parts.query, keep_blank_values=True)
+             if name not in ONE_TIME_ANSWERS]
     return urlunsplit(("", "", parts.path, urlencode(query), ""))
 
 

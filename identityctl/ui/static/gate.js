@@ -509,7 +509,19 @@
     form.append(group);
   }
 
+  // The language switcher reloads the page, and a reloaded page begins its flow again: it is
+  // offered on the opening step only (a refusal there keeps it), never where a later step,
+  // a consent question or a half-made account would be lost.
+  let openingPrompt = null;
+  function offerLanguagesOn(step) {
+    const prompt = step && JSON.stringify(((step.data || {}).actions || []).map((a) => a.ref));
+    openingPrompt = openingPrompt === null ? prompt : openingPrompt;
+    const switcher = document.querySelector("form.languages");
+    if (switcher) switcher.hidden = prompt !== openingPrompt;
+  }
+
   function render(step) {
+    offerLanguagesOn(step);
     // What the person typed survives a refusal (a wrong password keeps the username;
     // secrets are typed again) and the way from the username to the password.
     const typed = step.failureReason || passwordPhase ? visibleInputs() : {};
@@ -840,6 +852,7 @@
 
   function askConsent(consent, token, username) {
     consentToken = token;
+    offerLanguagesOn(null);
     setStatus("");
     $("switch").hidden = $("recover").hidden = true;  // signed in: no other ways in
     $("heading").textContent = t("Allow {client} to use your account?",
