@@ -32,11 +32,13 @@ from identityctl.ui.pages import PAGE_CSP
 from tests.conftest import Service, deployment_with
 from tests.support.browser import ARTIFACTS, PasskeyPage, needs_chromium
 from tests.support.origins import TEST_ORIGIN
+from tests.support.texts import STATIC, python_texts, script_texts
 from tests.test_accessibility import AXE
 from tests.test_account import Account
 from tests.test_admin_api_users import Admin
 
-STATIC = Path(admin_page.__file__).parent / "static"
+#: The console's own scripts and the sign-in it shares with the account page.
+CONSOLE_SCRIPTS = (*sorted(STATIC.glob("admin*.js")), STATIC / "client-page.js")
 SEEDED = 10_000
 #: The console's sign-in may be no older than this for a destructive change (step-up).
 STEP_UP_SECONDS = 3
@@ -121,22 +123,8 @@ def test_the_console_page_is_a_shell_under_the_hosted_pages_policy(service: Serv
 
 
 def test_every_text_of_the_console_is_in_german() -> None:
-    german = i18n.catalog("de")
-    # The console's own scripts and the sign-in it shares with the account page.
-    scripts = "".join(path.read_text() for path in [*sorted(STATIC.glob("admin*.js")),
-                                                     STATIC / "client-page.js"])
-    # t("...") and t("..." + "...") calls, and the tables of words t() is given by name.
-    literal = r'"(?:[^"\\]|\\.)*"'
-    joined = rf"{literal}(?:\s*\+\s*{literal})*"
-    calls = re.findall(rf"\bt\(\s*({joined})", scripts)
-    tables = r"const (?:TEXT|TEMPLATES|STATES|SECTIONS|OUTCOMES) = \{(.*?)\};"
-    for table in re.findall(tables, scripts, re.DOTALL):
-        calls += re.findall(rf"\w+: ({joined})", table)
-    texts = {"".join(json.loads(part) for part in re.findall(literal, call)) for call in calls}
-    texts |= {admin_page.TITLE, *admin_page.AREAS.values(), "Skip to the content",
-              "Administration areas"}
-    missing = sorted(text for text in texts if text not in german)
-    assert missing == []
+    texts = script_texts(CONSOLE_SCRIPTS) | python_texts([Path(admin_page.__file__)])
+    assert sorted(texts - i18n.catalog("de").keys()) == []
 
 
 @needs_chromium
@@ -439,7 +427,7 @@ def test_the_users_page_has_no_accessibility_violations(
 def test_the_console_writes_what_it_shows_as_text_never_as_markup() -> None:
     # Names, attributes, audit details and proposed diffs come from other people (and from
     # an assistant): they reach the page through textContent and attributes only.
-    for path in [*STATIC.glob("admin*.js"), STATIC / "client-page.js"]:
+    for path in CONSOLE_SCRIPTS:
         script = path.read_text()
         for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write",
                      "eval(", "new Function"):

@@ -1,31 +1,59 @@
 """Which language a page speaks (i18n/__init__.py): ui_locales, then the remembered choice,
-then Accept-Language, then English; every catalog has every text with the placeholders of
-the English one, and every counted text in every plural form its language has (CLDR)."""
+then Accept-Language, then English; the languages are the catalog files present; every
+catalog has every text the pages and mails use (tests/support/texts.py) with the
+placeholders of the English one and no other text, and every counted text in every plural
+form its language has (CLDR)."""
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
 from identityctl import i18n
+from identityctl.config import Config
+from identityctl.ui import account_page, gate
+from tests.support.texts import every_text
 
-#: The languages a person can choose, by the tag <html lang> carries.
-SHIPPED = ("ar", "de", "en", "es", "fr", "it", "ja", "nl", "pl", "pt-BR", "zh-Hans")
+#: The languages with a catalog of translations (English is the source's).
+TRANSLATED = tuple(tag for tag in i18n.LANGUAGES if tag != i18n.DEFAULT)
+#: Texts the catalogs keep that no page or mail shows through a translation, and why.
+UNSHOWN = {
+    # account.js refuses an enrolment page opened without its link with this sentence, but
+    # shows a refusal by its code: the page says its general "Something went wrong".
+    "This page needs the link from your account page.",
+}
+# Texts shown as they are, in every language: what a team wrote (a flow's labels, an
+# application's name), a sentence built from values (an f-string description of an
+# UntrustedRedirect, an OAuth error's description), the name humanized from an unlabelled
+# action's ref; none can have a catalog entry.
 
 
 def _placeholders(text: str) -> set[str]:
     return set(re.findall(r"\{\w+\}", text))
 
 
-def test_the_languages_are_the_catalog_files_present() -> None:
-    assert i18n.LANGUAGES == SHIPPED
-    assert dict(i18n.names()) == {
-        "ar": "العربية", "de": "Deutsch", "en": "English", "es": "Español",
-        "fr": "Français", "it": "Italiano", "ja": "日本語", "nl": "Nederlands",
-        "pl": "Polski", "pt-BR": "Português (Brasil)", "zh-Hans": "中文 (简体)"}
-    assert [tag for tag in SHIPPED if i18n.direction(tag) == "rtl"] == ["ar"]
+def test_the_languages_are_english_and_the_catalog_files_present() -> None:
+    present = {path.stem for path in Path(i18n.__file__).parent.glob("*.json")}
+    assert tuple(sorted(present | {i18n.DEFAULT})) == i18n.LANGUAGES
+
+
+@pytest.mark.parametrize(("language", "name", "direction"), [
+    ("en", "English", "ltr"), ("de", "Deutsch", "ltr"), ("pt-BR", "Português (Brasil)", "ltr"),
+    ("ja", "日本語", "ltr"), ("zh-Hans", "中文 (简体)", "ltr"), ("ar", "العربية", "rtl")])
+def test_each_language_is_named_in_its_own_words_and_written_in_its_direction(
+        language: str, name: str, direction: str) -> None:
+    assert dict(i18n.names())[language] == name
+    assert i18n.direction(language) == direction
+
+
+def test_every_language_has_a_name_of_its_own() -> None:
+    names = dict(i18n.names())
+    assert list(names) == list(i18n.LANGUAGES)
+    assert len(set(names.values())) == len(names)
+    assert [tag for tag, name in names.items() if name == tag] == []
 
 
 @pytest.mark.parametrize(("ui_locales", "remembered", "accept_language", "chosen"), [
@@ -63,29 +91,53 @@ def test_the_language_is_ui_locales_then_the_remembered_one_then_accept_language
                        accept_language=accept_language) == chosen
 
 
-def test_every_catalog_has_every_text_with_the_placeholders_and_spaces_of_the_english_one(
-        ) -> None:
-    english = set(i18n.catalog("de")) | set(i18n.catalog("en"))
-    for language in SHIPPED:
-        if language == "en":
-            continue
-        found = i18n.catalog(language)
-        assert set(found) == english, (language, english ^ set(found))
-        for text, translated in found.items():
-            forms = translated.values() if isinstance(translated, dict) else [translated]
-            for form in forms:
-                assert _placeholders(form) <= _placeholders(text), (language, text)
-                # A leading or trailing space joins a text to the next one on the page.
-                assert (form.startswith(" "), form.endswith(" ")) == \
-                    (text.startswith(" "), text.endswith(" ")), (language, text)
-            whole = translated["other"] if isinstance(translated, dict) else translated
-            assert _placeholders(whole) == _placeholders(text), (language, text)
+@pytest.mark.parametrize("language", TRANSLATED)
+def test_every_catalog_has_every_text_the_source_uses_with_its_placeholders_and_spaces(
+        language: str) -> None:
+    found = i18n.catalog(language)
+    assert sorted(every_text() - found.keys()) == []
+    for text in every_text():
+        translated = found[text]
+        forms = translated.values() if isinstance(translated, dict) else [translated]
+        for form in forms:
+            assert _placeholders(form) <= _placeholders(text), text
+            # A leading or trailing space joins a text to the next one on the page.
+            assert (form.startswith(" "), form.endswith(" ")) == \
+                (text.startswith(" "), text.endswith(" ")), text
+        whole = translated["other"] if isinstance(translated, dict) else translated
+        assert _placeholders(whole) == _placeholders(text), text
+
+
+@pytest.mark.parametrize("language", i18n.LANGUAGES)
+def test_no_catalog_holds_a_text_the_source_does_not_use(language: str) -> None:
+    assert sorted(i18n.catalog(language).keys() - every_text() - UNSHOWN) == []
+
+
+def test_the_english_catalog_holds_the_forms_of_exactly_the_counted_texts() -> None:
+    assert set(i18n.catalog("en")) == {text for text in every_text() if "{count}" in text}
+
+
+def test_a_page_says_it_needs_script_in_its_own_language() -> None:
+    assert '<noscript><p class="error">このページには JavaScript が必要です。</p></noscript>' in \
+        account_page.page(Config(), language="ja")
+    assert '<noscript><p class="error">Diese Anmeldeseite braucht JavaScript.</p></noscript>' \
+        in gate.provider_return_page(Config(), "de")
+
+
+def test_no_template_has_words_of_its_own_but_the_products_names() -> None:
+    """A page's words come from the code, translated; a template holds markup, values,
+    addresses, code and the names identityctl and MCP."""
+    templates = Path(i18n.__file__).parent.parent / "ui" / "templates"
+    for template in sorted(templates.glob("*.html")):
+        shown = re.sub(r"<(pre|code)>.*?</\1>|<[^>]*>|\$\w+|/\S*", " ", template.read_text(),
+                       flags=re.DOTALL)
+        assert set(re.findall(r"[^\W\d_]{2,}", shown)) <= {"identityctl", "MCP"}, template.name
 
 
 def test_every_counted_text_has_each_plural_form_of_its_language() -> None:
     counted = i18n.catalog("en")
     assert counted, "en.json holds the English forms of the counted texts"
-    for language in SHIPPED:
+    for language in i18n.LANGUAGES:
         categories = i18n.plural_categories(language)
         for text in counted:
             forms = i18n.catalog(language)[text]

@@ -4,9 +4,16 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
+import pytest
+
+from identityctl.config import Config, EmailConfig
 from identityctl.mail import as_email, compose
 from identityctl.security import codes
+from identityctl.services.context import ServiceContext
+from identityctl.services.delivery import mail as delivery
+from identityctl.store.directory import UserRecord
 
 KEY = b"k" * 32
 
@@ -47,6 +54,43 @@ def test_what_a_person_typed_is_escaped_in_the_html() -> None:
                    name="<script>x</script>", how="account", account_url="https://id/account")
     assert "<script>" not in mail.html and "&lt;script&gt;" in mail.html
     assert "on your account page" in mail.text
+
+
+def person(**attributes: str) -> UserRecord:
+    return UserRecord(id="u1", username="ada", user_handle="h1", attributes=attributes,
+                      user_type_id="t1", user_type="person", ou_id="o1", password_hash=None,
+                      status="active", created_at=0.0, updated_at=0.0)
+
+
+@pytest.mark.parametrize(("attributes", "subject", "html"), [
+    ({"locale": "ja"}, "identityctl アカウントにパスキーが追加されました", 'lang="ja" dir="ltr"'),
+    ({"locale": "ar"}, "تمت إضافة مفتاح مرور إلى حسابك في identityctl", 'lang="ar" dir="rtl"'),
+    ({"locale": "pt-PT"}, "Uma chave de acesso foi adicionada à sua conta identityctl",
+     'lang="pt-BR" dir="ltr"'),
+    ({"locale": "tlh"}, "A passkey was added to your identityctl account", 'lang="en" dir="ltr"'),
+    ({}, "A passkey was added to your identityctl account", 'lang="en" dir="ltr"'),
+])
+def test_a_notice_about_an_account_is_in_the_persons_locale_and_english_without_one(
+        monkeypatch: pytest.MonkeyPatch, attributes: dict[str, str], subject: str,
+        html: str) -> None:
+    queued: list[dict[str, Any]] = []
+    monkeypatch.setattr(delivery.recovery_store, "verified_address",
+                        lambda user_id: "ada@example.com")
+    monkeypatch.setattr(delivery.outbox, "enqueue",
+                        lambda **message: queued.append(message["payload"]))
+    context = ServiceContext.for_config(Config(email=EmailConfig(smtp_host="smtp.example")))
+    delivery.notify(context, person(**attributes), "passkey_added", name="Laptop",
+                    how="account")
+    [payload] = queued
+    assert payload["header"] == subject
+    assert html in payload["html"]
+
+
+def test_a_code_a_page_sends_is_in_the_persons_locale_else_in_the_pages_language() -> None:
+    assert delivery.language_of(person(locale="ja"), "de") == "ja"
+    assert delivery.language_of(person(), "de") == "de"
+    assert delivery.language_of(None, "fr") == "fr"
+    assert delivery.language_of(person(locale="tlh"), "de") == "en"
 
 
 def test_a_repeat_of_a_queued_message_has_the_same_message_id() -> None:

@@ -39,6 +39,7 @@ def page(config: Config, *, mode: str = "account", language: str = i18n.DEFAULT,
     title = i18n.translate(language, MODES[mode])
     main = pages.render(
         "account.html", mode=mode, heading=title,
+        needs_script=i18n.translate(language, "This page needs JavaScript."),
         client_id=ACCOUNT_CLIENT_ID, scope=f"openid profile email {ACCOUNT_SCOPE}",
         redirect_uri=redirect_uri(config, mode), authorize_url=config.base_url + AUTHORIZE_PATH,
         token_url=config.base_url + TOKEN_PATH, logout_url=config.base_url + LOGOUT_PATH,

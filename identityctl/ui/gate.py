@@ -36,6 +36,8 @@ PROVIDER_RETURN_PATH = federation.CALLBACK_PATH
 #: The heading of each page.
 TITLES = {SIGN_IN: "Sign in", SIGN_UP: "Create your account",
           RECOVER: "Get back into your account"}
+#: What the sign-in pages say where no script runs (their ``<noscript>``).
+NEEDS_SCRIPT = "This sign-in page needs JavaScript."
 DEFAULT_THEME = "default"
 
 
@@ -118,7 +120,8 @@ def flow_page(config: Config, *, mode: str, application_id: str, auth_id: str,
         privacy_hidden="" if "privacyUrl" in brand else "hidden",
         privacy_text=i18n.translate(language, "Privacy"),
         legal_hidden="" if {"termsUrl", "privacyUrl"} & brand.keys() else "hidden",
-        mode=mode, heading=title, application_name=application.name,
+        mode=mode, heading=title, needs_script=i18n.translate(language, NEEDS_SCRIPT),
+        application_name=application.name,
         application_id=application.id, auth_id=auth_id, execution_id=execution_id,
         resume="session" if resume and signing_in else "",
         first_step=json.dumps(first_step) if first_step and signing_in else "",
@@ -140,7 +143,8 @@ def provider_return_page(config: Config, language: str = i18n.DEFAULT) -> str:
     hands the answer to the sign-in page this tab came from (gate.js). Its switcher returns
     to the start page: this page's query is the provider's one-time answer."""
     title = i18n.translate(language, "Signing you in…")
-    main = pages.render("federated.html", heading=title)
+    main = pages.render("federated.html", heading=title,
+                        needs_script=i18n.translate(language, NEEDS_SCRIPT))
     return pages.page(title=title, main=main, assets=assets(config, None), scripts=("gate.js",),
                       language=language)
 
