@@ -36,12 +36,16 @@ wheel="$(echo "$wheels"/identityctl-*.whl)"
 # --python-path: the wheels are resolved for the Python pex runs on, once. Searching PATH
 # instead finds each copy of that Python (pyenv's, the system's, every venv's) and resolves
 # the same wheels again for each: the same file, at several times the cost.
+# --pip-version: a pip whose resolver backtracks (pex's own pip 20.3 takes the newest release
+# of each package and fails when another package caps it, as pyOpenSSL caps cryptography);
+# 25.2, as 26.x is not served to the pip that fetches it.
 "$tools/bin/pex" "./$wheel[postgres]" \
   --console-script identityctl \
   --output-file "$out" \
   --venv prepend \
   --interpreter-constraint 'CPython>=3.11,<4' \
   --python-path "$tools/bin" \
+  --pip-version 25.2 \
   --python-shebang '/usr/bin/env python3' \
   --no-pre-install-wheels
 # The package data (hosted UI, default flows, password list, sample config) must be inside:
