@@ -95,7 +95,8 @@ def test_a_recovered_person_gets_a_new_passkey_from_the_silent_creation_stored_a
     assert registered["outcome"] == "success"
     notice = smtp.mailbox.wait_for(address, mailed_before + 1)[mailed_before]
     assert notice["Subject"].startswith("A passkey was added")
-    assert f'"{new.name}" was added to your account' in text_of(notice)
+    assert f'"{new.name}" was added to your account (while recovering your account)' \
+        in text_of(notice)
     # The new passkey signs in.
     assert PasskeyClient(mailing).sign_in(flows.authenticator, person.id).status_code == 200
 

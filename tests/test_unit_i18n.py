@@ -20,11 +20,6 @@ from tests.support.texts import every_text
 #: The languages with a catalog of translations (English is the source's).
 TRANSLATED = tuple(tag for tag in i18n.LANGUAGES if tag != i18n.DEFAULT)
 #: Texts the catalogs keep that no page or mail shows through a translation, and why.
-UNSHOWN = {
-    # account.js refuses an enrolment page opened without its link with this sentence, but
-    # shows a refusal by its code: the page says its general "Something went wrong".
-    "This page needs the link from your account page.",
-}
 # Texts shown as they are, in every language: what a team wrote (a flow's labels, an
 # application's name), a sentence built from values (an f-string description of an
 # UntrustedRedirect, an OAuth error's description), the name humanized from an unlabelled
@@ -110,7 +105,7 @@ def test_every_catalog_has_every_text_the_source_uses_with_its_placeholders_and_
 
 @pytest.mark.parametrize("language", i18n.LANGUAGES)
 def test_no_catalog_holds_a_text_the_source_does_not_use(language: str) -> None:
-    assert sorted(i18n.catalog(language).keys() - every_text() - UNSHOWN) == []
+    assert sorted(i18n.catalog(language).keys() - every_text()) == []
 
 
 def test_the_english_catalog_holds_the_forms_of_exactly_the_counted_texts() -> None:

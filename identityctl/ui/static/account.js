@@ -53,6 +53,7 @@
       "app shows now.",
     totp_not_pending: "There is nothing to confirm any more. Start again.",
     passwords_not_allowed: "Passwords are not used here. Sign in with a passkey.",
+    enrolment_link_missing: "This page needs the link from your account page.",
   };
   // A passkey's name: said before the try, and again when a name breaks it.
   const NAME_RULE = "A name has 1 to 64 characters.";
@@ -450,8 +451,7 @@
   async function enrol() {
     const link = window.location.hash.slice(1);
     history.replaceState(null, "", window.location.pathname);  // the link leaves the URL
-    if (!link) throw new Refused({ message: "This page needs the link from your " +
-      "account page." }, 400);
+    if (!link) throw new Refused({ code: "enrolment_link_missing" }, 400);
     const started = await call("POST", "/enrol/start", { link }, false);
     content.replaceChildren(
       element("p", {}, t("Add a passkey for {username} on this device. A passkey lets you " +

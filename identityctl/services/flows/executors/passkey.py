@@ -147,5 +147,6 @@ def upgrade_finish(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome
     registered = _store_new_passkey(step)
     with transaction():
         mail.notify(step.ctx, directory.get_user(step.user_id), "passkey_added",
-                    name=registered.name, how="sign_in")
+                    name=registered.name,
+                    how="recovery" if step.context.get("recovering") else "sign_in")
     return SUCCESS
