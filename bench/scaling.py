@@ -6,16 +6,22 @@ writes to the other's database) and starts `identityctl serve` on one (`server.w
 their default threads. Then, `--rounds` times, the two take turns (which goes first
 alternates) under each load:
 
-- "16 keep-alive": one client's 16 keep-alive connections (2 processes x 8 threads);
+- "16 keep-alive": one client's 16 keep-alive connections (2 wrk threads or Python client
+  processes, 8 connections each);
 - "4 at once": 4 connections opened at once and kept, as a reverse proxy holds them
-  (2 processes x 2 threads).
+  (2 x 2).
 
-Each thread is one keep-alive `requests.Session` asking for client_credentials tokens for
-`--seconds` (after hotpaths.py's warm-up). Per load and round it prints both rates and their
-ratio (the goal: at least 1.6x in every round on 2 cores), the server CPU per token, and for
-every process of the default `serve` (the supervisor first, then each worker) its CPU seconds
-in the phase (warm-up included: how evenly the workers shared the load) and its RSS after it
-(the goal: at most 120 MiB per worker).
+The client is wrk (bench/wrk.py: all connections opened at its start and kept, for a few
+percent of a core) where it is installed, else (or with `--client python`) hotpaths.py's
+Python client, where each thread is one keep-alive `requests.Session`; either asks for
+client_credentials tokens for `--seconds` after a warm-up. The Python client needs about one
+of 2 cores for itself: with it, two workers share the other core and the ratio says little.
+
+Per load and round it prints both rates and their ratio (the goal: at least 1.6x in every
+round on 2 cores), the server CPU per token and p99, and for every process of the default
+`serve` (the supervisor first, then each worker) its CPU seconds in the phase (warm-up
+included: how evenly the workers shared the load) and its RSS after it (the goal: at most
+120 MiB per worker).
 
     .venv/bin/python bench/scaling.py --seconds 5 --rounds 3
 """
@@ -37,23 +43,23 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from bench import wrk
 from bench.hotpaths import (
     ClientCredentials,
-    Phase,
     Target,
     allow_one_address_everything,
     cpu_seconds,
     free_port,
     measure,
     process_tree,
-    rate,
     started,
 )
 from bench.oauth_token import create_clients
 from bench.passkey import open_deployment
 from bench.soak import rss_mib
 
-#: load name -> (client processes, threads each): one keep-alive connection per thread
+#: load name -> (client processes or wrk threads, connections each): one keep-alive
+#: connection per Python client thread
 LOADS = {"16 keep-alive": (2, 8), "4 at once": (2, 2)}
 IDENTITYCTL = [sys.executable, "-m", "identityctl"]
 
@@ -92,41 +98,57 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="Duration of each phase.")
     parser.add_argument("--rounds", type=int, default=3,
                         help="Phases per load and server, the servers taking turns.")
-    parser.add_argument("--client-cpus", default="", help="Pin the client, e.g. '1'.")
+    parser.add_argument("--client-cpus", default="",
+                        help="Pin the Python client, e.g. '1'.")
+
+    parser.add_argument("--client", choices=["wrk", "python"],
+                        default="wrk" if wrk.available() else "python",
+                        help="The load's client (default: wrk where it is installed).")
     args = parser.parse_args()
 
-    path = ClientCredentials()
+    def phase(target: Target, processes: int, threads: int) -> wrk.WrkPhase:
+        """One load on ``target``, as the chosen client measures it."""
+        if args.client == "wrk":
+            return wrk.token_phase(target, connections=processes * threads,
+                                   threads=processes, seconds=args.seconds)
+        measured = measure(ClientCredentials(), target, processes=processes, threads=threads,
+                           seconds=args.seconds, client_cpus=args.client_cpus)
+        latencies = sorted(measured.results.latencies)
+        return wrk.WrkPhase(
+            requests=len(latencies), seconds=measured.seconds,
+            failures=sum(measured.results.failures.values()),
+            cpu_seconds=measured.cpu_seconds,
+            p50_ms=latencies[len(latencies) // 2] * 1000 if latencies else 0.0,
+            p99_ms=latencies[int(len(latencies) * 0.99)] * 1000 if latencies else 0.0)
+
     worst: dict[str, float] = {}
     with contextlib.ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="scaling-")))
         single = start_server(stack, folder, "one process", ["--workers", "1"])
         default = start_server(stack, folder, "default serve", [])
-        print(f"default serve: {len(process_tree(default.pid)) - 1} workers; idle RSS "
-              f"(supervisor, workers) {rss_by_process(default.pid)} MiB, one process "
-              f"{rss_mib([single.pid])} MiB", flush=True)
+        print(f"client: {args.client}; default serve: {len(process_tree(default.pid)) - 1} "
+              f"workers; idle RSS (supervisor, workers) {rss_by_process(default.pid)} MiB, "
+              f"one process {rss_mib([single.pid])} MiB", flush=True)
         for round_number in range(args.rounds):
             order = (default, single) if round_number % 2 == 0 else (single, default)
             for load, (processes, threads) in LOADS.items():
-                phases: dict[str, Phase] = {}
+                phases: dict[str, wrk.WrkPhase] = {}
                 for target in order:
                     before = cpu_by_process(default.pid)
-                    phases[target.name] = measure(
-                        path, target, processes=processes, threads=threads,
-                        seconds=args.seconds, client_cpus=args.client_cpus)
+                    phases[target.name] = phase(target, processes, threads)
                     if target is default:
                         spread = [round(after - then, 1) for then, after
                                   in zip(before, cpu_by_process(default.pid), strict=False)]
                 ours, theirs = phases[default.name], phases[single.name]
-                ratio = rate(ours) / rate(theirs) if rate(theirs) else 0.0
+                ratio = ours.rate / theirs.rate if theirs.rate else 0.0
                 worst[load] = min(worst.get(load, ratio), ratio)
-                errors = sum(sum(p.results.failures.values()) for p in phases.values())
-                print(f"round {round_number + 1} {load:14} default {rate(ours):7.1f}/s "
-                      f"({ours.cpu_seconds * 1000 / max(1, len(ours.results.latencies)):.2f} "
-                      f"ms CPU)  one process {rate(theirs):7.1f}/s "
-                      f"({theirs.cpu_seconds * 1000 / max(1, len(theirs.results.latencies)):.2f}"
-                      f" ms CPU)  ratio {ratio:.2f}x  errors {errors}  CPU s (supervisor, "
-                      f"workers) {spread}  RSS {rss_by_process(default.pid)} MiB, one "
-                      f"process {rss_mib([single.pid])} MiB", flush=True)
+                print(f"round {round_number + 1} {load:14} default {ours.rate:7.1f}/s "
+                      f"({ours.cpu_ms_per_request:.2f} ms CPU, p99 {ours.p99_ms:.1f} ms)  one "
+                      f"process {theirs.rate:7.1f}/s ({theirs.cpu_ms_per_request:.2f} ms CPU, "
+                      f"p99 {theirs.p99_ms:.1f} ms)  ratio {ratio:.2f}x  errors "
+                      f"{ours.failures + theirs.failures}  CPU s (supervisor, workers) "
+                      f"{spread}  RSS {rss_by_process(default.pid)} MiB, one process "
+                      f"{rss_mib([single.pid])} MiB", flush=True)
     print("lowest ratio per load: " + ", ".join(f"{load} {ratio:.2f}x"
                                                   for load, ratio in worst.items()))
 
