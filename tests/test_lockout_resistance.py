@@ -22,8 +22,8 @@ import pytest
 from identityctl.services.admin import bootstrap
 from identityctl.services.directory import users as directory
 from tests.conftest import Service, start_service
-from tests.support.authenticator import SoftAuthenticator
-from tests.support.flows import FlowClient
+from tests.support.authenticator import SoftAuthenticator, b64url_decode
+from tests.support.flows import FlowClient, credential_inputs
 from tests.support.oauth import register_client
 from tests.support.origins import TEST_ORIGIN
 from tests.support.passkeys import PasskeyClient, assert_error
@@ -222,3 +222,59 @@ def test_a_decoy_challenge_cannot_be_answered_with_a_real_passkey(
     someone.act("passkey", username="nobody-" + uuid.uuid4().hex[:8])
     step = someone.use_passkey(credential_id=someone.authenticator.credentials[0].credential_id)
     assert step["flowStatus"] == "INCOMPLETE"
+
+
+def bad_assertions(service: Service, app: dict[str, Any], username: str,
+                   address: str, count: int) -> list[tuple[int, str, list[str]]]:
+    """What ``count`` assertions for the first id offered for ``username``, signed with a
+    stranger's own key, answer from ``address``, then a new challenge for the name:
+    (status, code or failure reason, the answer's keys) each."""
+    attacker = flow_from(service, address, app["id"])
+    attacker.start()
+    attacker.act("passkey", username=username)
+    challenge = attacker.additional("passkeyChallenge")
+    stranger = SoftAuthenticator()
+    stranger.create({"rp": {"id": service.config.passkey.rp_id, "name": "x"},
+                     "user": {"id": "AAAA", "name": "x", "displayName": "x"},
+                     "challenge": "AAAA",
+                     "pubKeyCredParams": [{"type": "public-key", "alg": -7}]},
+                    origin=attacker.origin,
+                    credential_id=b64url_decode(challenge["allowCredentials"][0]["id"]))
+
+    def answer(action: str, inputs: dict[str, str]) -> tuple[int, str, list[str]]:
+        response = attacker.call({"executionId": attacker.execution_id, "action": action,
+                                  "inputs": inputs})
+        body = response.json()
+        return (response.status_code, body.get("code") or body.get("failureReason") or "",
+                sorted(body))
+
+    answers = [answer("passkey_verify",
+                      credential_inputs(stranger.get(challenge, origin=attacker.origin,
+                                                     user_handle=None)))
+               for _ in range(count)]
+    attacker.start()
+    return [*answers, answer("passkey", {"username": username})]
+
+
+def test_bad_assertions_for_a_names_offered_ids_answer_alike_whoever_has_passkeys(
+        service: Service, app: dict[str, Any]) -> None:
+    """WebAuthn §14.6.2: a name's real ids and a name's decoys are throttled alike, so the
+    answers to a stranger's assertions signed with their own key tell nothing; the owner
+    still signs in from their own address."""
+    owner = flow_from(service, VICTIM, app["id"])
+    with_passkey, without = new_username(), new_username()
+    sign_up(owner, with_passkey)
+    directory.create_user(username=without, password=PASSWORD, origin=TEST_ORIGIN)
+    unknown = "nobody-" + uuid.uuid4().hex[:8]
+    count = service.config.security.max_failures_per_account + 2
+    answers = {name: bad_assertions(service, app, name, address, count)
+               for name, address in ((with_passkey, "127.0.0.4"), (without, "127.0.0.5"),
+                                     (unknown, "127.0.0.6"))}
+    assert answers[with_passkey] == answers[without] == answers[unknown]
+    codes = [code for _, code, _ in answers[with_passkey]]
+    limit = service.config.security.max_failures_per_account
+    # Brute force is still throttled, whoever has the name: then even its challenge.
+    assert "invalid_signature" in codes[:limit] and codes[limit:] == ["too_many_attempts"] * 3
+    owner.start()
+    owner.act("passkey", username=with_passkey)
+    assert owner.use_passkey()["flowStatus"] == "COMPLETE"

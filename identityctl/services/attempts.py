@@ -52,7 +52,8 @@ class CredentialAttempt:
                                                 password=self.password)
 
     def at_stake(self, user_id: str | None = None) -> None:
-        """The credential presented is the account's own: a failure counts against it."""
+        """The credential presented is the account's own (to anyone outside: a passkey id
+        a sign-in by its name offered, real or decoy): a failure counts against it."""
         self._counted_account = self._account
         if user_id is not None:
             self.user_id = user_id

@@ -107,15 +107,14 @@ def _require_rp_id(ctx: ServiceContext, rp_id: str | None) -> str:
 
 
 def _throttle_account(session: store.CeremonySessionRecord) -> str | None:
-    """The account a sign-in's failures count against: the username its start named.
+    """The account a sign-in's failures count against: the username its start named, with
+    passkeys or with decoys alike (a name nobody has too: no enumeration by lockout).
 
     Usernameless sign-ins name no account before the key proved itself: the client address
     is their throttle. A session started before the start recorded the name reads it.
     """
-    if session.user_id is None:
-        return None
     account = session.state.get("account")
-    if account is None:
+    if account is None and session.user_id is not None:
         user = directory.find_user_by_id(session.user_id)
         account = user.username if user else None
     return account
@@ -345,9 +344,13 @@ def finish_authentication(ctx: ServiceContext, *, credential: CredentialReader,
         session = open_session(session_token, ceremony=store.AUTHENTICATION, now=now)
         attempt.user_id = session.user_id
         attempt.check(_throttle_account(session))
-        found = _registered_pair(response, listed=session.state["allowCredentials"])
-        if found is not None:
-            attempt.at_stake(found[0].user_id)
+        listed, presented = session.state["allowCredentials"], codec.encode(
+            response.credential_id)
+        found = _registered_pair(response, presented=presented, listed=listed)
+        if found is not None or presented in listed:
+            # An offered id is the name's own to anyone outside, a real passkey's or a
+            # decoy: its failures count against the name at this address alike.
+            attempt.at_stake(found[0].user_id if found is not None else None)
         expectations = AuthenticationExpectations(
                 challenge=codec.decode(session.challenge, field="challenge"),
                 rp_id=session.rp_id, allowed_origins=ctx.config.passkey.accepted_origins,
@@ -392,7 +395,7 @@ def finish_authentication(ctx: ServiceContext, *, credential: CredentialReader,
                              user_verified=verified.user_verified)
 
 
-def _registered_pair(response: CredentialResponse, *, listed: list[str]
+def _registered_pair(response: CredentialResponse, *, presented: str, listed: list[str]
                      ) -> tuple[store.SignInCredential, UserRecord] | None:
     """The passkey presented and its owner, or None when none is registered under it.
 
@@ -402,7 +405,6 @@ def _registered_pair(response: CredentialResponse, *, listed: list[str]
     that their own pair is not (or no longer) here. With a list, an id outside it is
     refused before any read (``credential_not_allowed``), whoever it may belong to.
     """
-    presented = codec.encode(response.credential_id)
     if listed and presented not in listed:
         return None
     found = store.find_credential_with_owner(presented)
