@@ -1,7 +1,7 @@
 """Every hosted page scanned with axe-core (npm) in Chromium at 375 px, in the light and the
-dark theme: no serious or critical violations.
+dark theme: no serious or critical violations (the pages in Arabic: tests/test_languages.py).
 
-axe-core is installed by ./scripts/test.sh into tests/a11y/node_modules (npm ci); without it
+axe-core is installed by ./scripts/test.sh into tests/node/node_modules (npm ci); without it
 the scan skips and says why. The pages run under a CSP that allows no injected script, so
 the browser context is told to bypass it for the scanner only.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -26,23 +25,25 @@ from identityctl.services.origin import RequestOrigin
 from tests.conftest import Service
 from tests.support.browser import (
     ARTIFACTS,
+    AXE,
+    AXE_MISSING,
     PasskeyPage,
+    axe_violations,
     needs_chromium,
     not_now,
     sign_in_with_password,
 )
 from tests.support.origins import TEST_ORIGIN
 
-AXE = Path(__file__).resolve().parent / "node" / "node_modules" / "axe-core" / "axe.min.js"
-pytestmark = [needs_chromium, pytest.mark.skipif(
-    not AXE.exists(), reason="axe-core is not installed (./scripts/test.sh runs npm ci in "
-                             "tests/node)")]
+pytestmark = [needs_chromium, pytest.mark.skipif(not AXE.exists(), reason=AXE_MISSING)]
 NARROW = {"width": 375, "height": 812}
 PASSWORD = "correct horse battery"
 REDIRECT_URI = "https://demo-client.example/callback"
 
 
-def _client(**marks: Any) -> dict[str, Any]:
+def shop_application(**marks: Any) -> dict[str, Any]:
+    """A single-page application at REDIRECT_URI, open to sign-up, in the default theme;
+    ``marks``: e.g. selfRegistered (a third party: the person is asked to consent)."""
     document = catalog.applications.application_templates()["SPA"]
     document["inboundAuthConfig"][0]["config"]["redirectUris"] = [REDIRECT_URI]
     document.update(name=f"Shop {uuid.uuid4().hex[:4]}", isRegistrationFlowEnabled=True,
@@ -51,7 +52,7 @@ def _client(**marks: Any) -> dict[str, Any]:
                                                    origin=TEST_ORIGIN)[0]
 
 
-def _authorize_url(service: Service, application: dict[str, Any], **extra: str) -> str:
+def authorize_url(service: Service, application: dict[str, Any], **extra: str) -> str:
     return service.url("/oauth2/authorize?" + urlencode({
         "response_type": "code",
         "client_id": catalog.applications.oauth_config(application)["clientId"],
@@ -60,9 +61,7 @@ def _authorize_url(service: Service, application: dict[str, Any], **extra: str) 
 
 
 def _scan(page: Any, name: str, scheme: str) -> list[dict[str, Any]]:
-    page.evaluate(AXE.read_text())
-    found = page.evaluate("async () => (await axe.run(document, "
-                          "{resultTypes: ['violations']})).violations")
+    found = axe_violations(page)
     (ARTIFACTS / "accessibility").mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "accessibility" / f"{name}-{scheme}.png"),
                     full_page=True)
@@ -74,7 +73,7 @@ def _scan(page: Any, name: str, scheme: str) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_every_hosted_page_has_no_serious_accessibility_violations(
         service: Service, browser: Any, scheme: str) -> None:
-    shop, third_party = _client(), _client(selfRegistered=True)
+    shop, third_party = shop_application(), shop_application(selfRegistered=True)
     if not federation.list_providers():  # "Continue with GitHub" on the sign-in page
         federation.add_provider(ServiceContext.for_config(service.config), kind="github",
                                 client_id="a11y", client_secret="a11y",
@@ -95,7 +94,7 @@ def test_every_hosted_page_has_no_serious_accessibility_violations(
         violations.extend(_scan(page, name, scheme))
 
     def sign_in_page() -> None:
-        page.goto(_authorize_url(service, shop))
+        page.goto(authorize_url(service, shop))
         page.get_by_role("button", name="Continue", exact=True).wait_for()
 
     def password_step() -> None:  # Continue found no passkey for the name
@@ -114,7 +113,7 @@ def test_every_hosted_page_has_no_serious_accessibility_violations(
         page.get_by_role("alert").wait_for()
 
     def upgrade_page() -> None:  # signed in with a password: "Create a passkey"?
-        page.goto(_authorize_url(service, third_party, prompt="login"))
+        page.goto(authorize_url(service, third_party, prompt="login"))
         sign_in_with_password(page, user.username, PASSWORD)
         page.get_by_role("button", name="Not now").wait_for()
 
@@ -128,7 +127,7 @@ def test_every_hosted_page_has_no_serious_accessibility_violations(
         page.locator("#username").wait_for()
 
     def recover_page() -> None:  # "Lost your passkey?"
-        page.goto(_authorize_url(service, shop, prompt="login"))
+        page.goto(authorize_url(service, shop, prompt="login"))
         page.get_by_role("link", name="Lost your passkey or password?").click()
         page.get_by_label("Recovery code").wait_for()
 

@@ -30,6 +30,8 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first
                   "--disable-sync"]
 PHONE = {"width": 390, "height": 844}
 ARTIFACTS = Path(__file__).resolve().parent.parent.parent / "test-artifacts"
+AXE = Path(__file__).resolve().parent.parent / "node" / "node_modules" / "axe-core" / "axe.min.js"
+AXE_MISSING = "axe-core is not installed (./scripts/test.sh runs npm ci in tests/node)"
 
 
 @contextmanager
@@ -96,6 +98,14 @@ class PasskeyPage:
 
     def close(self) -> None:
         self.context.close()
+
+
+def axe_violations(page: Any) -> list[dict[str, Any]]:
+    """axe-core's violations on ``page`` as drawn. The hosted pages' CSP allows no injected
+    script: the page's context must bypass it (``bypass_csp=True``)."""
+    page.evaluate(AXE.read_text())
+    return page.evaluate("async () => (await axe.run(document, "
+                         "{resultTypes: ['violations']})).violations")
 
 
 def sign_in_with_password(page: Any, username: str, password: str) -> None:
