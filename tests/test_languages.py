@@ -149,10 +149,6 @@ _PAGES = {"sign-in": "#step button", "sign-up": "#step button", "recover": "#ste
 #: The pages axe-core scans in Arabic (a third of a second each): one of each kind.
 _SCANNED_IN_ARABIC = {"sign-in", "sign-up", "recover", "device", "gate error", "home",
                       "consent", "account", "admin console"}
-#: What axe-core finds there and is not mended yet (account.js, client-page.js): the account
-#: tables' columns of buttons have empty headings, and a section's id is made from the ASCII
-#: letters of its title, so in Arabic every section is named by the first one's heading.
-_KNOWN_IN_ARABIC = {("account", "empty-table-header"), ("account", "landmark-unique")}
 #: Text elements whose words must not be cut off (scrollWidth beyond their box), the page's
 #: width, and its language.
 _OVERFLOW = """() => {
@@ -217,8 +213,7 @@ def test_every_main_page_fits_a_phone_in_every_language_and_arabic_reads_right_t
         if language == "ar" and what in _SCANNED_IN_ARABIC and AXE.exists():
             violations.extend({"page": what, "rule": item["id"], "impact": item["impact"],
                                "nodes": [node["target"] for node in item["nodes"]][:3]}
-                              for item in axe_violations(where)
-                              if (what, item["id"]) not in _KNOWN_IN_ARABIC)
+                              for item in axe_violations(where))
 
     def show(where: Any, path: str, drawn: str, press: str | None = None) -> None:
         """The page at ``path`` once ``drawn`` shows, after a press on ``press`` (the

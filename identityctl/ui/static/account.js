@@ -210,7 +210,7 @@
         element("dt", {}, t("Roles")), element("dd", {}, (profile.roles || []).join(", ") || "—"))),
       section(t("E-mail address"), emailPart(profile)),
       section(t("Passkeys"),
-        table([t("Name"), t("Authenticator"), t("Added"), t("Last used"), ""],
+        table([t("Name"), t("Authenticator"), t("Added"), t("Last used"), t("Actions")],
           passkeys.passkeys.map((key) => [
             key.name, authenticator(key), when(key.createdAt), when(key.lastUsedAt),
             element("span", { class: "actions" },
@@ -229,7 +229,7 @@
             () => guarded(() => linkForAnotherDevice(another), "passkeys"), true)),
         feedback("passkeys"), another),
       section(t("Where you are signed in"), devicesPart(devices.browserSessions)),
-      section(t("Signed in to"), table([t("Application"), t("Since"), t("Last used"), t("From"), ""],
+      section(t("Signed in to"), table([t("Application"), t("Since"), t("Last used"), t("From"), t("Actions")],
         sessions.sessions.map((entry) => [applicationName(entry.clientId, entry.application),
           when(entry.signedInAt), when(entry.lastUsedAt), whole(entry.address),
           button(t("Sign out"), () => guarded(async () => {
@@ -242,7 +242,7 @@
       profile.passwordsAllowed && profile.hasPassword
         ? section(t("Authenticator app"), totpPart(profile)) : null,
       section(t("Recovery codes"), recoveryCodes(profile)),
-      section(t("Applications you allowed"), table([t("Application"), t("May"), ""],
+      section(t("Applications you allowed"), table([t("Application"), t("May"), t("Actions")],
         consents.consents.map((grant) => [grant.application,
           element("ul", { class: "plain" }, ...grant.scopeDescriptions.map(
             (description) => element("li", {}, t(description)))),
@@ -358,7 +358,7 @@
       }, "devices"), true)]);
     const others = devices.filter((device) => !device.current).length;
     return element("div", {},
-      table([t("Device"), t("From"), t("Since"), t("Last seen"), t("Applications"), ""], rows),
+      table([t("Device"), t("From"), t("Since"), t("Last seen"), t("Applications"), t("Actions")], rows),
       element("p", { class: "actions" },
         others ? button(t("Sign out of all other devices"), () => guarded(async () => {
           const ended = await call("POST", "/sign-out", { scope: "others" });

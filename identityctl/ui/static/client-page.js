@@ -40,8 +40,12 @@
       { dateStyle: "medium", timeStyle: "short" }) : "—");
   }
 
+  // A section's heading names it; its id is its place on the page (a title in Arabic or
+  // Japanese has no letters a-z to make one of, and every section got the same).
+  let sections = 0;
+
   function section(title, ...children) {
-    const id = `section-${title.toLowerCase().replace(/[^a-z0-9]+/g, "-")}`;
+    const id = `section-${++sections}`;
     return element("section", { "aria-labelledby": id, class: "account-section" },
       element("h2", { id }, title), ...children);
   }
