@@ -5,12 +5,15 @@ root. Refusals are 403 `authenticator_not_allowed` and audited as denied."""
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jwt
 import pytest
 from typer.testing import CliRunner, Result
 
@@ -27,7 +30,7 @@ from tests.support.attestation import (
     metadata_blob,
     root_ca,
 )
-from tests.support.authenticator import SoftAuthenticator
+from tests.support.authenticator import SoftAuthenticator, b64url
 from tests.support.passkeys import PasskeyClient, assert_error
 
 KEY = "11111111-2222-3333-4444-555555555555"
@@ -149,3 +152,60 @@ def test_metadata_lets_only_attested_keys_of_listed_makes_in_good_standing_regis
     assert _cli(regulated, "passkey", "metadata", "load", str(blob),
                 "--trust-root", str(trust_root)).exit_code == 0
     assert refusal(client, key(KEY, maker))["reason"] == "status"
+
+
+def _signed(signer: Authority, payload: bytes, *, x5c: list[str] | None = None) -> bytes:
+    """A JWS of ``payload`` as is (JSON or not) signed by ``signer``, its chain in ``x5c``."""
+    chain = [base64.b64encode(signer.der).decode()] if x5c is None else x5c
+    return jwt.api_jws.encode(payload, signer.key, algorithm="RS256",
+                              headers={"x5c": chain}).encode()
+
+
+def test_a_blob_too_large_endless_too_deep_or_without_its_certificate_is_refused_in_one_line(
+        regulated: Service, tmp_path: Path) -> None:
+    fido, maker = root_ca("Test FIDO Root"), root_ca("Test Keys Attestation Root")
+    signer, trust_root = blob_signer(fido), tmp_path / "root.pem"
+    trust_root.write_bytes(fido.pem)
+    deep = b"[" * 100_000 + b"]" * 100_000
+    oversized = tmp_path / "oversized.jwt"
+    with oversized.open("wb") as sparse:  # 80 MB that take no disk
+        sparse.truncate(80 * 2**20)
+    fifo = tmp_path / "blob.fifo"
+    os.mkfifo(fifo)
+    files = {"oversized": (oversized, "metadata_invalid"),
+             "a device": (Path("/dev/zero"), "metadata_invalid"),
+             "a pipe": (fifo, "metadata_invalid"),
+             "signed, nested deep": (deep, "metadata_invalid"),
+             "unsigned, nested deep": (b".".join([b64url(deep).encode()] * 3),
+                                       "metadata_invalid"),
+             "no certificate": (_signed(signer, json.dumps(
+                 {"no": 1, "nextUpdate": "2099-01-01", "legalHeader": LEGAL_HEADER,
+                  "entries": [entry(KEY, maker)]}).encode(), x5c=[]), "metadata_untrusted"),
+             "unverified, unparsed": (_signed(blob_signer(root_ca("Another Root")), deep),
+                                      "metadata_untrusted")}
+    for name, (content, code) in files.items():
+        if isinstance(content, bytes):
+            path = tmp_path / "blob.jwt"
+            path.write_bytes(_signed(signer, content) if name == "signed, nested deep"
+                             else content)
+        else:
+            path = content
+        refused = _cli(regulated, "passkey", "metadata", "load", str(path),
+                       "--trust-root", str(trust_root), "--json")
+        assert refused.exit_code == 1, (name, refused.output)
+        error = json.loads(refused.output)["error"]
+        assert error["code"] == code, (name, error)
+        if not isinstance(content, bytes):  # refused before it was read: the file is named
+            assert str(path) in error["description"], (name, error)
+        printed = _cli(regulated, "passkey", "metadata", "load", str(path),
+                       "--trust-root", str(trust_root))
+        assert printed.exit_code == 1 and printed.output.startswith(f"error {code}: ")
+        assert "Traceback" not in printed.output, name
+    # A trust root that never ends is refused too, and nothing was loaded.
+    good = tmp_path / "good.jwt"
+    good.write_bytes(metadata_blob(signer, [entry(KEY, maker)]))
+    refused = _cli(regulated, "passkey", "metadata", "load", str(good),
+                   "--trust-root", "/dev/zero", "--json")
+    assert json.loads(refused.output)["error"]["code"] == "metadata_trust_root_invalid"
+    shown = _cli(regulated, "passkey", "metadata", "show", "--json")
+    assert json.loads(shown.output) == {"loaded": False}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -102,6 +104,37 @@ def read_document(path: Path) -> bytes:
     if len(data) > MAX_DOCUMENT_BYTES:
         raise IdentityError(f"{path} is larger than {MAX_DOCUMENT_BYTES // 2**20} MiB, the "
                             "most a document may hold.", code="document_too_large")
+    return data
+
+
+def _size(count: int) -> str:
+    return f"{count // 2**20} MiB" if count >= 2**20 else f"{count // 2**10} KiB"
+
+
+def read_regular_file(path: Path, *, limit: int, code: str) -> bytes:
+    """The bytes of the regular file at ``path``, refused with ``code`` past ``limit``
+    without reading further. A device, a pipe or a directory (``/dev/zero``, a FIFO) is
+    refused before anything is read from it: it may never end, or never begin."""
+    try:
+        # Non-blocking: opening a FIFO no one writes to returns at once (so it is refused).
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise IdentityError(f"{path} does not exist.", code="file_not_found") from None
+    except OSError as exc:
+        raise IdentityError(f"{path} cannot be read: {exc.strerror or exc}",
+                            code="file_not_found") from None
+    with open(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise IdentityError(f"{path} is not a regular file (a device, a pipe or a "
+                                f"directory); give the file itself.", code=code)
+        try:
+            data = handle.read(limit + 1)
+        except OSError as exc:
+            raise IdentityError(f"{path} cannot be read: {exc.strerror or exc}",
+                                code="file_not_found") from None
+    if len(data) > limit:
+        raise IdentityError(f"{path} is larger than {_size(limit)}, the most it may hold.",
+                            code=code)
     return data
 
 

@@ -18,6 +18,7 @@ from identityctl.cli.common import (
     command,
     confirm_and_delete,
     end_sessions,
+    read_regular_file,
     when,
 )
 from identityctl.cli.output import JsonOption, done, show_record, show_table
@@ -103,12 +104,16 @@ def metadata_load(
         curl -sLo blob.jwt https://mds3.fidoalliance.org/
         identityctl passkey metadata load blob.jwt
     """
+    from identityctl.passkey.attestation import MAX_BLOB_BYTES, MAX_TRUST_ROOT_BYTES
     from identityctl.services.accounts.passkeys import attestation
 
+    # At most what a BLOB (a certificate) may hold: a device, a pipe or an oversized file is
+    # refused naming it, before anything is parsed.
+    read_blob = read_regular_file(blob, limit=MAX_BLOB_BYTES, code="metadata_invalid")
+    root = read_regular_file(trust_root, limit=MAX_TRUST_ROOT_BYTES,
+                             code="metadata_trust_root_invalid") if trust_root else None
     Session.connected()
-    record = attestation.load_metadata(blob.read_bytes(),
-                                       trust_root=trust_root.read_bytes() if trust_root else None,
-                                       origin=ORIGIN)
+    record = attestation.load_metadata(read_blob, trust_root=root, origin=ORIGIN)
     show_record(record.to_api(), title="FIDO metadata loaded", as_json=as_json)
 
 

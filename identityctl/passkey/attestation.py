@@ -5,7 +5,9 @@ fido2's ``mds3`` does the cryptography: :func:`read_metadata` verifies a metadat
 and certificate chain against the FIDO root (``parse_blob``), and
 :func:`check_authenticator` verifies an attestation statement's chain against the
 attestation roots of its authenticator's metadata entry (``MdsAttestationVerifier``). What
-this module adds: a BLOB past its ``nextUpdate`` is refused (:func:`ensure_current`), a
+this module adds: a BLOB is at most ``MAX_BLOB_BYTES`` long and its signature is verified
+(joserfc's JWS, fido2's chain check) before its payload is parsed, since ``parse_blob``
+parses first; a BLOB past its ``nextUpdate`` is refused (:func:`ensure_current`), a
 registration is refused with a reason (denied, not allowed, not in the metadata, a status
 report, an attestation that does not verify), and status reports are read from every
 entry, revoked ones included, so a revoked authenticator is refused for being revoked.
@@ -13,6 +15,7 @@ entry, revoked ones included, so a revoked authenticator is refused for being re
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from dataclasses import dataclass
 from datetime import date
@@ -21,8 +24,8 @@ from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.serialization import Encoding
-from fido2.attestation.base import InvalidAttestation
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from fido2.attestation.base import InvalidAttestation, verify_x509_chain
 from fido2.mds3 import (
     AuthenticatorStatus,
     MdsAttestationVerifier,
@@ -31,6 +34,14 @@ from fido2.mds3 import (
     parse_blob,
 )
 from fido2.webauthn import Aaguid, AttestationObject
+from joserfc import jwk, jws
+from joserfc.errors import (
+    BadSignatureError,
+    InvalidKeyTypeError,
+    JoseError,
+    UnsupportedAlgorithmError,
+)
+from joserfc.jws import JWSRegistry
 
 from identityctl.errors import BadRequest
 from identityctl.passkey.verification import VerificationError
@@ -81,6 +92,10 @@ def fido_root() -> bytes:
     return certificate_der(pem)
 
 
+#: The largest trust root read: one certificate is a few KiB.
+MAX_TRUST_ROOT_BYTES = 64 * 2**10
+
+
 def certificate_der(data: bytes) -> bytes:
     """A certificate given as PEM or DER, as DER; :class:`MetadataError` when it is neither."""
     try:
@@ -92,18 +107,70 @@ def certificate_der(data: bytes) -> bytes:
                             code="metadata_trust_root_invalid") from exc
 
 
+#: The largest metadata BLOB read: the FIDO Metadata Service's is 5 to 10 MB (2025); a
+#: larger one is refused before anything in it is decoded.
+MAX_BLOB_BYTES = 32 * 2**20
+#: The JWS algorithms a BLOB may be signed with: a certificate's key, never a shared secret.
+BLOB_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384",
+                   "ES512", "EdDSA")
+
+
+class _BlobRules(JWSRegistry):
+    """joserfc's JWS rules with a BLOB's sizes (its defaults are a token's): a header that
+    carries a certificate chain, a payload of megabytes."""
+
+    max_header_length = 64 * 2**10
+    max_payload_length = MAX_BLOB_BYTES
+    max_signature_length = 2**10
+
+
+_RULES = _BlobRules(algorithms=BLOB_ALGORITHMS, strict_check_header=False)
+_UNTRUSTED = ("The BLOB's signature or certificate chain does not verify against the trust "
+              "root; download it again from the FIDO Metadata Service.")
+#: A signature that does not verify, or that no certificate of the chain could have made.
+_UNVERIFIED = (InvalidSignature, InvalidAttestation, BadSignatureError,
+               UnsupportedAlgorithmError, InvalidKeyTypeError)
+#: What reading a file that is no BLOB raises in joserfc, fido2 and json: nothing else can
+#: come of its bytes, so none of it is a traceback (AssertionError: fido2's checks of key
+#: types; RecursionError: JSON nested deeper than the parser goes).
+_MALFORMED = (ValueError, KeyError, TypeError, IndexError, AttributeError, AssertionError,
+              RecursionError, MemoryError, JoseError)
+
+
 def read_metadata(blob: bytes, *, trust_root: bytes) -> MetadataBlobPayload:
     """The payload of a metadata BLOB whose signature and certificate chain verify against
-    ``trust_root`` (DER); whether it is still current is :func:`ensure_current`'s."""
+    ``trust_root`` (DER); whether it is still current is :func:`ensure_current`'s.
+
+    The signature is verified before the payload is parsed (``parse_blob`` parses first),
+    so a file nobody signed costs no more than its bytes."""
+    if len(blob) > MAX_BLOB_BYTES:
+        raise MetadataError(f"The file is larger than {MAX_BLOB_BYTES // 2**20} MiB, the most "
+                            f"a FIDO metadata BLOB may hold here.")
+    blob = blob.strip()
     try:
-        return parse_blob(blob.strip(), trust_root)
-    except (InvalidSignature, InvalidAttestation) as exc:
-        raise MetadataError("The BLOB's signature or certificate chain does not verify "
-                            "against the trust root; download it again from the FIDO "
-                            "Metadata Service.", code="metadata_untrusted") from exc
-    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+        _verify_signature(blob, trust_root)
+        return parse_blob(blob, trust_root)
+    except _UNVERIFIED as exc:
+        raise MetadataError(_UNTRUSTED, code="metadata_untrusted") from exc
+    except _MALFORMED as exc:
         raise MetadataError("The file is not a FIDO metadata BLOB (a JWS with an MDS3 "
                             "payload).") from exc
+
+
+def _verify_signature(blob: bytes, trust_root: bytes) -> None:
+    """Verify the BLOB's JWS (joserfc) with the first certificate of its ``x5c`` and that
+    chain up to ``trust_root`` (fido2's ``verify_x509_chain``), as ``parse_blob`` does,
+    leaving its payload unparsed."""
+    header = jws.extract_compact(blob, registry=_RULES).protected
+    chain = [base64.b64decode(certificate) for certificate in header.get("x5c", [])]
+    chain.append(trust_root)
+    verify_x509_chain(chain)
+    leaf = x509.load_der_x509_certificate(chain[0]).public_key().public_bytes(
+        Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
+    # Imported as the kind of key the header's algorithm needs: a certificate of another
+    # kind is InvalidKeyTypeError, an algorithm not allowed UnsupportedAlgorithmError.
+    key = jwk.import_key(leaf, _RULES.get_alg(header["alg"]).key_type)
+    jws.deserialize_compact(blob, key, registry=_RULES)
 
 
 def ensure_current(payload: MetadataBlobPayload, *, today: date) -> None:
