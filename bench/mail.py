@@ -4,8 +4,9 @@ lists the newest messages, and "Lost your passkey?" requests an e-mail code over
 0 and then 20,000 e-mails already sent.
 
 The guard: each costs no more than twice as much with the long history (sending claims from
-an index of the unsent; the view reads an index by kind and time, the hourly bound of
-recovery mails one by address and time). Prints the rates at each size and the ratios.
+an index of the unsent; the view reads an index by kind and time; the allowance of code
+mails reads and counts throttle rows by key, never the outbox). Prints the rates at each
+size and the ratios.
 
     # config: [email] smtp_host = "127.0.0.1", smtp_port = 2525, security = "none"
     identityctl --config demo/config.toml serve &

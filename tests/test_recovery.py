@@ -17,7 +17,12 @@ import pytest
 
 from identityctl.services import catalog
 from identityctl.services.accounts import recovery
+from identityctl.services.accounts.email_codes import (
+    CODE_MAILS_PER_ADDRESS,
+    CODE_MAILS_PER_REQUESTER,
+)
 from identityctl.services.context import ServiceContext
+from identityctl.services.delivery import mail
 from identityctl.services.directory import users as directory
 from identityctl.services.origin import RequestOrigin
 from identityctl.store import db
@@ -30,6 +35,7 @@ from tests.support.origins import TEST_ORIGIN
 from tests.support.passkeys import PasskeyClient, assert_error
 from tests.support.smtp import SmtpServer, code_in, text_of
 from tests.test_account import Account
+from tests.test_lockout_resistance import from_address
 
 PASSWORD = "correct horse battery"
 
@@ -52,6 +58,15 @@ def recovering(service: Service) -> FlowClient:
 
 def mailed_code(smtp: SmtpServer, to: str, count: int = 1) -> str:
     return code_in(smtp.mailbox.wait_for(to, count)[count - 1])
+
+
+def signing_up(service: Service) -> str:
+    """An application people may sign up to; its id."""
+    app = register_client("SPA")
+    application = catalog.applications.get_application(app.application_id)
+    catalog.applications.update_application({**application, "isRegistrationFlowEnabled": True},
+                                            origin=TEST_ORIGIN)
+    return app.application_id
 
 
 # --- e-mail verification at sign-up ----------------------------------------------------------
@@ -120,6 +135,34 @@ def test_the_address_itself_names_the_account(mailing: Service, smtp: SmtpServer
     flows.act("email_code", username=person.attributes["email"].upper())
     step = flows.act("check_code", otp=mailed_code(smtp, person.attributes["email"]))
     assert "passkeyCreationOptions" in step["data"]["additionalData"]
+
+
+def test_a_username_that_spells_someones_proven_address_does_not_take_their_recovery(
+        mailing: Service, smtp: SmtpServer) -> None:
+    """A name with an @ is the account that proved that address, whoever chose it as a
+    username, before or after."""
+    name = f"rita-{uuid.uuid4().hex[:6]}"
+    address = f"{name}@example.com"
+    squatter = FlowClient(mailing, signing_up(mailing))
+    squatter.start("REGISTRATION")
+    squatter.act("signup", username=address, password=PASSWORD)
+    assert squatter.create_passkey()["flowStatus"] == "COMPLETE"
+    assert directory.require_user(address).username == address
+    owner = directory.create_user(username=name, attributes={"email": address},
+                                  origin=TEST_ORIGIN)
+    with db.transaction():
+        recovery_store.mark_verified(owner.id, address)
+
+    flows = recovering(mailing)
+    flows.act("email_code", username=address)
+    flows.act("check_code", otp=mailed_code(smtp, address))
+    done = flows.create_passkey()
+    assert jwt.decode(done["assertion"], options={"verify_signature": False})["sub"] == owner.id
+    # A recovery code typed with the address is the owner's too.
+    [code, *_] = recovery.new_recovery_codes(owner.id, origin=RequestOrigin(actor="test"))
+    step = recovering(mailing).act("recovery_code", username=address.upper(), recoveryCode=code)
+    assert "passkeyCreationOptions" in step["data"]["additionalData"]
+    assert recovery.recovery_codes_left(owner.id) == 9
 
 
 def test_anyone_named_gets_the_same_answer_and_only_a_proven_address_gets_mail(
@@ -200,6 +243,95 @@ def test_a_code_expires(short_codes: Service, smtp: SmtpServer) -> None:
     fresh = mailed_code(smtp, person.attributes["email"], 2)
     assert "passkeyCreationOptions" in flows.act("check_code", otp=fresh)["data"][
         "additionalData"]
+
+
+# --- the allowance of code mails: a stranger spends only their own share --------------------
+
+STRANGER, OWNER = "127.0.0.2", "127.0.0.3"
+#: Requesters that spend an address's ceiling between them, each its whole share.
+CEILING_SPENDERS = [f"127.0.1.{n}" for n in range(1, CODE_MAILS_PER_ADDRESS
+                                                  // CODE_MAILS_PER_REQUESTER + 1)]
+
+
+def code_asked(service: Service, address: str, application_id: str, name: str) -> FlowClient:
+    """A recovery by e-mail code for ``name``, asked from ``address``."""
+    flows = FlowClient(from_address(service, address), application_id)
+    flows.start("RECOVERY")
+    flows.act("email_code", username=name)
+    return flows
+
+
+def answer_of(step: dict[str, Any]) -> tuple[Any, ...]:
+    return (step["flowStatus"], step.get("failureReason"),
+            tuple(i["identifier"] for i in step["data"]["inputs"]))
+
+
+def spend_the_ceiling(service: Service, name: str) -> None:
+    application_id = register_client("SPA").application_id
+    for requester in CEILING_SPENDERS:
+        for _ in range(CODE_MAILS_PER_REQUESTER):
+            code_asked(service, requester, application_id, name)
+
+
+def test_a_strangers_requests_from_one_address_do_not_stop_the_owners_recovery_from_another(
+        mailing: Service, smtp: SmtpServer) -> None:
+    person = new_person()
+    address = person.attributes["email"]
+    notices = CODE_MAILS_PER_REQUESTER + 1  # notices are no codes: they spend nothing
+    with db.transaction():
+        for _ in range(notices):
+            mail.notify(ServiceContext.for_config(mailing.config), person, "totp_added")
+    application_id = register_client("SPA").application_id
+    answers = {answer_of(code_asked(mailing, STRANGER, application_id, person.username).step)
+               for _ in range(CODE_MAILS_PER_REQUESTER + 1)}  # one past the stranger's share
+    assert len(answers) == 1, answers  # the same answer, sent or not
+    smtp.mailbox.wait_for(address, notices + CODE_MAILS_PER_REQUESTER)
+
+    owner = code_asked(mailing, OWNER, application_id, address)
+    *_, theirs = smtp.mailbox.wait_for(address, notices + CODE_MAILS_PER_REQUESTER + 1)
+    assert answer_of(owner.step) in answers
+    time.sleep(2)  # the deliveries thread ran: the stranger's request past their share sent nothing
+    assert len(smtp.mailbox.to(address)) == notices + CODE_MAILS_PER_REQUESTER + 1
+    step = owner.act("check_code", otp=code_in(theirs))
+    assert "passkeyCreationOptions" in step["data"]["additionalData"]
+
+
+def test_a_flood_to_one_mailbox_from_many_addresses_is_bounded(mailing: Service,
+                                                               smtp: SmtpServer) -> None:
+    person = new_person()
+    address = person.attributes["email"]
+    # Sign-ups with the person's address from one place: that requester's share of codes,
+    # then the sign-up goes on without one (the address stays unconfirmed).
+    application_id = signing_up(mailing)
+    sign_ups = []
+    for _ in range(CODE_MAILS_PER_REQUESTER + 1):
+        flows = FlowClient(from_address(mailing, STRANGER), application_id)
+        flows.start("REGISTRATION")
+        flows.act("signup", username=f"flood-{uuid.uuid4().hex[:8]}", password=PASSWORD,
+                  email=address)
+        step = flows.create_passkey()
+        sign_ups.append((step["flowStatus"], step["data"].get("additionalData", {}).get(
+            "emailSentTo")))
+    assert sign_ups == [("INCOMPLETE", address)] * CODE_MAILS_PER_REQUESTER + [
+        ("COMPLETE", None)]
+    # Recovery codes from many more places: each its own share, all within the ceiling.
+    spend_the_ceiling(mailing, person.username)
+    smtp.mailbox.wait_for(address, CODE_MAILS_PER_ADDRESS)
+    time.sleep(2)  # the deliveries thread ran: nothing past the ceiling went out
+    assert len(smtp.mailbox.to(address)) == CODE_MAILS_PER_ADDRESS
+
+
+def test_the_account_pages_code_arrives_after_strangers_spent_the_addresss_ceiling(
+        mailing: Service, smtp: SmtpServer) -> None:
+    me = Account(mailing)
+    address = me.user.attributes["email"]
+    with db.transaction():
+        recovery_store.mark_verified(me.user.id, address)
+    spend_the_ceiling(mailing, address)
+    smtp.mailbox.wait_for(address, CODE_MAILS_PER_ADDRESS)
+    assert me.ok("POST", "/email/code", {"address": address})["address"] == address
+    *_, mine = smtp.mailbox.wait_for(address, CODE_MAILS_PER_ADDRESS + 1)
+    assert me.ok("POST", "/email/confirm", {"code": code_in(mine)})["emailVerified"] is True
 
 
 # --- recovery codes ------------------------------------------------------------------------------

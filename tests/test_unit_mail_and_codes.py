@@ -11,6 +11,7 @@ import pytest
 from identityctl.config import Config, EmailConfig
 from identityctl.mail import as_email, compose
 from identityctl.security import codes
+from identityctl.services import throttle
 from identityctl.services.context import ServiceContext
 from identityctl.services.delivery import mail as delivery
 from identityctl.store.directory import UserRecord
@@ -115,3 +116,21 @@ def test_recovery_codes_are_read_however_they_are_typed() -> None:
     assert len(made) == 14 and made.count("-") == 2
     assert not set(made.replace("-", "")) - set(codes.RECOVERY_ALPHABET)
     assert codes.normalize_recovery_code(made.lower().replace("-", " ")) == made
+
+
+def test_code_mails_count_an_ipv6_64_as_one_requester_and_any_address_in_a_short_key(
+        ) -> None:
+    """The requester's share: one host holds a whole IPv6 /64, so its addresses are one
+    requester; IPv4 addresses are each their own. A 254-character address keys as short as
+    any (a key fits the store's 255 characters), and its spellings in case are one address."""
+    share = {address: throttle.code_mail_keys("ada@example.com", address)[0]
+             for address in ("2001:db8:1:2::1", "2001:db8:1:2:ffff::9", "2001:db8:1:3::1",
+                             "192.0.2.1", "192.0.2.2")}
+    assert share["2001:db8:1:2::1"] == share["2001:db8:1:2:ffff::9"]
+    assert len(set(share.values())) == 4
+    longest = "a" * 64 + "@" + ".".join(["b" * 61] * 3) + ".abc"
+    assert len(longest) == 254
+    keys = throttle.code_mail_keys(longest, "2001:db8:1:2::1")
+    assert all(len(key) < 100 for key in keys) and "@" not in "".join(keys)
+    assert keys == throttle.code_mail_keys(longest.upper(), "2001:db8:1:2::1")
+    assert keys[1] == throttle.code_mail_keys(longest, "192.0.2.1")[1]  # the one ceiling

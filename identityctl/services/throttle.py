@@ -23,6 +23,12 @@ live in the store (every instance shares them); config is ``[security]``:
   per ``failure_window``): every fetch, refused ones too, so a page that sends its
   visitors' browsers to made-up document URLs costs a bounded amount of work, and uses up
   nothing but this (never the visitor's registrations).
+- **Code mails to an address** (the limits: services/accounts/email_codes.py): a code that
+  nobody signed in asked for (a sign-up's, a recovery's) counts against the address *for
+  its requester* (the client address; an IPv6 one by its /64) and against the address from
+  all requesters together. A requester spends only its own share; the ceiling bounds a
+  flood to one mailbox. Only mails sent count; notices and the account page's codes (its
+  person's own allowance) are not counted here.
 
 The account is whatever the caller names (a username, a namespaced client id), known or
 not, so a throttled unknown username answers exactly like a throttled real one. Every
@@ -31,6 +37,8 @@ block and every refusal is audited.
 
 from __future__ import annotations
 
+import hashlib
+import ipaddress
 import math
 import time
 from dataclasses import dataclass
@@ -186,6 +194,49 @@ def ensure_document_fetches_left(ctx: ServiceContext, *, action: str,
 def count_document_fetch(ctx: ServiceContext, *, origin: RequestOrigin) -> None:
     """Count a fetch of a client metadata document for the address (made, or refused)."""
     _count(ctx, document_fetches_key(origin.address), origin.address)
+
+
+def requester(client_address: str) -> str:
+    """Who asks, as the code-mail allowance counts them: the client address, an IPv6 one by
+    its /64 (one host or subscriber is given a whole /64, RFC 6177: its addresses are one
+    requester)."""
+    try:
+        ip = ipaddress.ip_address(client_address)
+    except ValueError:
+        return client_address
+    if ip.version == 6 and ip.ipv4_mapped is None:
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return client_address
+
+
+def code_mail_keys(recipient: str, client_address: str) -> tuple[str, str]:
+    """The keys a code mail to ``recipient`` counts under: the requester's share of the
+    address, and the address's ceiling. The address is keyed by a digest of its lower-case
+    form: a key stays short whatever the address's length (254 characters may be one), and
+    the table holds no address."""
+    to = hashlib.sha256(recipient.strip().lower().encode()).hexdigest()[:32]
+    return f"code-mails-from:{requester(client_address)}|{to}", f"code-mails-to:{to}"
+
+
+def code_mails_left(recipient: str, *, origin: RequestOrigin, per_requester: int,
+                    per_recipient: int, window: float) -> bool:
+    """Whether one more code may be mailed to ``recipient`` for this requester: fewer than
+    ``per_requester`` sent for them, and fewer than ``per_recipient`` for everybody, within
+    ``window`` (one read; nothing counted)."""
+    share, ceiling = code_mail_keys(recipient, origin.address)
+    found = store.counters([share, ceiling])
+    now = time.time()
+    return all(counter.count < limit or counter.window_start <= now - window
+               for key, limit in ((share, per_requester), (ceiling, per_recipient))
+               if (counter := found.get(key)) is not None)
+
+
+def count_code_mail(recipient: str, *, origin: RequestOrigin, window: float) -> None:
+    """Count a code mailed to ``recipient`` for this requester (in the caller's transaction,
+    with the message)."""
+    now = time.time()
+    for key in code_mail_keys(recipient, origin.address):
+        store.count(key, now=now, window=window)
 
 
 def _refuse(action: str, origin: RequestOrigin, seconds: float) -> None:

@@ -435,7 +435,8 @@ class OutboxMessage(BaseModel):
         indexes = ((("delivered_at", "failed_at", "next_attempt_at"), False),
                    # The outbox view: the newest of a kind.
                    (("kind", "created_at"), False),
-                   # The hourly bound of recovery mails to one address.
+                   # Messages to one address by time (migration 11 made it; no query
+                   # reads it: code mails are counted in the throttle table).
                    (("target", "created_at"), False))
 
 

@@ -144,10 +144,3 @@ def depth_by_kind() -> dict[str, int]:
             .where(OutboxMessage.delivered_at.is_null() & OutboxMessage.failed_at.is_null())
             .group_by(OutboxMessage.kind))
     return {row.kind: row.n for row in rows}
-
-
-def sent_to_since(kind: str, target: str, since: float) -> int:
-    """Messages of ``kind`` queued for ``target`` since ``since`` (a rate bound)."""
-    return OutboxMessage.select().where(
-        (OutboxMessage.target == target) & (OutboxMessage.created_at >= since)
-        & (OutboxMessage.kind == kind)).count()

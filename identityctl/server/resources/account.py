@@ -293,8 +293,8 @@ OPENAPI_PATHS = {
         {"202": json_response("{address, expiresAt}: the code is on its way.",
                               {"type": "object"}),
          "400": error_response("invalid_email, email_not_configured."),
-         "429": error_response("too_many_codes: 5 codes an hour per person, 5 mails an hour "
-                               "per address.")},
+         "429": error_response("too_many_codes: 5 codes an hour per person (the person's "
+                               "own allowance: nobody else's requests spend it).")},
         requestBody=json_body({"type": "object", "required": ["address"],
                                "properties": {"address": {"type": "string"}}}))},
     f"{API}/email/confirm": {"post": _op(

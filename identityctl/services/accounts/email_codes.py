@@ -4,8 +4,12 @@ EmailExecutor sends one and OTPExecutor checks it (services/flows/executors/emai
 - ``EmailExecutor`` mode ``verify`` (sign-up): a code to the address the person just gave;
   the flow goes on without it (``onFailure``) when there is no address or no mail.
 - ``EmailExecutor`` mode ``recovery``: a code to the verified address of the account the
-  person names (by username or that address). Every name gets the same answer and the same
-  work: for a name with no verified address the message is written and not sent.
+  person names (by that address, or username: :func:`account_named`). Every name gets the
+  same answer and the same work: for a name with no verified address the message is
+  written and not sent.
+- Both are asked for by someone nobody knows yet, so each is mailed only within
+  :func:`code_mail_allowed`: a share per (address, requester) and a ceiling per address,
+  so one requester spends only their own share and a flood to one mailbox is bounded.
 - ``OTPExecutor``: the code, for this execution only (the code's digest binds the execution
   id, which only the browser that asked holds), within ``email.code_ttl``; at most
   ``email.code_attempts`` wrong codes per execution (then the execution ends), and wrong
@@ -15,7 +19,9 @@ On the account page (:func:`send_address_code`, :func:`confirm_address_code`): a
 the person's address, or to the one they want instead, which they type back there; the
 address is proven (and becomes their ``email``) only then, the old one stays until it is.
 At most ``email.code_attempts`` wrong codes per code, throttled per account like passwords;
-at most ``CODES_PER_HOUR`` codes per person and ``CODE_MAILS_PER_HOUR`` mails per address.
+at most ``CODES_PER_HOUR`` codes per person. That allowance is the person's own (the page is
+theirs, bearer-authenticated): what strangers asked for never refuses it, and it spends
+nothing of the strangers' allowance. Security notices count in neither.
 
 Only a keyed digest of a code is stored (the execution's context, the account's pending
 code), never the code; the queued message holds it until it is sent (services/delivery/mail.py
@@ -29,13 +35,13 @@ import time
 from identityctl.errors import BadRequest, TooManyRequests
 from identityctl.security import codes
 from identityctl.security.email_address import EMAIL, checked_address
-from identityctl.services import audit
+from identityctl.services import audit, throttle
 from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.context import ServiceContext
 from identityctl.services.delivery import mail
 from identityctl.services.directory import users as directory_service
 from identityctl.services.origin import RequestOrigin
-from identityctl.store import db, directory, outbox
+from identityctl.store import db, directory
 from identityctl.store import email_codes as code_store
 from identityctl.store import keys as key_store
 from identityctl.store import recovery as recovery_store
@@ -45,24 +51,42 @@ from identityctl.store.passkeys import NOBODY
 
 #: The secret the digests of e-mailed codes are keyed with.
 CODE_SECRET = "one-time-codes"
-#: Recovery messages one address gets per hour, whoever asks (no mail bombing).
-RECOVERY_MAILS_PER_HOUR = 5
-#: Mails an address gets per hour before the account page sends it no more codes.
-CODE_MAILS_PER_HOUR = RECOVERY_MAILS_PER_HOUR
+#: Codes (a sign-up's, a recovery's) mailed to one address per hour for one requester: the
+#: requester's own share, which nobody else's requests spend.
+CODE_MAILS_PER_REQUESTER = 5
+#: Codes mailed to one address per hour for all requesters together: a flood's bound.
+CODE_MAILS_PER_ADDRESS = 30
 #: Codes the account page sends one person per hour, to whichever addresses.
 CODES_PER_HOUR = 5
 HOUR = 3600
 ADDRESS_CODE_ACTION = "account.email_code"
 
 
+def code_mail_allowed(address: str, origin: RequestOrigin) -> bool:
+    """Whether a code that nobody signed in asked for (from ``origin``) may be mailed to
+    ``address``: the requester has some of their share left, and the address some of its
+    ceiling. Only :func:`count_code_mail` spends them."""
+    return throttle.code_mails_left(address, origin=origin,
+                                    per_requester=CODE_MAILS_PER_REQUESTER,
+                                    per_recipient=CODE_MAILS_PER_ADDRESS, window=HOUR)
+
+
+def count_code_mail(address: str, origin: RequestOrigin) -> None:
+    """(In the transaction that queues it.) A code mailed to ``address`` for ``origin``."""
+    throttle.count_code_mail(address, origin=origin, window=HOUR)
+
+
 def account_named(name: str) -> UserRecord | None:
-    """The account a person names by username or by its verified address (both looked up
-    for a name with an @, found or not: the same work either way)."""
+    """The account a person names by its verified address or by username. A name with an @
+    is the account that proved that address, and only when nobody did the account with that
+    username: a username is anyone's choice, a proven address one person's, so nobody takes
+    another's address by choosing it as a username, whenever they chose it. (Both are looked
+    up for a name with an @, found or not: the same work either way.)"""
     user = directory.find_user_by_username(name) if name else None
     if "@" in name:
         user_id = recovery_store.user_with_verified_address(name)
         by_address = directory.find_user_by_id(user_id or NOBODY)
-        user = user or by_address
+        user = by_address or user
     return user
 
 
@@ -85,8 +109,7 @@ def send_address_code(ctx: ServiceContext, user: UserRecord, address: object, *,
     earlier = code_store.pending(user.id)
     sends, since = ((earlier.sends + 1, earlier.sends_since)
                     if earlier is not None and earlier.sends_since > now - HOUR else (1, now))
-    if sends > CODES_PER_HOUR \
-            or outbox.sent_to_since(mail.EMAIL, address, now - HOUR) >= CODE_MAILS_PER_HOUR:
+    if sends > CODES_PER_HOUR:  # the person's own allowance, and nothing else
         audit.record(ADDRESS_CODE_ACTION, "throttled", origin=origin, user_id=user.id,
                      details={"code": "too_many_codes"})
         raise TooManyRequests("Too many codes were sent; try again in an hour.",

@@ -12,14 +12,15 @@ from identityctl.security import codes
 from identityctl.services import audit
 from identityctl.services.accounts.email_codes import (
     CODE_SECRET,
-    RECOVERY_MAILS_PER_HOUR,
     account_named,
+    code_mail_allowed,
+    count_code_mail,
 )
 from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.delivery import mail
 from identityctl.services.directory import users as directory_service
 from identityctl.services.flows.step import StepRequest
-from identityctl.store import db, directory, outbox
+from identityctl.store import db, directory
 from identityctl.store import keys as key_store
 from identityctl.store import recovery as recovery_store
 from identityctl.store.passkeys import NOBODY
@@ -28,7 +29,7 @@ OTP_ACTION = "flow.otp"
 #: Codes one execution may have sent (the first and two more on request).
 SENDS_PER_EXECUTION = 3
 #: The address probed for a name without one: no message is ever queued to it, so the probe
-#: reads as little as for a real address (never the stand-ins, which have no address).
+#: reads as much as for a real address.
 UNADDRESSED = "nobody@invalid"
 VERIFY, RECOVERY = "verify", "recovery"
 
@@ -52,18 +53,24 @@ class TooManySends(Exception):
 
 
 def send_verification(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
-    """EmailExecutor, mode ``verify``: a code to the signed-up person's address."""
+    """EmailExecutor, mode ``verify``: a code to the signed-up person's address. Past the
+    address's allowance of code mails (anyone may sign up with any address) nothing is sent
+    and the sign-up goes on as without mail: the address stays unconfirmed until its person
+    confirms it on the account page, which a stranger's requests never refuse."""
     user = directory.get_user(step.user_id) if step.user_id else None
     address = str((user.attributes if user else {}).get("email") or "").strip()
-    if user is None or not address or not step.ctx.config.email.enabled:
+    if user is None or not address or not step.ctx.config.email.enabled \
+            or not code_mail_allowed(address, step.origin):
         return TaskOutcome("failure", "email_not_sent")
     try:
         code = _new_code(step, purpose=VERIFY, user_id=user.id, address=address)
     except TooManySends:
         return TaskOutcome("incomplete", "too_many_codes")
-    mail.queue(step.ctx, "verify_email", to=address, language=step.language, code=code,
-               brand=mail.brand_of(step.application),
-               count=step.ctx.config.email.code_ttl // 60)
+    with db.transaction():
+        mail.queue(step.ctx, "verify_email", to=address, language=step.language, code=code,
+                   brand=mail.brand_of(step.application),
+                   count=step.ctx.config.email.code_ttl // 60)
+        count_code_mail(address, step.origin)
     step.additional["emailSentTo"] = address
     return SUCCESS
 
@@ -75,20 +82,24 @@ def send_recovery(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
         return TaskOutcome("failure", "email_not_configured")
     name = str(step.context.get("username") or "").strip()
     user = account_named(name)
-    # The same reads for every name: nothing in the timing tells whether it is known.
+    # The same reads and writes for every name: nothing in the timing tells whether it is
+    # known. A mail not sent is counted on a stand-in of the name (never on the address,
+    # nor on one row that every such request would queue for).
     address = recovery_store.verified_address(user.id if user else NOBODY)
-    recently = outbox.sent_to_since(mail.EMAIL, address or UNADDRESSED, time.time() - 3600)
-    deliverable = (address is not None and directory_service.is_usable(user)
-                   and recently < RECOVERY_MAILS_PER_HOUR)
+    unsent = f"{UNADDRESSED}:{name}"
+    allowed = code_mail_allowed(address or unsent, step.origin)
+    deliverable = address is not None and directory_service.is_usable(user) and allowed
     try:
         code = _new_code(step, purpose=RECOVERY, user_id=user.id if deliverable and user
                          else None, address=address or "")
     except TooManySends:
         return TaskOutcome("incomplete", "too_many_codes")
-    mail.queue(step.ctx, "recovery_code", to=address or UNADDRESSED,
-               language=mail.language_of(user, step.language) if user else step.language,
-               send=deliverable, code=code, brand=mail.brand_of(step.application),
-               count=step.ctx.config.email.code_ttl // 60)
+    with db.transaction():
+        mail.queue(step.ctx, "recovery_code", to=address or UNADDRESSED,
+                   language=mail.language_of(user, step.language) if user else step.language,
+                   send=deliverable, code=code, brand=mail.brand_of(step.application),
+                   count=step.ctx.config.email.code_ttl // 60)
+        count_code_mail(address if deliverable and address else unsent, step.origin)
     return SUCCESS
 
 
