@@ -15,6 +15,8 @@ from typing import Any, Literal
 from identityctl.errors import BadRequest, MissingField
 
 INCOMPLETE, COMPLETE, ERROR = "INCOMPLETE", "COMPLETE", "ERROR"
+#: The input type of a password (flow/definition.INPUT_TYPES).
+PASSWORD_INPUT = "PASSWORD_INPUT"
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,13 +113,32 @@ class FlowGraph:
         raise BadRequest(f"Action {action!r} is not offered at this step; offered: "
                          f"{', '.join(refs)}.", code="unknown_action")
 
-    def view(self, node_id: str, *, verbose: bool = False) -> dict[str, Any]:
-        """The ``data`` of a VIEW step for the PROMPT ``node_id`` (without additionalData).
+    def password_actions(self, node_id: str) -> frozenset[str]:
+        """The actions of the PROMPT ``node_id`` that ask for a password: they require one,
+        or they lead to a PROMPT every action of which does ("Set a new password
+        instead")."""
+        def asks(prompt: dict[str, Any]) -> bool:
+            return any(item.get("type") == PASSWORD_INPUT and item.get("required")
+                       for item in prompt.get("inputs", []))
+
+        def leads_to_one(prompt: dict[str, Any]) -> bool:
+            following = self.nodes.get(prompt["action"]["nextNode"], {})
+            return following.get("type") == "PROMPT" and all(map(asks, following["prompts"]))
+
+        return frozenset(prompt["action"]["ref"] for prompt in self.nodes[node_id]["prompts"]
+                         if asks(prompt) or leads_to_one(prompt))
+
+    def view(self, node_id: str, *, verbose: bool = False,
+             leaving_out: frozenset[str] = frozenset()) -> dict[str, Any]:
+        """The ``data`` of a VIEW step for the PROMPT ``node_id`` (without additionalData);
+        without the actions ``leaving_out`` names, unless that would leave none.
 
         An input several actions share is listed once, required only if every action needs
         it (the page must not block the action that does not).
         """
-        prompts = self.nodes[node_id]["prompts"]
+        prompts = [prompt for prompt in self.nodes[node_id]["prompts"]
+                   if prompt["action"]["ref"] not in leaving_out] \
+            or self.nodes[node_id]["prompts"]
         inputs: dict[str, dict[str, Any]] = {}
         for prompt in prompts:
             for item in prompt.get("inputs", []):

@@ -32,14 +32,18 @@ class Client:
     token_exchange: dict[str, Any] = field(default_factory=dict)
     #: The application's ``allowedUserTypes`` (names or ids; empty: every type).
     allowed_user_types: tuple[str, ...] = ()
+    #: The application's ``passkeysOnly``: no password sign-in answers for it.
+    passkeys_only: bool = False
 
     @classmethod
     def from_config(cls, application_id: str, config: dict[str, Any], *,
-                    allowed_user_types: Sequence[str] = ()) -> Client:
-        """The client described by an application's oauth2 configuration (camelCase keys)
-        and the user types the application allows."""
+                    allowed_user_types: Sequence[str] = (),
+                    passkeys_only: bool = False) -> Client:
+        """The client described by an application's oauth2 configuration (camelCase keys),
+        the user types the application allows and its "passkeys only" rule."""
         return cls(application_id=application_id, client_id=config.get("clientId", ""),
                    allowed_user_types=tuple(allowed_user_types),
+                   passkeys_only=bool(passkeys_only),
                    redirect_uris=tuple(config.get("redirectUris") or ()),
                    grant_types=tuple(config.get("grantTypes") or ()),
                    auth_method=config.get("tokenEndpointAuthMethod") or "client_secret_basic",

@@ -199,18 +199,19 @@ def find_application(id_or_client_id: str) -> dict[str, Any] | None:
 @dataclass(slots=True)
 class ClientRecord:
     """What a token request needs of its client's application (a hot path: one read of
-    five columns, not the whole application)."""
+    six columns, not the whole application)."""
 
     application_id: str
     #: The application's oauth2 configuration, ``clientId`` included (as in the API).
     config: dict[str, Any]
     secret_hash: str | None
     allowed_user_types: list[str]
+    passkeys_only: bool = False
 
 
 _CLIENT = CompiledQuery(lambda client_id: Application.select(
     Application.id, Application.client_id, Application.client_secret_hash,
-    Application.oauth, Application.allowed_user_types).where(
+    Application.oauth, Application.allowed_user_types, Application.passkeys_only).where(
         Application.client_id == client_id))
 
 
@@ -219,7 +220,8 @@ def find_oauth_client(client_id: str) -> ClientRecord | None:
     return ClientRecord(application_id=row.id,
                         config={"clientId": row.client_id, **(row.oauth or {})},
                         secret_hash=row.client_secret_hash,
-                        allowed_user_types=row.allowed_user_types or []) if row else None
+                        allowed_user_types=row.allowed_user_types or [],
+                        passkeys_only=bool(row.passkeys_only)) if row else None
 
 
 #: Its one row's ``version`` rises with every change to an application (migration 21).

@@ -335,20 +335,28 @@ def create_ou(*, handle: str, name: str, description: str = "",
                                parent=parent_id, passkeys_only=passkeys_only))
 
 
-def passkeys_only_ou(ou_id: str) -> bool:
-    """Whether the unit or one above it allows passkeys only (a short walk up the tree)."""
-    seen: set[str] = set()
-    current: str | None = ou_id
-    while current is not None and current not in seen:
-        seen.add(current)
-        row = OrganizationUnit.select(OrganizationUnit.parent, OrganizationUnit.passkeys_only) \
-            .where(OrganizationUnit.id == current).first()
-        if row is None:
-            return False
-        if row.passkeys_only:
-            return True
-        current = row.parent_id
-    return False
+def _passkeys_only_unit(user_id: Any, holds: Any, one: Any) -> peewee.Query:
+    """A row where the user's unit, or one above it, holds ``passkeys_only``: the walk up the
+    tree is one recursive statement however deep the unit (a refresh of a grant made by a
+    password sign-in runs it); UNION, not UNION ALL, so a loop in the tree ends the walk."""
+    unit = OrganizationUnit.alias("unit")
+    start = OrganizationUnit.select(
+        OrganizationUnit.id, OrganizationUnit.parent, OrganizationUnit.passkeys_only).join(
+            User, on=(User.ou == OrganizationUnit.id)).where(User.id == user_id).cte(
+                "chain", recursive=True, columns=("id", "parent_id", "passkeys_only"))
+    chain = start.union(unit.select(unit.id, unit.parent, unit.passkeys_only).join(
+        start, on=(unit.id == start.c.parent_id)))
+    return chain.select_from(chain.c.id).where(chain.c.passkeys_only == holds).limit(one)
+
+
+_PASSKEYS_ONLY_UNIT = CompiledQuery(lambda user_id, holds=True, one=1: _passkeys_only_unit(
+    user_id, holds, one))
+
+
+def passkeys_only_unit(user_id: str) -> bool:
+    """Whether the user's unit (as it is now) or one above it allows passkeys only; False
+    for no such user."""
+    return _PASSKEYS_ONLY_UNIT.scalar(user_id=user_id) is not None
 
 
 def update_ou(ou_id: str, **fields: Any) -> dict[str, Any]:

@@ -444,6 +444,10 @@ OPENAPI_PATHS = {
                                           "role or user type is a denial with its reason.",
                                           {"type": "object"}),
                      "400": error_response("user_code_invalid, invalid_field (decision)."),
+                     "403": error_response("passwords_not_allowed: an approval by a password "
+                                           "sign-in where passkeys only hold (the device's "
+                                           "application, the person's unit); sign in with a "
+                                           "passkey and approve again."),
                      "429": error_response("too_many_attempts.")},
                     requestBody=json_body({"type": "object", "required": ["userCode",
                                                                           "decision"],

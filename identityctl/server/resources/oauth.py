@@ -292,7 +292,10 @@ class CallbackResource(_OAuthResource):
             "400": error_response("missing_field, authorization_request_invalid (unknown, "
                                   "expired or used), assertion_for_another_application."),
             "401": error_response("invalid_token (the assertion), assertion_reused, "
-                                  "session_expired (resume without a live session).")}}}
+                                  "session_expired (resume without a live session)."),
+            "403": error_response("passwords_not_allowed: the sign-in (the assertion's, or "
+                                  "the session's) rests on a password, and passkeys only "
+                                  "hold for the application or the person's unit.")}}}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = json_object(req)

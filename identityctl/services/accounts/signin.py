@@ -15,9 +15,6 @@ from identityctl.security.tokens import ASSERTION_TYP
 from identityctl.services.context import ServiceContext
 from identityctl.store.directory import UserRecord
 
-#: RFC 8176's method reference of a password sign-in.
-PASSWORD_AMR = "pwd"
-
 
 def issue_assertion(ctx: ServiceContext, user: UserRecord, amr: list[str], *,
                     application_id: str | None = None) -> str:

@@ -35,7 +35,8 @@ from identityctl.store import replay
 def client_of(application: dict[str, Any]) -> Client:
     """The OAuth client of an application."""
     return Client.from_config(application["id"], oauth_config(application),
-                              allowed_user_types=application.get("allowedUserTypes") or ())
+                              allowed_user_types=application.get("allowedUserTypes") or (),
+                              passkeys_only=bool(application.get("passkeysOnly")))
 
 
 def find_client_application(ctx: ServiceContext, client_id: str, *,
@@ -206,7 +207,8 @@ class _KnownClients:
             return None
         known = _KnownClient(
             client=Client.from_config(found.application_id, found.config,
-                                      allowed_user_types=found.allowed_user_types),
+                                      allowed_user_types=found.allowed_user_types,
+                                      passkeys_only=found.passkeys_only),
             config=found.config, secret_hash=found.secret_hash)
         with self._lock:
             self._entries.pop(client_id, None)

@@ -218,25 +218,69 @@ def address_proven(user_id: str, address: str, *, origin: RequestOrigin, how: st
     audit.record("email.verified", "success", origin=origin, user_id=user_id, details={"by": how})
 
 
+#: RFC 8176's method references of a password sign-in, and of a sign-in with one of our
+#: passkeys (made or used: a recovery that ends with a new passkey proved one).
+PASSWORD_AMR, PASSKEY_AMR = "pwd", "passkey"
+
+
+def passkeys_only(*, application: dict[str, Any] | bool | None, user_id: str | None) -> bool:
+    """Whether the "passkeys only" rule holds, as it is now: for the ``application`` (its
+    document, or its ``passkeysOnly`` as a bool; anyone), else for the person's unit or one
+    above it (one read)."""
+    if isinstance(application, dict):
+        application = application.get("passkeysOnly")
+    return bool(application) or (user_id is not None and directory.passkeys_only_unit(user_id))
+
+
 def passwords_allowed(user: UserRecord) -> bool:
     """Whether the person may have and use a password (and so TOTP): not when their
     organization unit, or one above it, allows passkeys only."""
-    return not directory.passkeys_only_ou(user.ou_id)
+    return not passkeys_only(application=None, user_id=user.id)
 
 
 def ensure_passwords_allowed(user: UserRecord | None,
                              application: dict[str, Any] | None = None) -> None:
     """403 ``passwords_not_allowed`` where the "passkeys only" rule holds: for the
     ``application`` signed in to (anyone), or for the person's unit."""
-    if (application is not None and application.get("passkeysOnly")) \
-            or (user is not None and not passwords_allowed(user)):
-        raise Forbidden("Passwords are not used here: sign in with a passkey.",
-                        code="passwords_not_allowed")
+    if passkeys_only(application=application, user_id=user.id if user else None):
+        raise _passwords_refused()
 
 
-def set_password(id_or_username: str, password: str, *, origin: RequestOrigin) -> UserRecord:
+def _passwords_refused() -> Forbidden:
+    return Forbidden("Passwords are not used here: sign in with a passkey.",
+                     code="passwords_not_allowed")
+
+
+def rests_on_a_password(amr: Sequence[str]) -> bool:
+    """A sign-in by the methods ``amr`` rests on a password: it names one (ours, or an
+    upstream provider's passed on) and no passkey. An e-mail code alone names none."""
+    return PASSWORD_AMR in amr and PASSKEY_AMR not in amr
+
+
+def sign_in_counts(amr: Sequence[str], *, application: dict[str, Any] | bool | None,
+                   user_id: str | None) -> bool:
+    """Whether a sign-in by ``amr`` still stands for the person at ``application`` (see
+    :func:`passkeys_only`): one that rests on a password does not where passkeys only hold,
+    at the time it is used, so the rule switched on later ends what password sign-ins made
+    (sessions, grants, a device's approval). Reads nothing for a passkey's sign-in, nor for
+    an application whose own rule already answers."""
+    return not rests_on_a_password(amr) \
+        or not passkeys_only(application=application, user_id=user_id)
+
+
+def ensure_sign_in_counts(amr: Sequence[str], *, application: dict[str, Any] | None,
+                          user_id: str | None) -> None:
+    """403 ``passwords_not_allowed`` where :func:`sign_in_counts` says no."""
+    if not sign_in_counts(amr, application=application, user_id=user_id):
+        raise _passwords_refused()
+
+
+def set_password(id_or_username: str, password: str, *, origin: RequestOrigin,
+                 application: dict[str, Any] | None = None) -> UserRecord:
+    """A new password, where passkeys only do not hold: the person's unit, nor the
+    ``application`` it is set for (a recovery's)."""
     user = require_user(id_or_username)
-    ensure_passwords_allowed(user)
+    ensure_passwords_allowed(user, application)
     passwords.check_policy(password, username=user.username)
     updated = directory.update_user(user.id, password_hash=passwords.hash_password(password))
     audit.record("user.password_set", "success", origin=origin, user_id=user.id)

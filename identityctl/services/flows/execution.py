@@ -25,6 +25,7 @@ from identityctl.services import catalog as catalog_service
 from identityctl.services.accounts import federation, recovery
 from identityctl.services.accounts.passkeys import sessions
 from identityctl.services.context import ServiceContext
+from identityctl.services.directory.users import passkeys_only
 from identityctl.services.flows.registry import task_runner
 from identityctl.services.flows.step import StepRequest
 from identityctl.services.origin import RequestOrigin
@@ -117,7 +118,7 @@ def _respond(step: StepRequest, execution_id: str, graph: FlowGraph, status: str
                             "additionalData": step.context.get("additionalData", {})}
         return response
     response["type"] = "VIEW"
-    view = graph.view(node_id, verbose=verbose)
+    view = graph.view(node_id, verbose=verbose, leaving_out=_refused_here(step, graph, node_id))
     additional = step.context.get("additionalData", {})
     if any(FEDERATED_INPUT in action["inputs"] for action in view["actions"]):
         additional = {**additional,
@@ -126,6 +127,17 @@ def _respond(step: StepRequest, execution_id: str, graph: FlowGraph, status: str
     if failure_reason:
         response["failureReason"] = failure_reason
     return response
+
+
+def _refused_here(step: StepRequest, graph: FlowGraph, node_id: str) -> frozenset[str]:
+    """The actions of the PROMPT that ask for a password, where passkeys only hold: the
+    application's rule, or the unit of the person the flow signed in (proven: never of a
+    name only typed, which would tell anyone the unit of an account). Taken anyway, their
+    executor refuses them."""
+    asking = graph.password_actions(node_id)
+    if asking and passkeys_only(application=step.application, user_id=step.user_id):
+        return asking
+    return frozenset()
 
 
 def _walk_and_save(step: StepRequest, execution: store.ExecutionRecord, graph: FlowGraph,

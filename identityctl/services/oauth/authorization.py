@@ -35,12 +35,17 @@ from identityctl.oauth.parameters import RawParameters, parse_scope, read_parame
 from identityctl.oauth.sso import session_answers
 from identityctl.security.secrets import new_token, token_hash
 from identityctl.services import audit, catalog
-from identityctl.services.accounts import sessions, signin
+from identityctl.services.accounts import sessions
 from identityctl.services.catalog.applications import oauth_config
 from identityctl.services.clients.client import client_of, find_client_application
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import roles
-from identityctl.services.directory.users import is_usable, may_use
+from identityctl.services.directory.users import (
+    ensure_sign_in_counts,
+    is_usable,
+    may_use,
+    sign_in_counts,
+)
 from identityctl.services.flows import execution as flow_execution
 from identityctl.services.oauth import pushed_requests
 from identityctl.services.oauth.request_checks import EndpointRequest, run_checks
@@ -145,12 +150,13 @@ def _answering_session(ctx: ServiceContext, application: dict[str, Any],
                        session_cookie: str | None) -> SessionRecord | None:
     """The browser's session, when it may stand for a sign-in for this request: the
     application's flow accepts sessions (its SSOCheckExecutor) and neither the flow nor the
-    request (prompt=login, max_age) asks for a fresher sign-in."""
+    request (prompt=login, max_age) asks for a fresher sign-in, and it was no password
+    sign-in where passkeys only hold now (the application's rule, the person's unit's)."""
     session = sessions.current(ctx, session_cookie)
     if session is None or not application.get("authFlowId"):
         return None
-    if application.get("passkeysOnly") and signin.PASSWORD_AMR in session.amr:
-        return None  # signed in with a password elsewhere: this application's flow asks anew
+    if not sign_in_counts(session.amr, application=application, user_id=session.user_id):
+        return None  # signed in with a password, and passkeys only hold: a new sign-in
     check = session_check(catalog.flows.get_flow(application["authFlowId"])["nodes"])
     if check is None or not session_answers(
             auth_time=session.auth_time, now=time.time(), prompts=request.prompts,
@@ -245,6 +251,9 @@ def complete_authorization(ctx: ServiceContext, *, auth_id: str, assertion: str,
         # flow may lack this one's rules (passkeys only, a second step).
         raise BadRequest("This sign-in was made for another application; sign in again here.",
                          code="assertion_for_another_application")
+    # Whatever flow made it, a password sign-in completes nothing where passkeys only hold.
+    ensure_sign_in_counts(list(claims.get("amr") or []), user_id=str(claims["sub"]),
+                          application=catalog_store.get_application(pending.application_id))
     if not oauth_store.use_once(IssuedToken(jti=str(claims["jti"]),
                                             expires_at=float(claims["exp"]))):
         raise Unauthorized("This sign-in assertion was already used.", code="assertion_reused")
@@ -270,6 +279,10 @@ def resume_with_session(ctx: ServiceContext, *, auth_id: str, session_cookie: st
     if session is None:
         raise Unauthorized("Your sign-in session has ended; sign in again.",
                            code="session_expired")
+    pending = oauth_store.find_authorization_request(auth_id)
+    if pending is not None:  # (else _continue's refusal)
+        ensure_sign_in_counts(session.amr, user_id=session.user_id,
+                              application=catalog_store.get_application(pending.application_id))
     return _continue(ctx, auth_id, _signed_in_by(session), in_page=True,
                      origin=origin)
 

@@ -32,6 +32,7 @@ from identityctl.services.attempts import CredentialAttempt
 from identityctl.services.catalog.applications import oauth_config
 from identityctl.services.clients.client import authenticate_client, client_of
 from identityctl.services.context import ServiceContext
+from identityctl.services.directory.users import ensure_sign_in_counts
 from identityctl.services.oauth.authorization import user_refusal
 from identityctl.services.oauth.request_checks import EndpointRequest, run_checks
 from identityctl.services.origin import RequestOrigin
@@ -92,9 +93,14 @@ def describe(ctx: ServiceContext, holder: AccountHolder, user_code: object
 def decide(ctx: ServiceContext, holder: AccountHolder, user_code: object, *, approve: bool
            ) -> dict[str, Any]:
     """The person's answer. An approval by someone who may not have what is asked (a role,
-    the user type) becomes a denial, with the reason to show."""
+    the user type) becomes a denial, with the reason to show. An approval by a sign-in that
+    rests on a password where passkeys only hold (the device's application, the person's
+    unit) is refused (403 ``passwords_not_allowed``) and answers nothing: the person signs
+    in with a passkey and approves again."""
     found = _typed(ctx, holder, user_code)
     application = catalog.applications.get_application(found.application_id)
+    if approve:
+        ensure_sign_in_counts(holder.amr, application=application, user_id=holder.user.id)
     refusal = user_refusal(holder.user, application, parse_scope(found.scope)) \
         if approve else None
     approved = approve and refusal is None

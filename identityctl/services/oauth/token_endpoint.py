@@ -72,7 +72,7 @@ from identityctl.services.clients.client import authenticate_client
 from identityctl.services.clients.revocation import end_grant
 from identityctl.services.context import ServiceContext
 from identityctl.services.directory import roles
-from identityctl.services.directory.users import is_usable, may_use
+from identityctl.services.directory.users import is_usable, may_use, sign_in_counts
 from identityctl.services.origin import RequestOrigin
 from identityctl.store import device as device_store
 from identityctl.store import directory
@@ -132,6 +132,7 @@ def _exchange_code(ctx: ServiceContext, client: Client, parameters: Parameters,
         raise InvalidGrant("The authorization was bound to a DPoP key (dpop_jkt): redeem the "
                            "code with a proof by that key.", code="dpop_jkt_mismatch")
     user = _active_user(code.user_id, client)
+    _require_sign_in_counts(client, user, code.amr)
     scope = parse_scope(code.scope)
     resources = code.extra.get("resources", [])
     sign_in = SignIn(subject=user.id, auth_time=int(code.auth_time), amr=tuple(code.amr))
@@ -190,6 +191,7 @@ def _refresh(ctx: ServiceContext, client: Client, parameters: Parameters,
     if bound_to is None and proof is not None and client.public:
         bound_to = proof.jkt  # from the first proof on, the grant's successors are bound
     user = _active_user(stored.user_id, client)
+    _require_sign_in_counts(client, user, stored.amr)
     _require_roles(user, scope)
     resources = stored.extra.get("resources", [])
     # A resource server may have lost scopes since the grant (or gone: invalid_target).
@@ -299,6 +301,7 @@ def _redeem_device_code(ctx: ServiceContext, client: Client, parameters: Paramet
         raise
     assert stored is not None and stored.user_id is not None  # approved: by someone
     user = _active_user(stored.user_id, client)
+    _require_sign_in_counts(client, user, stored.amr)
     scope = parse_scope(stored.scope)
     _require_roles(user, scope)
     resources = stored.extra.get("resources", [])
@@ -426,6 +429,17 @@ def _require_roles(user: UserRecord, scope: tuple[str, ...]) -> None:
     if not_held:
         raise InvalidGrant(f"The user no longer holds a role that grants "
                            f"{' '.join(not_held)!r}; sign in again.", code="scope_not_held")
+
+
+def _require_sign_in_counts(client: Client, user: UserRecord, amr: list[str]) -> None:
+    """The sign-in the grant came from still stands: not one that rests on a password where
+    passkeys only hold now (the application's rule, the person's unit's: switched on after
+    the sign-in, it ends the grant's use). Reads nothing for a passkey's sign-in or a
+    passkeys-only application; else one statement (the unit)."""
+    if not sign_in_counts(amr, application=client.passkeys_only, user_id=user.id):
+        raise InvalidGrant("This grant comes from a password sign-in, and only passkeys "
+                           "sign in here now; sign in again with a passkey.",
+                           code="passwords_not_allowed")
 
 
 def _active_user(user_id: str | None, client: Client) -> UserRecord:

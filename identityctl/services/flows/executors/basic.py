@@ -54,7 +54,7 @@ def password(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
     attempt.succeeded(final=not totp.is_enrolled(user.id))
     audit.record(PASSWORD_ACTION, "success", origin=step.origin.acting_as(user.id), user_id=user.id)
     step.context["username"] = user.username
-    step.signed_in(user.id, [signin.PASSWORD_AMR])
+    step.signed_in(user.id, [directory_service.PASSWORD_AMR])
     return SUCCESS
 
 
@@ -105,7 +105,7 @@ def provision(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
         attributes=_attributes_of(step, kind["schema"]), user_type=kind["name"],
         origin=step.origin.acting_as("self-registration"))
     step.context["username"] = user.username
-    step.signed_in(user.id, [signin.PASSWORD_AMR] if user.password_hash else [])
+    step.signed_in(user.id, [directory_service.PASSWORD_AMR] if user.password_hash else [])
     return SUCCESS
 
 

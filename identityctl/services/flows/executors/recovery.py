@@ -8,7 +8,6 @@ from typing import Any
 
 from identityctl.flow.engine import SUCCESS, TaskOutcome
 from identityctl.services import audit
-from identityctl.services.accounts import signin
 from identityctl.services.accounts.email_codes import account_named
 from identityctl.services.accounts.recovery import (
     RECOVERY_CODE_ACTION,
@@ -47,11 +46,14 @@ def use_recovery_code(step: StepRequest, properties: dict[str, Any]) -> TaskOutc
 
 
 def set_credential(step: StepRequest, properties: dict[str, Any]) -> TaskOutcome:
-    """CredentialSetter: a new password for the person the flow identified."""
+    """CredentialSetter: a new password for the person the flow identified; refused
+    (``passwords_not_allowed``) where passkeys only hold: the person's unit, or the
+    application the recovery is for."""
     if not step.user_id:
         return TaskOutcome("failure", "user_not_identified")
     password = step.inputs.get("password")
     directory_service.set_password(step.user_id, password if isinstance(password, str)
-                                   else "", origin=step.origin.acting_as(step.user_id))
-    step.signed_in(step.user_id, [signin.PASSWORD_AMR])
+                                   else "", origin=step.origin.acting_as(step.user_id),
+                                   application=step.application)
+    step.signed_in(step.user_id, [directory_service.PASSWORD_AMR])
     return SUCCESS
