@@ -3,8 +3,10 @@
 Starts `identityctl serve --workers 1 --threads 4` on a fresh `identityctl init` deployment
 and the peer, `node bench/peers/oidc-provider.js` (one process; one client_credentials
 client, ES256 JWT access tokens at /oauth2/token), then asks both for tokens in turns,
-`--rounds` times (which goes first alternates), with the same multi-process client as
-bench/hotpaths.py (HTTP Basic, every thread a keep-alive session). Per server: tokens/s,
+`--rounds` times (which goes first alternates), with wrk (bench/wrk.py: 16 kept-alive
+connections, a few percent of a core) where it is installed, else (or with `--client
+python`) the multi-process client of bench/hotpaths.py (HTTP Basic, every thread a
+keep-alive session), which takes about a core of the two for itself. Per server: tokens/s,
 p50, p99, server CPU ms per token (utime+stime in /proc), errors; then the peer's rate and
 CPU as multiples of identityctl's, overall and per round.
 
@@ -38,15 +40,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench import wrk
 from bench.hotpaths import (
     ClientCredentials,
-    Phase,
     Target,
-    combined,
     free_port,
     load_options,
     measure,
-    rate,
     started,
 )
 from bench.oauth_token import create_clients
@@ -81,6 +81,10 @@ def main() -> None:
     load_options(parser, seconds=5.0,
                  server_threads="identityctl's waitress threads (one process).")
     parser.add_argument("--json", action="store_true", help="Print the report as JSON.")
+    parser.add_argument("--client", choices=["wrk", "python"],
+                        default="wrk" if wrk.available() else "python",
+                        help="The load's client (default: wrk where it is installed; "
+                             "--processes x --threads connections either way).")
     args = parser.parse_args()
     if why := missing_peer():
         print(f"bench/peers.py skipped: {why}")
@@ -107,29 +111,34 @@ def main() -> None:
             peer_url, folder / "peer.log"))
         peer = token_target("oidc-provider", peer_url, peer_process.pid,
                             (PEER_CLIENT_ID, peer_secret))
-        phases: dict[str, list[Phase]] = {ours.name: [], peer.name: []}
+        phases: dict[str, list[wrk.Measured]] = {ours.name: [], peer.name: []}
         for round_number in range(args.rounds):
             # Alternate which server goes first, so drift in the machine's speed weighs on
             # both alike.
             for target in (ours, peer) if round_number % 2 == 0 else (peer, ours):
-                phase = measure(path, target, processes=args.processes, threads=args.threads,
-                                seconds=args.seconds, client_cpus="")
+                if args.client == "wrk":
+                    phase = wrk.token_phase(target, connections=args.processes * args.threads,
+                                            threads=args.processes, seconds=args.seconds)
+                else:
+                    phase = wrk.from_python(measure(
+                        path, target, processes=args.processes, threads=args.threads,
+                        seconds=args.seconds, client_cpus=""))
                 phases[target.name].append(phase)
                 if not args.json:
-                    print(f"  {target.name}, round {round_number + 1}: {rate(phase):.1f}/s",
+                    print(f"  {target.name}, round {round_number + 1}: {phase.rate:.1f}/s",
                           file=sys.stderr, flush=True)
     report: dict[str, Any] = {
         "identityctl": f"serve --workers 1 --threads {args.server_threads}",
-        "client": f"{args.processes} processes x {args.threads} threads",
+        "client": f"{args.client}, {args.processes * args.threads} connections",
         "seconds": args.seconds, "rounds": args.rounds, "cpus": os.cpu_count(),
         "load_average": os.getloadavg()[0],
-        "servers": {name: combined(runs, path.unit) for name, runs in phases.items()}}
+        "servers": {name: wrk.combined(runs) for name, runs in phases.items()}}
     line = report["servers"]
     report["peer_rate_ratio"] = ratio(line[peer.name]["per_second"],
                                       line[ours.name]["per_second"])
     report["peer_cpu_ratio"] = ratio(line[peer.name]["cpu_ms"], line[ours.name]["cpu_ms"])
     report["peer_rate_ratio_by_round"] = [
-        ratio(rate(theirs), rate(mine))
+        ratio(theirs.rate, mine.rate)
         for mine, theirs in zip(phases[ours.name], phases[peer.name], strict=True)]
     if args.json:
         print(json.dumps(report, indent=2))
@@ -141,8 +150,7 @@ def main() -> None:
           f"{'errors':>6}")
     for name, row in line.items():
         print(f"{name:14} {row['per_second']:9.1f} {row['p50_ms']:7.1f} {row['p99_ms']:7.1f} "
-              f"{row['cpu_ms'] or 0:7.2f} {row['errors']:6}"
-              + (f"  {row['failures']}" if row["failures"] else ""))
+              f"{row['cpu_ms'] or 0:7.2f} {row['errors']:6}")
     by_round = "/".join(f"{r:.2f}" for r in report["peer_rate_ratio_by_round"] if r)
     print(f"oidc-provider / identityctl: {report['peer_rate_ratio']}x the tokens/s "
           f"(by round {by_round}), {report['peer_cpu_ratio']}x the CPU per token")

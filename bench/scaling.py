@@ -106,20 +106,14 @@ def main() -> None:
                         help="The load's client (default: wrk where it is installed).")
     args = parser.parse_args()
 
-    def phase(target: Target, processes: int, threads: int) -> wrk.WrkPhase:
+    def phase(target: Target, processes: int, threads: int) -> wrk.Measured:
         """One load on ``target``, as the chosen client measures it."""
         if args.client == "wrk":
             return wrk.token_phase(target, connections=processes * threads,
                                    threads=processes, seconds=args.seconds)
-        measured = measure(ClientCredentials(), target, processes=processes, threads=threads,
-                           seconds=args.seconds, client_cpus=args.client_cpus)
-        latencies = sorted(measured.results.latencies)
-        return wrk.WrkPhase(
-            requests=len(latencies), seconds=measured.seconds,
-            failures=sum(measured.results.failures.values()),
-            cpu_seconds=measured.cpu_seconds,
-            p50_ms=latencies[len(latencies) // 2] * 1000 if latencies else 0.0,
-            p99_ms=latencies[int(len(latencies) * 0.99)] * 1000 if latencies else 0.0)
+        return wrk.from_python(measure(ClientCredentials(), target, processes=processes,
+                                       threads=threads, seconds=args.seconds,
+                                       client_cpus=args.client_cpus))
 
     worst: dict[str, float] = {}
     with contextlib.ExitStack() as stack:
@@ -132,7 +126,7 @@ def main() -> None:
         for round_number in range(args.rounds):
             order = (default, single) if round_number % 2 == 0 else (single, default)
             for load, (processes, threads) in LOADS.items():
-                phases: dict[str, wrk.WrkPhase] = {}
+                phases: dict[str, wrk.Measured] = {}
                 for target in order:
                     before = cpu_by_process(default.pid)
                     phases[target.name] = phase(target, processes, threads)

@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.hotpaths import Target, cpu_seconds, process_tree
+from bench.hotpaths import Phase, Target, cpu_seconds, process_tree
 
 #: wrk's script: one POST of the grant with the client's Basic credentials, and in the end
 #: its summary as one JSON line (counts, errors by kind, latency percentiles in µs).
@@ -38,8 +38,9 @@ end
 
 
 @dataclass
-class WrkPhase:
-    """One timed wrk run against one server."""
+class Measured:
+    """One timed load against one server: a wrk run, or hotpaths.py's Python client's phase
+    (:func:`from_python`)."""
 
     requests: int
     seconds: float
@@ -57,12 +58,36 @@ class WrkPhase:
         return self.cpu_seconds * 1000 / max(1, self.requests)
 
 
+def from_python(phase: Phase) -> Measured:
+    """A phase of hotpaths.py's Python client, in the same figures."""
+    latencies = sorted(phase.results.latencies)
+    return Measured(requests=len(latencies), seconds=phase.seconds,
+                    failures=sum(phase.results.failures.values()),
+                    cpu_seconds=phase.cpu_seconds,
+                    p50_ms=latencies[len(latencies) // 2] * 1000 if latencies else 0.0,
+                    p99_ms=latencies[int(len(latencies) * 0.99)] * 1000 if latencies else 0.0)
+
+
+def combined(phases: list[Measured]) -> dict[str, float | int | None]:
+    """The rounds of one server as one line: all requests over all the time, server CPU per
+    request, the median of the rounds' p50 and the highest of their p99."""
+    requests = sum(phase.requests for phase in phases)
+    seconds = sum(phase.seconds for phase in phases)
+    return {"count": requests, "seconds": round(seconds, 2),
+            "per_second": round(requests / seconds, 1) if seconds else 0.0,
+            "p50_ms": round(sorted(phase.p50_ms for phase in phases)[len(phases) // 2], 1),
+            "p99_ms": round(max(phase.p99_ms for phase in phases), 1),
+            "cpu_ms": round(sum(phase.cpu_seconds for phase in phases) * 1000 / requests, 2)
+            if requests else None,
+            "errors": sum(phase.failures for phase in phases)}
+
+
 def available() -> bool:
     return shutil.which("wrk") is not None
 
 
 def token_phase(target: Target, *, connections: int, threads: int, seconds: float,
-                warm_up: float = 1) -> WrkPhase:
+                warm_up: float = 1) -> Measured:
     """client_credentials tokens from ``target`` over ``connections`` kept-alive connections
     (wrk's ``threads`` share them) for ``seconds``, after a ``warm_up`` run of the same."""
     client_id, secret = target.m2m
@@ -78,7 +103,7 @@ def token_phase(target: Target, *, connections: int, threads: int, seconds: floa
         before = cpu_seconds(pids)
         summary = _run([*command[:1], "--duration", _whole_seconds(seconds), *command[1:]])
         cpu = cpu_seconds(pids) - before
-    return WrkPhase(requests=summary["requests"], seconds=summary["microseconds"] / 1e6,
+    return Measured(requests=summary["requests"], seconds=summary["microseconds"] / 1e6,
                     failures=summary["not_2xx"] + summary["socket_errors"], cpu_seconds=cpu,
                     p50_ms=summary["p50_us"] / 1000, p99_ms=summary["p99_us"] / 1000)
 
