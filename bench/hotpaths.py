@@ -225,11 +225,16 @@ def floor_target(url: str, pid: int, *, origin: str, rp_id: str, secret: str) ->
                   new_password_users=password_users, new_codes=codes)
 
 
-#: Finish sessions and codes prepared per second of a phase and server process: more than
+#: Finish sessions prepared per second of a phase and server process: more than
 #: either server answers, so a phase ends at its deadline with every connection busy. (When
 #: the work ran out first, phases lasted 1.5-2 s and their ragged end, with fewer and fewer
 #: connections busy, made the per-round shares swing by 20 points.)
 PREPARED_PER_SECOND = 1500
+#: Codes prepared per second of a phase and server process: fewer than the sessions, as a
+#: code lives 60 s and they are made at ~120/s, so 1,500 a second of a 5 s phase let the
+#: first ones run out before they were used (400 invalid_grant); still more than either
+#: server exchanges in a second.
+CODES_PER_SECOND = 1100
 
 
 # --- the hot paths --------------------------------------------------------------------------
@@ -550,7 +555,9 @@ def main() -> None:
     prepared = math.ceil(args.seconds * PREPARED_PER_SECOND * args.workers)
     paths: list[HotPath] = [AuthStart(), AuthFinish(max(20, math.ceil(prepared / connections))),
                             Ceremony(), PasswordSignIn(), ClientCredentials(),
-                            CodeExchange(args.codes or prepared), McpToolsList()]
+                            CodeExchange(args.codes or math.ceil(
+                                args.seconds * CODES_PER_SECOND * args.workers)),
+                            McpToolsList()]
     if args.only:
         paths = [p for p in paths if any(word in p.name for word in args.only)]
     report: dict[str, Any] = {"workers": args.workers, "server_threads": args.server_threads,

@@ -131,8 +131,10 @@ def _exchange_code(ctx: ServiceContext, client: Client, parameters: Parameters,
     if bound_to is not None and (proof is None or proof.jkt != bound_to):
         raise InvalidGrant("The authorization was bound to a DPoP key (dpop_jkt): redeem the "
                            "code with a proof by that key.", code="dpop_jkt_mismatch")
+    # PERF: a code's sign-in is not checked against "passkeys only" again: the callback did
+    # when it issued the code, at most 60 s ago (like its access token's hour, that window
+    # stays); refresh checks, where a grant lives for weeks.
     user = _active_user(code.user_id, client)
-    _require_sign_in_counts(client, user, code.amr)
     scope = parse_scope(code.scope)
     resources = code.extra.get("resources", [])
     sign_in = SignIn(subject=user.id, auth_time=int(code.auth_time), amr=tuple(code.amr))
