@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import peewee
@@ -25,9 +27,17 @@ def page(query: peewee.ModelSelect, *, limit: int | None,
 
 def insert(model: type[M], *, conflict: str, code: str, **fields: Any) -> M:
     """Insert one row; a uniqueness violation becomes a 409 with ``conflict`` as message."""
+    with unique(conflict=conflict, code=code):
+        return model.create(**fields)
+
+
+@contextmanager
+def unique(*, conflict: str, code: str) -> Iterator[None]:
+    """A transaction in which a uniqueness violation becomes a 409 with ``conflict`` as
+    message (for an insert of a compiled statement)."""
     try:
         with transaction():
-            return model.create(**fields)
+            yield
     except peewee.IntegrityError:
         raise Conflict(conflict, code=code) from None
 
