@@ -18,8 +18,10 @@ import pytest
 
 from identityctl.oauth.pkce import s256_challenge
 from identityctl.services import catalog
+from identityctl.services.accounts import signin
 from identityctl.services.accounts.account import ACCOUNT_CLIENT_ID
 from identityctl.services.accounts.sessions import COOKIE as SESSION_COOKIE
+from identityctl.services.context import ServiceContext
 from identityctl.services.directory import users as directory
 from identityctl.store import directory as directory_store
 from identityctl.store.directory import UserRecord
@@ -37,9 +39,11 @@ from tests.support.oauth import (
 from tests.support.origins import TEST_ORIGIN
 from tests.support.passkeys import PasskeyClient, assert_error
 from tests.support.smtp import SmtpServer
+from tests.test_consent import self_registered
 from tests.test_device_grant import GRANT, poll, start_device
 from tests.test_flow_execution import PASSWORD, make_application
 from tests.test_recovery import mailed_code, new_person
+from tests.test_token_exchange import NOTES, agent, exchange, resources  # noqa: F401
 
 ACCOUNT_SCOPE = "openid profile email account"
 
@@ -259,6 +263,46 @@ def test_moving_a_person_into_a_passkeys_only_unit_ends_their_password_grants_an
                        "invalid_grant", "passwords_not_allowed")
     silent = oauth.authorize(client, session=by_password.session, prompt="none", **pkce)
     assert query_of(silent.headers["Location"])["error"] == "login_required"
+
+
+def handed_off_by_password(service: Service, client: RegisteredClient, person: UserRecord,
+                           **params: str) -> tuple[str, dict[str, Any]]:
+    """``person`` signed in by password (an assertion with ``amr: ["pwd"]``, as a flow's
+    password step gives) handed to an authorization request of ``client``: the request's
+    id and the callback's answer."""
+    link = OAuthDriver(service).gate_link(client, code_challenge=s256_challenge("v" * 43),
+                                          code_challenge_method="S256", **params)
+    assertion = signin.issue_assertion(ServiceContext.for_config(service.config), person,
+                                       ["pwd"])
+    answered = OAuthDriver(service).callback(link["authId"], assertion)
+    assert answered.status_code == 200, answered.text
+    return link["authId"], answered.json()
+
+
+def test_a_consent_left_open_while_the_application_turns_passkeys_only_gives_no_code(
+        open_registration: Service) -> None:
+    client, person = self_registered(open_registration), new_person()
+    auth_id, asked = handed_off_by_password(open_registration, client, person)
+    assert "consentToken" in asked, asked  # the question waits for the person
+
+    passkeys_only_from_now_on(client.application_id)
+    answered = OAuthDriver(open_registration).consent(auth_id, asked["consentToken"], "allow")
+    assert_error(answered, 403, "passwords_not_allowed")
+
+
+def test_a_password_sign_ins_token_is_not_exchanged_by_a_passkeys_only_application(
+        service: Service, resources: None) -> None:  # noqa: F811
+    ordinary = agent()
+    person = new_person()
+    _, answered = handed_off_by_password(service, ordinary, person, scope="openid notes:read",
+                                         resource=NOTES)
+    code = query_of(answered["redirect_uri"])["code"]
+    token = OAuthDriver(service).tokens(Authorization(
+        client=ordinary, user=person, code=code, state="", nonce="", verifier="v" * 43))
+    strict = agent(subjectAudiences=[NOTES])
+    passkeys_only_from_now_on(strict.application_id)
+    assert_oauth_error(exchange(service, strict, token["access_token"], scope="notes:read"),
+                       400, "invalid_grant", "passwords_not_allowed")
 
 
 # --- the unit's rule, in the store -----------------------------------------------------------

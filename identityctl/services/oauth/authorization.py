@@ -386,7 +386,10 @@ def _hand_off(ctx: ServiceContext, request: StoredAuthorizationRequest,
               origin: RequestOrigin) -> HandOff:
     """The consumed request's answer: a code for the signed-in person, or ``access_denied``
     when they may not have what it asks (checked again after a consent: a role may have gone
-    meanwhile)."""
+    meanwhile). A sign-in resting on a password where passkeys only hold now is refused
+    (403 ``passwords_not_allowed``): the rule may have been switched on while the request
+    waited for the person's consent."""
+    ensure_sign_in_counts(signed_in["amr"], application=application, user_id=signed_in["sub"])
     user = directory.find_user_by_id(signed_in["sub"])
     issuer = ctx.config.issuer
     refusal = user_refusal(user, application, parse_scope(request.scope))

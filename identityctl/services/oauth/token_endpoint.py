@@ -131,9 +131,9 @@ def _exchange_code(ctx: ServiceContext, client: Client, parameters: Parameters,
     if bound_to is not None and (proof is None or proof.jkt != bound_to):
         raise InvalidGrant("The authorization was bound to a DPoP key (dpop_jkt): redeem the "
                            "code with a proof by that key.", code="dpop_jkt_mismatch")
-    # PERF: a code's sign-in is not checked against "passkeys only" again: the callback did
-    # when it issued the code, at most 60 s ago (like its access token's hour, that window
-    # stays); refresh checks, where a grant lives for weeks.
+    # PERF: a code's sign-in is not checked against "passkeys only" again: it was when the
+    # code was issued (authorization._hand_off), at most oauth.code_ttl ago (like its access
+    # token's hour, that window stays); refresh checks, where a grant lives for weeks.
     user = _active_user(code.user_id, client)
     scope = parse_scope(code.scope)
     resources = code.extra.get("resources", [])
@@ -259,6 +259,7 @@ def _exchange_token(ctx: ServiceContext, client: Client, parameters: Parameters,
     user = directory.find_user_by_id(exchange.subject)
     if user is not None or "auth_time" in subject:  # a person's token: still theirs to give
         user = _active_user(exchange.subject, client)
+        _require_sign_in_counts(client, user, list(subject.get("amr") or ()))
         _require_roles(user, exchange.scope)
     sign_in = SignIn(subject=exchange.subject, auth_time=int(subject["auth_time"]),
                      amr=tuple(subject.get("amr") or ())) if "auth_time" in subject else None
