@@ -105,6 +105,20 @@ def password_sign_in(service: Service, client: RegisteredClient, person: UserRec
     return SignedIn(tokens=tokens, session=cookie)
 
 
+def recovering_by_e_mail_for(service: Service, smtp: SmtpServer, application: dict[str, Any],
+                             person: UserRecord) -> tuple[str, FlowClient, dict[str, Any]]:
+    """An authorization request of ``application``, and ``person`` recovering for it by the
+    e-mail code (the step after the code): the request's id, the flow and that step."""
+    pending = OAuthDriver(service).gate_link(
+        client_of(application), code_challenge=s256_challenge("v" * 43),
+        code_challenge_method="S256")["authId"]
+    flows = FlowClient(service, application["id"])
+    flows.start("RECOVERY")
+    flows.act("email_code", username=person.username)
+    return pending, flows, flows.act("check_code",
+                                     otp=mailed_code(smtp, person.attributes["email"]))
+
+
 def with_a_passkey(service: Service, person: UserRecord) -> SoftAuthenticator:
     authenticator = SoftAuthenticator()
     PasskeyClient(service).enrolled(person, authenticator)
@@ -172,13 +186,7 @@ def test_a_recovery_where_passkeys_only_hold_offers_only_a_new_passkey(
         into_a_passkeys_only_unit(person)
     address = person.attributes["email"]
     oauth = OAuthDriver(mailing)
-    pending = oauth.gate_link(client_of(strict), code_challenge=s256_challenge("v" * 43),
-                              code_challenge_method="S256")["authId"]
-
-    flows = FlowClient(mailing, strict["id"])
-    flows.start("RECOVERY")
-    flows.act("email_code", username=person.username)
-    step = flows.act("check_code", otp=mailed_code(smtp, address))
+    pending, flows, step = recovering_by_e_mail_for(mailing, smtp, strict, person)
     assert [action["ref"] for action in step["data"]["actions"]] == ["passkey_register"]
     # Taken anyway, the way to a password ends where the password would be set.
     flows.act("use_password")
@@ -201,20 +209,14 @@ def test_a_recovery_where_passkeys_only_hold_offers_only_a_new_passkey(
 def test_the_callback_refuses_a_password_sign_in_for_an_application_now_passkeys_only(
         mailing: Service, smtp: SmtpServer) -> None:
     app = make_application()
-    person = new_person()
-    oauth = OAuthDriver(mailing)
-    pending = oauth.gate_link(client_of(app), code_challenge=s256_challenge("v" * 43),
-                              code_challenge_method="S256")["authId"]
-    flows = FlowClient(mailing, app["id"])
-    flows.start("RECOVERY")
-    flows.act("email_code", username=person.username)
-    flows.act("check_code", otp=mailed_code(smtp, person.attributes["email"]))
+    pending, flows, _ = recovering_by_e_mail_for(mailing, smtp, app, new_person())
     flows.act("use_password")
     done = flows.act("set_password", password="a brand new passphrase")
     assert done["flowStatus"] == "COMPLETE", done
 
     passkeys_only_from_now_on(app["id"])  # between the flow's end and its hand-off
-    assert_error(oauth.callback(pending, done["assertion"]), 403, "passwords_not_allowed")
+    assert_error(OAuthDriver(mailing).callback(pending, done["assertion"]), 403,
+                 "passwords_not_allowed")
 
 
 # --- what password sign-ins made before the rule ----------------------------------------------

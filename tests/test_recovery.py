@@ -56,6 +56,15 @@ def recovering(service: Service) -> FlowClient:
     return flows
 
 
+def with_a_proven_address(service: Service) -> tuple[Account, str]:
+    """A person signed in on their account page, whose e-mail address is proven."""
+    me = Account(service)
+    address = me.user.attributes["email"]
+    with db.transaction():
+        recovery_store.mark_verified(me.user.id, address)
+    return me, address
+
+
 def mailed_code(smtp: SmtpServer, to: str, count: int = 1) -> str:
     return code_in(smtp.mailbox.wait_for(to, count)[count - 1])
 
@@ -323,10 +332,7 @@ def test_a_flood_to_one_mailbox_from_many_addresses_is_bounded(mailing: Service,
 
 def test_the_account_pages_code_arrives_after_strangers_spent_the_addresss_ceiling(
         mailing: Service, smtp: SmtpServer) -> None:
-    me = Account(mailing)
-    address = me.user.attributes["email"]
-    with db.transaction():
-        recovery_store.mark_verified(me.user.id, address)
+    me, address = with_a_proven_address(mailing)
     spend_the_ceiling(mailing, address)
     smtp.mailbox.wait_for(address, CODE_MAILS_PER_ADDRESS)
     assert me.ok("POST", "/email/code", {"address": address})["address"] == address
@@ -414,10 +420,7 @@ def test_an_invitation_enrols_a_first_passkey_once_and_tells_the_person(
 
 def test_passkeys_added_and_deleted_on_the_account_page_are_e_mailed(
         mailing: Service, smtp: SmtpServer) -> None:
-    me = Account(mailing)
-    address = me.user.attributes["email"]
-    with db.transaction():
-        recovery_store.mark_verified(me.user.id, address)
+    me, address = with_a_proven_address(mailing)
     [first] = me.ok("GET", "/passkeys")["passkeys"]
     started = me.ok("POST", "/passkeys/start", {})
     made = SoftAuthenticator().create(started["publicKeyCredentialCreationOptions"],
