@@ -434,10 +434,7 @@ class OutboxMessage(BaseModel):
         # (the history) are never scanned (bench/outbox.py).
         indexes = ((("delivered_at", "failed_at", "next_attempt_at"), False),
                    # The outbox view: the newest of a kind.
-                   (("kind", "created_at"), False),
-                   # Messages to one address by time (migration 11 made it; no query
-                   # reads it: code mails are counted in the throttle table).
-                   (("target", "created_at"), False))
+                   (("kind", "created_at"), False))
 
 
 class VerifiedEmail(BaseModel):
