@@ -1,10 +1,11 @@
 """The floor: the same crypto and SQL as identityctl's hot paths, with no product layers.
 
 A minimal Falcon app on waitress, in this file, that answers the hot paths' URLs with the same
-request and response shapes as `identityctl serve`, doing per request only what the work
-itself needs: py_webauthn for the passkey checks, pyjwt ES256 for the tokens, argon2 for
-passwords (identityctl.security.passwords' own hash/verify: the product's argon2id
-parameters, crypto only), and the same kind of inserts/updates/deletes on a SQLite file in
+request and response shapes as `identityctl serve` (and the same waitress threads, dispatched
+as `serve` dispatches them on SQLite), doing per request only what the work itself needs:
+py_webauthn for the passkey checks, pyjwt ES256 for the tokens, argon2 for passwords
+(identityctl.security.passwords' own hash/verify: the product's argon2id parameters, crypto
+only), and the same kind of inserts/updates/deletes on a SQLite file in
 WAL mode (stdlib sqlite3, one connection per thread, `synchronous=NORMAL` and enforced
 foreign keys as the product's store; each table with the columns, indexes and foreign keys
 of its product counterpart, see SCHEMA). It runs the statements the product runs on each path
@@ -92,6 +93,7 @@ from webauthn.helpers.structs import (
 # Crypto only: the product's own argon2id profile and verify (same parameters, same dummy-hash
 # equalisation for unknown users), so the password path does exactly the product's argon2 work.
 from identityctl.security.passwords import hash_password, verify_password
+from identityctl.server.dispatch import FinishingThreadDispatcher
 
 # The hot paths' tables are their identityctl counterparts (store/models.py): the same columns,
 # indexes and foreign keys, and the floor writes the same values into them. What an insert,
@@ -654,6 +656,14 @@ def create_app(floor: Floor) -> falcon.App:
     return app
 
 
+def finishing_threads(threads: int) -> FinishingThreadDispatcher:
+    """The dispatcher `identityctl serve` gives waitress on SQLite: the floor shares the
+    stack (its server, its threads), not the product's layers."""
+    dispatcher = FinishingThreadDispatcher()
+    dispatcher.set_thread_count(threads)
+    return dispatcher
+
+
 def serve(floor: Floor, *, host: str, port: int, threads: int, workers: int) -> None:
     """One waitress process, or ``workers`` forked ones accepting on one socket."""
     from waitress import serve as waitress_serve
@@ -670,7 +680,7 @@ def serve(floor: Floor, *, host: str, port: int, threads: int, workers: int) -> 
     gc.collect()
     gc.freeze()
     if workers <= 1:
-        waitress_serve(app, **options)
+        waitress_serve(app, **options, _dispatcher=finishing_threads(threads))
         return
     children = []
     for _ in range(workers):
@@ -678,7 +688,7 @@ def serve(floor: Floor, *, host: str, port: int, threads: int, workers: int) -> 
         if pid == 0:
             signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
             floor._local = threading.local()  # no connection crosses a fork
-            waitress_serve(app, **options)
+            waitress_serve(app, **options, _dispatcher=finishing_threads(threads))
             os._exit(0)
         children.append(pid)
 

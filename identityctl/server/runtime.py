@@ -9,10 +9,12 @@ from typing import Any
 
 import waitress
 from waitress.server import BaseWSGIServer, MultiSocketServer
+from waitress.task import ThreadedTaskDispatcher
 
 from identityctl import logs
 from identityctl.config import Config
 from identityctl.server.app import create_app
+from identityctl.server.dispatch import FinishingThreadDispatcher
 from identityctl.server.handoff import HandoffServer
 from identityctl.server.heap import settle_heap
 from identityctl.server.mcp_endpoint import McpDispatcher
@@ -72,11 +74,17 @@ def make_server(config: Config, *, host: str, port: int, threads: int,
         # Content-Length) or as soon as they pass this size (chunked).
         max_request_body_size=config.server.max_body_bytes * 4,
         channel_timeout=30, connection_limit=1000)
+    # On SQLite a request's statements run in this process and wait for nothing, so its
+    # threads only take turns on the interpreter; on PostgreSQL each statement waits on the
+    # network, and threads running at once fill those waits (server/dispatch.py).
+    dispatcher = FinishingThreadDispatcher() if db.is_sqlite() else ThreadedTaskDispatcher()
+    dispatcher.set_thread_count(threads)
     if handoff is None:
-        server = waitress.create_server(app, host=host, port=port, **options)
+        server = waitress.create_server(app, host=host, port=port, _dispatcher=dispatcher,
+                                        **options)
     else:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        server = HandoffServer(app, _sock=handoff,
+        server = HandoffServer(app, _sock=handoff, dispatcher=dispatcher,
                                sockinfo=(family, socket.SOCK_STREAM, 0, (host, port)), **options)
     # waitress's own refusals (413, 431, 400, 501, 500) in our JSON shape with our headers.
     use_json_errors(servers, max_body_bytes=config.server.max_body_bytes)

@@ -1,0 +1,113 @@
+"""The request dispatcher on SQLite: the thread that finishes a quick request takes the next
+one; a request that waits lets a queued one have a thread of its own."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from identityctl.server.dispatch import FinishingThreadDispatcher
+
+SPILL_AFTER = 0.02
+WAIT = 5.0  # the longest any step below may take before the test fails
+
+
+class Task:
+    """A waitress task: ``service()`` runs ``work`` and notes the thread that ran it."""
+
+    def __init__(self, work: Callable[[], None] = lambda: None) -> None:
+        self.work = work
+        self.thread: str | None = None
+        self.done = threading.Event()
+        self.cancelled = False
+
+    def service(self) -> None:
+        self.thread = threading.current_thread().name
+        self.work()
+        self.done.set()
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+@pytest.fixture
+def dispatcher() -> Iterator[FinishingThreadDispatcher]:
+    made = FinishingThreadDispatcher(spill_after=SPILL_AFTER)
+    made.set_thread_count(4)
+    yield made
+    made.shutdown(timeout=WAIT)
+
+
+def test_quick_requests_queued_behind_one_are_served_by_the_thread_that_finished_it() -> None:
+    dispatcher = FinishingThreadDispatcher(spill_after=60.0)  # every request counts as quick
+    dispatcher.set_thread_count(4)
+    release = threading.Event()
+    first = Task(lambda: release.wait(WAIT))
+    dispatcher.add_task(first)
+    queued = [Task() for _ in range(20)]
+    for task in queued:
+        dispatcher.add_task(task)
+    release.set()
+    for task in queued:
+        assert task.done.wait(WAIT)
+    dispatcher.shutdown(timeout=WAIT)
+    assert {task.thread for task in queued} == {first.thread}
+
+
+def test_a_request_that_waits_lets_a_queued_one_have_another_thread(
+        dispatcher: FinishingThreadDispatcher) -> None:
+    release = threading.Event()
+    waiting = Task(lambda: release.wait(WAIT))
+    dispatcher.add_task(waiting)
+    quick = Task()
+    dispatcher.add_task(quick)
+    try:
+        assert quick.done.wait(WAIT)  # served while the first still waits
+        assert not waiting.done.is_set()
+        assert quick.thread != waiting.thread
+    finally:
+        release.set()
+
+
+def test_each_waiting_request_gets_a_thread_up_to_the_pool_and_then_the_queue_is_reported(
+        dispatcher: FinishingThreadDispatcher, caplog: pytest.LogCaptureFixture) -> None:
+    release = threading.Event()
+    started = threading.Semaphore(0)
+
+    def wait() -> None:
+        started.release()
+        release.wait(WAIT)
+
+    holders = [Task(wait) for _ in range(4)]
+    try:
+        for task in holders:
+            dispatcher.add_task(task)
+        for _ in holders:
+            assert started.acquire(timeout=WAIT)  # all four run at once
+        assert len({task.thread for task in holders}) == 4
+        with caplog.at_level(logging.WARNING, logger="waitress.queue"):
+            late = Task()
+            dispatcher.add_task(late)
+        assert [record.getMessage() for record in caplog.records] == ["Task queue depth is 1"]
+        assert not late.done.wait(SPILL_AFTER * 5)  # every thread is held
+    finally:
+        release.set()
+    assert late.done.wait(WAIT)
+
+
+def test_shutdown_stops_every_thread_and_cancels_what_is_still_queued() -> None:
+    dispatcher = FinishingThreadDispatcher(spill_after=SPILL_AFTER)
+    dispatcher.set_thread_count(1)
+    release = threading.Event()
+    running = Task(lambda: release.wait(WAIT))
+    dispatcher.add_task(running)
+    queued = Task()
+    dispatcher.add_task(queued)
+    threading.Timer(0.1, release.set).start()
+    dispatcher.shutdown(timeout=WAIT)
+    assert running.done.is_set()
+    assert dispatcher.threads == set()
+    assert queued.cancelled or queued.done.is_set()
