@@ -15,6 +15,8 @@ keeps nothing for a JWT access token. The comparison is of what each does per to
 
     (cd bench/peers && npm ci)    # once: the peer's pinned packages
     .venv/bin/python bench/peers.py --seconds 5 --rounds 3
+    # and identityctl as an earlier commit has it, in the same rounds (a before/after):
+    git worktree add /tmp/before REV && .venv/bin/python bench/peers.py --against /tmp/before
 
 Without node or the peer's packages it says so and exits 0 (the bench is run by hand).
 """
@@ -85,6 +87,10 @@ def main() -> None:
                         default="wrk" if wrk.available() else "python",
                         help="The load's client (default: wrk where it is installed; "
                              "--processes x --threads connections either way).")
+    parser.add_argument("--against", type=Path, metavar="DIR",
+                        help="Also serve identityctl from this source tree (an earlier "
+                             "commit's worktree with the same store schema) on the same "
+                             "deployment, in the same rounds.")
     args = parser.parse_args()
     if why := missing_peer():
         print(f"bench/peers.py skipped: {why}")
@@ -111,11 +117,20 @@ def main() -> None:
             peer_url, folder / "peer.log"))
         peer = token_target("oidc-provider", peer_url, peer_process.pid,
                             (PEER_CLIENT_ID, peer_secret))
-        phases: dict[str, list[wrk.Measured]] = {ours.name: [], peer.name: []}
+        targets = [ours, peer]
+        if args.against:
+            tree, port = args.against.resolve(), free_port()
+            earlier = stack.enter_context(started(
+                [*identityctl, "--config", str(config_path), "serve", "--host", "127.0.0.1",
+                 "--port", str(port), "--workers", "1", "--threads", str(args.server_threads)],
+                f"http://127.0.0.1:{port}", folder / "against.log", tree=tree))
+            targets.append(token_target(f"identityctl {tree.name}", f"http://127.0.0.1:{port}",
+                                        earlier.pid, m2m))
+        phases: dict[str, list[wrk.Measured]] = {target.name: [] for target in targets}
         for round_number in range(args.rounds):
             # Alternate which server goes first, so drift in the machine's speed weighs on
-            # both alike.
-            for target in (ours, peer) if round_number % 2 == 0 else (peer, ours):
+            # each alike.
+            for target in targets if round_number % 2 == 0 else targets[::-1]:
                 if args.client == "wrk":
                     phase = wrk.token_phase(target, connections=args.processes * args.threads,
                                             threads=args.processes, seconds=args.seconds)
@@ -140,6 +155,11 @@ def main() -> None:
     report["peer_rate_ratio_by_round"] = [
         ratio(theirs.rate, mine.rate)
         for mine, theirs in zip(phases[ours.name], phases[peer.name], strict=True)]
+    if args.against:
+        earlier_line = line[targets[2].name]
+        report["against_rate_ratio"] = ratio(line[ours.name]["per_second"],
+                                             earlier_line["per_second"])
+        report["against_cpu_ratio"] = ratio(line[ours.name]["cpu_ms"], earlier_line["cpu_ms"])
     if args.json:
         print(json.dumps(report, indent=2))
         return
@@ -154,6 +174,9 @@ def main() -> None:
     by_round = "/".join(f"{r:.2f}" for r in report["peer_rate_ratio_by_round"] if r)
     print(f"oidc-provider / identityctl: {report['peer_rate_ratio']}x the tokens/s "
           f"(by round {by_round}), {report['peer_cpu_ratio']}x the CPU per token")
+    if args.against:
+        print(f"identityctl / {targets[2].name}: {report['against_rate_ratio']}x the "
+              f"tokens/s, {report['against_cpu_ratio']}x the CPU per token")
 
 
 if __name__ == "__main__":

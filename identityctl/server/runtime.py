@@ -74,9 +74,9 @@ def make_server(config: Config, *, host: str, port: int, threads: int,
         # Content-Length) or as soon as they pass this size (chunked).
         max_request_body_size=config.server.max_body_bytes * 4,
         channel_timeout=30, connection_limit=1000)
-    # On SQLite a request's statements run in this process and wait for nothing, so its
-    # threads only take turns on the interpreter; on PostgreSQL each statement waits on the
-    # network, and threads running at once fill those waits (server/dispatch.py).
+    # PERF: on SQLite a request's statements run in this process and wait for nothing, so
+    # its threads only take turns on the interpreter; on PostgreSQL each statement waits on
+    # the network, and threads running at once fill those waits (server/dispatch.py).
     dispatcher = FinishingThreadDispatcher() if db.is_sqlite() else ThreadedTaskDispatcher()
     dispatcher.set_thread_count(threads)
     if handoff is None:
