@@ -166,10 +166,11 @@ def main() -> None:
     print(f"client_credentials tokens; identityctl {report['identityctl']}, the peer one node "
           f"process; client {report['client']}; {args.rounds} rounds of {args.seconds:g} s "
           f"per server; {os.cpu_count()} CPUs, load average {report['load_average']:.2f}")
-    print(f"{'server':14} {'tokens/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'CPU ms':>7} "
+    width = max(len(name) for name in line)
+    print(f"{'server':{width}} {'tokens/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'CPU ms':>7} "
           f"{'errors':>6}")
     for name, row in line.items():
-        print(f"{name:14} {row['per_second']:9.1f} {row['p50_ms']:7.1f} {row['p99_ms']:7.1f} "
+        print(f"{name:{width}} {row['per_second']:9.1f} {row['p50_ms']:7.1f} {row['p99_ms']:7.1f} "
               f"{row['cpu_ms'] or 0:7.2f} {row['errors']:6}")
     by_round = "/".join(f"{r:.2f}" for r in report["peer_rate_ratio_by_round"] if r)
     print(f"oidc-provider / identityctl: {report['peer_rate_ratio']}x the tokens/s "
