@@ -33,8 +33,6 @@ wheel="$(echo "$wheels"/identityctl-*.whl)"
 # [postgres]: the driver for several instances on one PostgreSQL database is inside too.
 # --venv: on first run the PEX unpacks into ~/.cache/pex once; later starts skip zip imports,
 # which makes `identityctl --help` start in well under a second.
-# --sh-boot: a POSIX sh preamble finds that venv and runs it; booting through Python instead
-# imported pex's own code from the zip at every start (`--help` 0.5 s against 0.25 s).
 # --python-path: the wheels are resolved for the Python pex runs on, once. Searching PATH
 # instead finds each copy of that Python (pyenv's, the system's, every venv's) and resolves
 # the same wheels again for each: the same file, at several times the cost.
@@ -49,9 +47,7 @@ wheel="$(echo "$wheels"/identityctl-*.whl)"
   --python-path "$tools/bin" \
   --pip-version 25.2 \
   --python-shebang '/usr/bin/env python3' \
-  --no-pre-install-wheels \
-  --sh-boot \
-  --venv-site-packages-copies
+  --no-pre-install-wheels
 # The package data (hosted UI, default flows, password list, sample config) must be inside:
 # check every file pyproject.toml's package-data patterns match here against the built file.
 PEX_OUT="$out" "$tools/bin/python" - <<'PY'

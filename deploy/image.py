@@ -246,10 +246,6 @@ def identityctl_root(root: Path, pex: Path, entrypoint: Path) -> None:
         path = opt / "pex" / needed_only_by_the_pex_file
         shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     venv, = {path.resolve().parent for path in (opt / "pex/venvs").glob("*/*/*/pyvenv.cfg")}
-    # build_pex.sh's venv holds its own copies (hard links) of the installed wheels; a layer
-    # stores each link as a file of its own, so the wheels would be in the image twice.
-    if not any(path.is_symlink() for path in (venv / "lib").rglob("*")):
-        shutil.rmtree(opt / "pex" / "installed_wheels")
     (opt / "venv").symlink_to(venv.relative_to(opt.resolve()))
     command = root / IDENTITYCTL.lstrip("/")
     command.write_text(f"#!/{PEX_DIR}/venv/bin/python3 -I\n"

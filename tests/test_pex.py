@@ -1,9 +1,8 @@
 """The one-file install: build dist/identityctl.pex with build_pex.sh, then use that file alone.
 
-The PEX is built once per module into a temporary directory and run as the file itself (its
-`/bin/sh` head finds the system's `python3`, first on PATH here, not this venv's interpreter,
-so the venv's identityctl cannot leak in), with its own PEX_ROOT, from a directory outside
-the source tree: init, serve (two worker processes,
+The PEX is built once per module into a temporary directory and run with the system's
+`python3` (not this venv's interpreter, so the venv's identityctl cannot leak in), with its
+own PEX_ROOT, from a directory outside the source tree: init, serve (two worker processes,
 so the ceremony's requests may land on either), /health, a passkey
 registration and sign-in over HTTP, and the MCP tool server over stdio with the SDK client.
 The file is built once for each state of the sources and cached (tests/support/pex.py);
@@ -47,7 +46,8 @@ class Pex:
     build_seconds: float
 
     def command(self, *args: str) -> list[str]:
-        return [str(self.path), *args]
+        assert PYTHON is not None
+        return [PYTHON, str(self.path), *args]
 
     def run(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(self.command(*args), input=input, capture_output=True, text=True,
@@ -64,8 +64,7 @@ def pex(tmp_path_factory: pytest.TempPathFactory) -> Pex:
     shutil.copy(built_pex(), path)
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("PYTHON", "PEX_", "VIRTUAL_ENV", "IDENTITYCTL_"))}
-    env |= {"PEX_ROOT": str(root / "pex-root"), "COLUMNS": "200",
-            "PATH": os.pathsep.join([os.path.dirname(PYTHON), env.get("PATH", "")])}
+    env |= {"PEX_ROOT": str(root / "pex-root"), "COLUMNS": "200"}
     workdir = root / "run"
     workdir.mkdir()
     return Pex(path=path, env=env, workdir=workdir, build_seconds=time.monotonic() - began)
