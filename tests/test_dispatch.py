@@ -1,5 +1,6 @@
 """The request dispatcher on SQLite: the thread that finishes a quick request takes the next
-one; a request that waits lets a queued one have a thread of its own."""
+one; a request that waits lets a queued one have a thread of its own: at once when it says
+so, after a while when it does not, and a queued request never waits long."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from identityctl import waits
 from identityctl.server.dispatch import FinishingThreadDispatcher
 
 SPILL_AFTER = 0.02
+NEVER = 60.0  # a bound no step below reaches
 WAIT = 5.0  # the longest any step below may take before the test fails
 
 
@@ -35,15 +38,20 @@ class Task:
 
 @pytest.fixture
 def dispatcher() -> Iterator[FinishingThreadDispatcher]:
-    made = FinishingThreadDispatcher(spill_after=SPILL_AFTER)
+    made = FinishingThreadDispatcher(spill_after=SPILL_AFTER, max_queue_wait=NEVER)
     made.set_thread_count(4)
     yield made
     made.shutdown(timeout=WAIT)
 
 
+def dispatcher_with(*, spill_after: float, max_queue_wait: float) -> FinishingThreadDispatcher:
+    made = FinishingThreadDispatcher(spill_after=spill_after, max_queue_wait=max_queue_wait)
+    made.set_thread_count(4)
+    return made
+
+
 def test_quick_requests_queued_behind_one_are_served_by_the_thread_that_finished_it() -> None:
-    dispatcher = FinishingThreadDispatcher(spill_after=60.0)  # every request counts as quick
-    dispatcher.set_thread_count(4)
+    dispatcher = dispatcher_with(spill_after=NEVER, max_queue_wait=NEVER)
     release = threading.Event()
     first = Task(lambda: release.wait(WAIT))
     dispatcher.add_task(first)
@@ -57,7 +65,42 @@ def test_quick_requests_queued_behind_one_are_served_by_the_thread_that_finished
     assert {task.thread for task in queued} == {first.thread}
 
 
-def test_a_request_that_waits_lets_a_queued_one_have_another_thread(
+def test_a_request_that_says_it_waits_lets_a_queued_one_start_at_once() -> None:
+    dispatcher = dispatcher_with(spill_after=NEVER, max_queue_wait=NEVER)
+    release = threading.Event()
+
+    def wait_on_another_server() -> None:
+        with waits.waiting():
+            release.wait(WAIT)
+
+    waiting = Task(wait_on_another_server)
+    dispatcher.add_task(waiting)
+    quick = Task()
+    dispatcher.add_task(quick)
+    try:
+        assert quick.done.wait(WAIT)
+        assert not waiting.done.is_set()
+    finally:
+        release.set()
+        dispatcher.shutdown(timeout=WAIT)
+
+
+def test_a_queued_request_waits_for_a_silent_one_no_longer_than_the_bound() -> None:
+    dispatcher = dispatcher_with(spill_after=NEVER, max_queue_wait=SPILL_AFTER)
+    release = threading.Event()
+    silent = Task(lambda: release.wait(WAIT))  # waits without saying so
+    dispatcher.add_task(silent)
+    quick = Task()
+    dispatcher.add_task(quick)
+    try:
+        assert quick.done.wait(WAIT)
+        assert not silent.done.is_set()
+    finally:
+        release.set()
+        dispatcher.shutdown(timeout=WAIT)
+
+
+def test_a_request_that_runs_long_lets_a_queued_one_have_another_thread(
         dispatcher: FinishingThreadDispatcher) -> None:
     release = threading.Event()
     waiting = Task(lambda: release.wait(WAIT))
@@ -98,8 +141,8 @@ def test_each_waiting_request_gets_a_thread_up_to_the_pool_and_then_the_queue_is
     assert late.done.wait(WAIT)
 
 
-def test_shutdown_stops_every_thread_and_cancels_what_is_still_queued() -> None:
-    dispatcher = FinishingThreadDispatcher(spill_after=SPILL_AFTER)
+def test_shutdown_serves_what_is_queued_then_stops_every_thread() -> None:
+    dispatcher = FinishingThreadDispatcher(spill_after=NEVER, max_queue_wait=NEVER)
     dispatcher.set_thread_count(1)
     release = threading.Event()
     running = Task(lambda: release.wait(WAIT))
@@ -109,5 +152,5 @@ def test_shutdown_stops_every_thread_and_cancels_what_is_still_queued() -> None:
     threading.Timer(0.1, release.set).start()
     dispatcher.shutdown(timeout=WAIT)
     assert running.done.is_set()
+    assert queued.done.is_set() and not queued.cancelled
     assert dispatcher.threads == set()
-    assert queued.cancelled or queued.done.is_set()

@@ -32,6 +32,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any, Final, cast
 
+from identityctl import waits
 from identityctl.answers import json_answer
 
 if TYPE_CHECKING:
@@ -233,7 +234,8 @@ class McpWsgiBridge:
         wsgi_app = self._wsgi_app
         if wsgi_app is None:  # closed concurrently
             return _json_error(start_response, 503, "MCP server stopped")
-        return wsgi_app(environ, _without_hop_by_hop(start_response))
+        with waits.waiting():  # the tool runs on the MCP server's loop and threads
+            return wsgi_app(environ, _without_hop_by_hop(start_response))
 
     def _is_endpoint(self, environ: WSGIEnvironment) -> bool:
         path = str(environ.get("PATH_INFO", "")).rstrip("/") or "/"

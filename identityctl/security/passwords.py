@@ -8,6 +8,7 @@ from importlib import resources
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
+from identityctl import waits
 from identityctl.errors import InvalidField
 
 MIN_LENGTH = 8
@@ -48,12 +49,14 @@ def check_policy(password: str, *, username: str = "") -> None:
 
 
 def hash_password(password: str) -> str:
-    return _hasher.hash(password)
+    with waits.waiting():  # argon2-cffi hashes with the interpreter free: others may run
+        return _hasher.hash(password)
 
 
 def verify_password(password_hash: str | None, password: str) -> bool:
     """True when ``password`` matches; costs one argon2 verification even without a hash."""
     try:
-        return _hasher.verify(password_hash or _DUMMY_HASH, password) and bool(password_hash)
+        with waits.waiting():
+            return _hasher.verify(password_hash or _DUMMY_HASH, password) and bool(password_hash)
     except (VerificationError, InvalidHashError):
         return False

@@ -4,15 +4,16 @@ waitress's own dispatcher wakes an idle thread for every request. Under load all
 then run at once in one interpreter, and on SQLite, whose statements run in this process and
 wait for nothing, they only take turns on the GIL, handing it over at every SQLite call and
 socket write: a client_credentials token cost 27 context switches with 4 threads against 6
-with one, and about 1.1 ms of CPU against 0.7 ms.
+with one, and about 0.9 ms of CPU against 0.6 ms.
 
 :class:`FinishingThreadDispatcher` keeps a request queued for the thread that finishes the
-current one, which takes it without sleeping, as long as that thread is quick. Threads are
-there to wait: for an argon2id hash, another server, a lock. So a second thread takes a
-queued request only when every running request has run for ``spill_after`` seconds (it is
-probably waiting, not working), and so on up to the pool's size. One thread stands by for
-that with a timed wait, waking at most once per ``spill_after`` while requests are queued;
-the others sleep until a request finds no thread running.
+current one, which takes it without sleeping, as long as that thread is working. Threads are
+there to wait, so a queued request gets a thread of its own at once when every running
+request has said that it waits (``identityctl.waits``: another server, an argon2id hash, the
+MCP server), after ``spill_after`` when they have run that long without saying so, and
+after ``max_queue_wait`` in any case, up to the pool's size. One thread stands by for that
+with a timed wait; the others sleep until a request finds no thread working. On shutdown
+the threads serve what is queued before they stop.
 
 It serves SQLite deployments only (runtime.py). On PostgreSQL every statement waits on the
 network, and threads running at once fill those waits: there it halved the tokens per
@@ -21,15 +22,22 @@ second (446 against 980), so waitress's own dispatcher stays.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import deque
 from typing import Any
 
 from waitress.task import ThreadedTaskDispatcher
 
+from identityctl import waits
+
 #: Seconds a running request may take before a queued one gets a thread of its own: over
-#: what a token, a ceremony step or a page takes in CPU here (0.3-2 ms), well under what
-#: waiting for an argon2id hash or another server takes.
+#: what a token, a ceremony step or a page takes in CPU here (0.3-2 ms).
 SPILL_AFTER_SECONDS = 0.005
+#: The longest a queued request waits for the running ones, whatever they do: a wait that
+#: nobody declared (a SQLite lock, a slow reader of a large answer) delays others this much
+#: at most, and a long queue drains on every thread as waitress's own dispatcher drains it.
+MAX_QUEUE_WAIT_SECONDS = 0.02
 
 
 class FinishingThreadDispatcher(ThreadedTaskDispatcher):
@@ -37,43 +45,66 @@ class FinishingThreadDispatcher(ThreadedTaskDispatcher):
     thread above. ``active_count`` counts threads that are not waiting in the queue, as
     waitress's does."""
 
-    def __init__(self, *, spill_after: float = SPILL_AFTER_SECONDS) -> None:
+    def __init__(self, *, spill_after: float = SPILL_AFTER_SECONDS,
+                 max_queue_wait: float = MAX_QUEUE_WAIT_SECONDS) -> None:
         super().__init__()
         self.spill_after = spill_after
-        self.started: dict[int, float] = {}  # thread number -> when its request began
+        self.max_queue_wait = max_queue_wait
+        self.started: dict[int, float] = {}  # thread id -> when its request began
+        self.waits: set[int] = set()  # threads whose request said it waits (waits.py)
+        self.enqueued: deque[float] = deque()  # when each queued request came, in order
         self.standing_by = False
 
-    def _may_take(self, moment: float) -> bool:
-        """Whether a waiting thread may take the queue's head now (under the lock)."""
-        return not self.started or all(moment - began >= self.spill_after
-                                       for began in self.started.values())
+    def waiting(self, waits: bool) -> None:
+        """(waits.Dispatcher) The calling thread's request starts or stops waiting."""
+        me = threading.get_ident()
+        with self.lock:
+            if waits:
+                self.waits.add(me)
+                if self.queue:
+                    self.queue_cv.notify()  # its queue may start now
+            else:
+                self.waits.discard(me)
+
+    def _wake_at(self) -> float:
+        """When a waiting thread may take the queue's head (under the lock, queue not
+        empty): once the youngest working request is spill_after old, or the head has
+        waited max_queue_wait."""
+        working = [began for thread, began in self.started.items() if thread not in self.waits]
+        head_due = self.enqueued[0] + self.max_queue_wait
+        return min(max(working) + self.spill_after, head_due) if working else 0.0
 
     def handler_thread(self, thread_no: int) -> None:
+        me = threading.get_ident()
+        waits.serve_for(self)
         while True:
             with self.lock:
-                self.started.pop(thread_no, None)
-                while self.stop_count == 0:
-                    if self.queue and self._may_take(time.monotonic()):
+                self.started.pop(me, None)
+                while True:
+                    if self.queue and (self.stop_count > 0 or  # drain before stopping
+                                       self._wake_at() <= time.monotonic()):
+                        break
+                    if self.stop_count > 0:
                         break
                     self.active_count -= 1
                     if self.queue and not self.standing_by:
-                        # Wake when the newest running request has run for spill_after.
                         self.standing_by = True
-                        latest = max(self.started.values())
-                        self.queue_cv.wait(max(0.0, latest + self.spill_after
-                                               - time.monotonic()))
+                        self.queue_cv.wait(max(0.0, self._wake_at() - time.monotonic()))
                         self.standing_by = False
                     else:
                         self.queue_cv.wait()
                     self.active_count += 1
-                if self.stop_count > 0:
+                if not self.queue:  # stopping, with nothing left to serve
                     self.active_count -= 1
                     self.stop_count -= 1
                     self.threads.discard(thread_no)
                     self.thread_exit_cv.notify()
                     break
                 task = self.queue.popleft()
-                self.started[thread_no] = time.monotonic()
+                waited = time.monotonic() - self.enqueued.popleft()
+                if waited >= self.max_queue_wait:
+                    self.queue_logger.warning("Task queue depth is %d", len(self.queue) + 1)
+                self.started[me] = time.monotonic()
                 if self.queue and not self.standing_by:
                     self.queue_cv.notify()  # another thread stands by for what is left
             try:
@@ -84,10 +115,10 @@ class FinishingThreadDispatcher(ThreadedTaskDispatcher):
     def add_task(self, task: Any) -> None:
         with self.lock:
             self.queue.append(task)
-            if not self.started or not self.standing_by:
+            self.enqueued.append(time.monotonic())
+            if not self.standing_by or not self.started.keys() - self.waits:
                 # A thread starts it now, or stands by in case the running ones are slow.
                 self.queue_cv.notify()
-            queue_size = len(self.queue)
             if len(self.started) >= len(self.threads) - self.stop_count:
                 # Every thread holds a request: these wait for one to finish.
-                self.queue_logger.warning("Task queue depth is %d", queue_size)
+                self.queue_logger.warning("Task queue depth is %d", len(self.queue))
