@@ -3,9 +3,10 @@
 On SQLite a serving process runs one request at a time while requests are quick
 (server/dispatch.py): a queued request gets a thread of its own only when the running ones
 have run for a while. Code that waits with the interpreter free (for another server, an
-argon2id hash, the MCP server's loop) says so with :func:`waiting`, and a queued request
-starts at once instead of after that while. Outside a dispatcher's threads (the outbox's
-deliverer, the command line, tests) it does nothing.
+argon2id hash, the MCP server) says so with :func:`waiting`, and a queued request starts at
+once instead of after that while. Outside a dispatcher's threads (the outbox's deliverer,
+the command line, tests) it does nothing. A declaration is never held across a ``yield``:
+what a generator's consumer does meanwhile is not a wait.
 """
 
 from __future__ import annotations
@@ -17,8 +18,17 @@ from typing import Protocol
 
 
 class Dispatcher(Protocol):
-    def waiting(self, waits: bool) -> None:
-        """(The waiting thread.) ``waits``: it starts waiting (True) or working again."""
+    def waiting(self, thread: int, waits: bool) -> None:
+        """``thread`` (an id) starts waiting (``waits``) or working again."""
+
+
+class _Declarations:
+    """One dispatcher thread's: its dispatcher, its id, how deep its waits are nested."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.dispatcher = dispatcher
+        self.thread = threading.get_ident()
+        self.depth = 0
 
 
 _thread = threading.local()
@@ -26,23 +36,22 @@ _thread = threading.local()
 
 def serve_for(dispatcher: Dispatcher) -> None:
     """(A dispatcher's thread, once.) This thread's waits are told to ``dispatcher``."""
-    _thread.dispatcher = dispatcher
-    _thread.depth = 0
+    _thread.declarations = _Declarations(dispatcher)
 
 
 @contextmanager
 def waiting() -> Iterator[None]:
     """Around a wait; nested waits tell the dispatcher once."""
-    dispatcher = getattr(_thread, "dispatcher", None)
-    if dispatcher is None:
+    declarations: _Declarations | None = getattr(_thread, "declarations", None)
+    if declarations is None:
         yield
         return
-    _thread.depth += 1
-    if _thread.depth == 1:
-        dispatcher.waiting(True)
+    declarations.depth += 1
+    if declarations.depth == 1:
+        declarations.dispatcher.waiting(declarations.thread, True)
     try:
         yield
     finally:
-        _thread.depth -= 1
-        if _thread.depth == 0:
-            dispatcher.waiting(False)
+        declarations.depth -= 1
+        if declarations.depth == 0:
+            declarations.dispatcher.waiting(declarations.thread, False)

@@ -234,8 +234,7 @@ class McpWsgiBridge:
         wsgi_app = self._wsgi_app
         if wsgi_app is None:  # closed concurrently
             return _json_error(start_response, 503, "MCP server stopped")
-        with waits.waiting():  # the tool runs on the MCP server's loop and threads
-            return wsgi_app(environ, _without_hop_by_hop(start_response))
+        return _WaitedBody(wsgi_app(environ, _without_hop_by_hop(start_response)))
 
     def _is_endpoint(self, environ: WSGIEnvironment) -> bool:
         path = str(environ.get("PATH_INFO", "")).rstrip("/") or "/"
@@ -253,6 +252,29 @@ class McpWsgiBridge:
             transport_security=self.transport_security(),
         )
         return app
+
+
+class _WaitedBody:
+    """The MCP app's answer, each step of it a declared wait (identityctl.waits): the app's
+    body is a generator, and the tool runs on the MCP server's loop and threads while the
+    server draws it."""
+
+    def __init__(self, body: Iterable[bytes]) -> None:
+        self._body = body
+        self._steps = iter(body)
+
+    def __iter__(self) -> _WaitedBody:
+        return self
+
+    def __next__(self) -> bytes:
+        with waits.waiting():
+            return next(self._steps)
+
+    def close(self) -> None:
+        close = getattr(self._body, "close", None)
+        if close is not None:
+            with waits.waiting():
+                close()
 
 
 class _AsgiLifespan:

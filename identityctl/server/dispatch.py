@@ -55,16 +55,17 @@ class FinishingThreadDispatcher(ThreadedTaskDispatcher):
         self.enqueued: deque[float] = deque()  # when each queued request came, in order
         self.standing_by = False
 
-    def waiting(self, waits: bool) -> None:
-        """(waits.Dispatcher) The calling thread's request starts or stops waiting."""
-        me = threading.get_ident()
+    def waiting(self, thread: int, waits: bool) -> None:
+        """(waits.Dispatcher) ``thread``'s request starts or stops waiting."""
         with self.lock:
             if waits:
-                self.waits.add(me)
+                self.waits.add(thread)
                 if self.queue:
-                    self.queue_cv.notify()  # its queue may start now
+                    # The queue's head may start now: wake every waiting thread, so the one
+                    # standing by recomputes when, and an idle one takes it if it is due.
+                    self.queue_cv.notify_all()
             else:
-                self.waits.discard(me)
+                self.waits.discard(thread)
 
     def _wake_at(self) -> float:
         """When a waiting thread may take the queue's head (under the lock, queue not
@@ -80,6 +81,7 @@ class FinishingThreadDispatcher(ThreadedTaskDispatcher):
         while True:
             with self.lock:
                 self.started.pop(me, None)
+                self.waits.discard(me)
                 while True:
                     if self.queue and (self.stop_count > 0 or  # drain before stopping
                                        self._wake_at() <= time.monotonic()):
