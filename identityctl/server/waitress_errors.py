@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from waitress.channel import HTTPChannel
 from waitress.server import BaseWSGIServer
 from waitress.task import ErrorTask
 from waitress.utilities import (
@@ -38,6 +37,7 @@ from identityctl.errors import (
     TransferEncodingUnsupported,
 )
 from identityctl.server.errors import InternalError, error_answer
+from identityctl.server.pipelining import BoundedPipelining
 
 
 def identity_error(error: Error, *, max_body_bytes: int, max_header_bytes: int) -> IdentityError:
@@ -77,8 +77,9 @@ class JsonErrorTask(ErrorTask):
         self.write(body)
 
 
-class JsonErrorChannel(HTTPChannel):
-    """An HTTP channel whose refusals are JSON (:class:`JsonErrorTask`)."""
+class JsonErrorChannel(BoundedPipelining):
+    """An HTTP channel whose refusals are JSON (:class:`JsonErrorTask`), with its pipelined
+    requests bounded (server/pipelining.py)."""
 
     error_task_class = JsonErrorTask
     #: ``server.max_body_bytes``, named in the 413's description (set by use_json_errors)
