@@ -65,39 +65,38 @@ def test_quick_requests_queued_behind_one_are_served_by_the_thread_that_finished
     assert {task.thread for task in queued} == {first.thread}
 
 
-def test_a_request_that_says_it_waits_lets_a_queued_one_start_at_once() -> None:
-    dispatcher = dispatcher_with(spill_after=NEVER, max_queue_wait=NEVER)
+def assert_served_while_the_first_holds(dispatcher: FinishingThreadDispatcher,
+                                       hold: Callable[[threading.Event], None]) -> None:
+    """A request that runs ``hold(release)``, then a quick one queued behind it: the quick
+    one is served while the first still holds."""
     release = threading.Event()
+    holder = Task(lambda: hold(release))
+    dispatcher.add_task(holder)
+    quick = Task()
+    dispatcher.add_task(quick)
+    try:
+        assert quick.done.wait(WAIT)
+        assert not holder.done.is_set()
+    finally:
+        release.set()
+        dispatcher.shutdown(timeout=WAIT)
 
-    def wait_on_another_server() -> None:
+
+def test_a_request_that_says_it_waits_lets_a_queued_one_start_at_once() -> None:
+    def wait_on_another_server(release: threading.Event) -> None:
         with waits.waiting():
             release.wait(WAIT)
 
-    waiting = Task(wait_on_another_server)
-    dispatcher.add_task(waiting)
-    quick = Task()
-    dispatcher.add_task(quick)
-    try:
-        assert quick.done.wait(WAIT)
-        assert not waiting.done.is_set()
-    finally:
-        release.set()
-        dispatcher.shutdown(timeout=WAIT)
+    assert_served_while_the_first_holds(
+        dispatcher_with(spill_after=NEVER, max_queue_wait=NEVER), wait_on_another_server)
 
 
 def test_a_queued_request_waits_for_a_silent_one_no_longer_than_the_bound() -> None:
-    dispatcher = dispatcher_with(spill_after=NEVER, max_queue_wait=SPILL_AFTER)
-    release = threading.Event()
-    silent = Task(lambda: release.wait(WAIT))  # waits without saying so
-    dispatcher.add_task(silent)
-    quick = Task()
-    dispatcher.add_task(quick)
-    try:
-        assert quick.done.wait(WAIT)
-        assert not silent.done.is_set()
-    finally:
-        release.set()
-        dispatcher.shutdown(timeout=WAIT)
+    def wait_without_saying_so(release: threading.Event) -> None:
+        release.wait(WAIT)
+
+    assert_served_while_the_first_holds(
+        dispatcher_with(spill_after=NEVER, max_queue_wait=SPILL_AFTER), wait_without_saying_so)
 
 
 def test_a_request_that_runs_long_lets_a_queued_one_have_another_thread(
