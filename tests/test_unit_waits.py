@@ -14,7 +14,7 @@ from identityctl.mcp.bridge import McpWsgiBridge
 
 
 class Recorder:
-    """A dispatcher that notes what it is told, and when the tool ran."""
+    """A dispatcher that notes what it is told."""
 
     def __init__(self) -> None:
         self.told: list[tuple[int, bool]] = []
@@ -77,27 +77,30 @@ def test_outside_a_dispatchers_threads_a_wait_tells_nobody() -> None:
     assert done == [True]
 
 
-async def slow_tool(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """An ASGI app whose answer takes a while on its own loop, as an MCP tool does."""
-    if scope["type"] == "lifespan":
-        while (await receive())["type"] != "lifespan.shutdown":
-            await send({"type": "lifespan.startup.complete"})
-        await send({"type": "lifespan.shutdown.complete"})
-        return
-    await receive()
-    await asyncio.sleep(0.05)
-    SEEN_WHILE_RUNNING.append(RECORDER_OF_THE_REQUEST[0].declared)
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"application/json")]})
-    await send({"type": "http.response.body", "body": b"{}"})
+def slow_tool(declared_while_running: list[bool], recorders: list[Recorder]) -> Any:
+    """An ASGI app whose answer takes a while on its own loop, as an MCP tool does; it notes
+    whether the request's thread had declared a wait while it ran."""
 
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        await receive()
+        await asyncio.sleep(0.05)
+        declared_while_running.append(recorders[0].declared)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": b"{}"})
 
-SEEN_WHILE_RUNNING: list[bool] = []
-RECORDER_OF_THE_REQUEST: list[Recorder] = []
+    return app
 
 
 def test_the_mcp_bridge_declares_its_app_running_while_the_server_draws_the_body() -> None:
-    bridge = McpWsgiBridge.from_asgi_app(slow_tool)
+    declared_while_running: list[bool] = []
+    recorders: list[Recorder] = []
+    bridge = McpWsgiBridge.from_asgi_app(slow_tool(declared_while_running, recorders))
     bridge.start()
     environ = {"REQUEST_METHOD": "POST", "PATH_INFO": "/mcp", "SERVER_NAME": "localhost",
                "SERVER_PORT": "80", "wsgi.input": io.BytesIO(b"{}"), "CONTENT_LENGTH": "2",
@@ -106,7 +109,7 @@ def test_the_mcp_bridge_declares_its_app_running_while_the_server_draws_the_body
     bodies: list[bytes] = []
     try:
         def work(recorder: Recorder) -> None:
-            RECORDER_OF_THE_REQUEST.append(recorder)
+            recorders.append(recorder)
             answer = bridge(environ, lambda status, headers, exc_info=None: None)
             bodies.append(b"".join(answer))
             getattr(answer, "close", lambda: None)()
@@ -115,5 +118,5 @@ def test_the_mcp_bridge_declares_its_app_running_while_the_server_draws_the_body
     finally:
         bridge.close()
     assert bodies == [b"{}"]
-    assert SEEN_WHILE_RUNNING == [True]
+    assert declared_while_running == [True]
     assert recorder.told and not recorder.declared

@@ -83,10 +83,9 @@ class FinishingThreadDispatcher(ThreadedTaskDispatcher):
                 self.started.pop(me, None)
                 self.waits.discard(me)
                 while True:
-                    if self.queue and (self.stop_count > 0 or  # drain before stopping
-                                       self._wake_at() <= time.monotonic()):
-                        break
-                    if self.stop_count > 0:
+                    # Stopping: serve what is queued, then leave.
+                    if self.stop_count > 0 or (self.queue
+                                               and self._wake_at() <= time.monotonic()):
                         break
                     self.active_count -= 1
                     if self.queue and not self.standing_by:
