@@ -20,9 +20,11 @@ Work per request, by route ("throttle read": one SELECT of the account's and the
 address's throttle rows):
 
 - `GET /health`: `SELECT 1`.
-- `POST /auth/passkey/start`: select the user and their credentials, the throttle read; in one
-  transaction mark the user's older session superseded and insert the challenge row (1 in 64
-  requests first deletes expired sessions); options JSON (py_webauthn).
+- `POST /auth/passkey/start`: select the user and their credentials, the throttle read (the
+  account at the address, the address, its starts); in one transaction count the start
+  against the address, mark the same user's, ceremony's and address's older session
+  superseded and insert the challenge row (1 in 64 requests first deletes sessions expired
+  an hour ago); options JSON (py_webauthn).
 - `POST /auth/passkey/finish`: select the session, the throttle read, select credential + user,
   `verify_authentication_response`, then in one transaction delete the session, update the
   counter, insert an audit row; sign one JWT (the assertion).
@@ -119,11 +121,12 @@ CREATE UNIQUE INDEX IF NOT EXISTS credentials_credential_id ON credentials (cred
 CREATE INDEX IF NOT EXISTS credentials_user ON credentials (user_id);
 CREATE TABLE IF NOT EXISTS sessions (token_hash TEXT PRIMARY KEY, ceremony TEXT NOT NULL,
     user_id TEXT REFERENCES users (id) ON DELETE CASCADE, rp_id TEXT NOT NULL,
-    challenge TEXT NOT NULL, state TEXT NOT NULL, superseded INTEGER NOT NULL,
+    challenge TEXT NOT NULL, state TEXT NOT NULL, scope TEXT NOT NULL DEFAULT '',
+    superseded INTEGER NOT NULL,
     created_at REAL NOT NULL, expires_at REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS sessions_user ON sessions (user_id);
 CREATE INDEX IF NOT EXISTS sessions_expiry ON sessions (expires_at);
-CREATE INDEX IF NOT EXISTS sessions_open ON sessions (user_id, ceremony, superseded);
+CREATE INDEX IF NOT EXISTS sessions_open ON sessions (user_id, ceremony, scope, superseded);
 CREATE TABLE IF NOT EXISTS clients (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE,
     description TEXT NOT NULL, template TEXT NOT NULL, ou_id TEXT, auth_flow_id TEXT,
     registration_flow_id TEXT, registration_enabled INTEGER NOT NULL, theme_id TEXT,
@@ -182,6 +185,14 @@ USER_BY = {column: f"SELECT {USER_COLUMNS} FROM users u JOIN user_types t "
                    f"ON t.id = u.user_type_id WHERE u.{column} = ?"
            for column in ("id", "username")}
 PURGE_ONE_IN = 64  # expired challenges are deleted now and then, as the product does
+EXPIRED_GRACE = 3600  # and kept this long past their expiry, as the product keeps them
+FAILURE_WINDOW = 900  # security.failure_window's default: the window starts are counted in
+#: One start counted (the product's store/throttle.py ``count``: a new row, or the row
+#: counted on, in a new window when its window is over).
+COUNT_START = ("INSERT INTO throttle (key, window_start, failures) VALUES (?1, ?2, 1) "
+               "ON CONFLICT (key) DO UPDATE SET failures = CASE WHEN window_start <= ?3 "
+               "THEN 1 ELSE failures + 1 END, window_start = CASE WHEN window_start <= ?3 "
+               "THEN ?2 ELSE window_start END")
 ORIGIN_DEFAULT = "http://localhost:8090"
 RP_ID_DEFAULT = "localhost"
 
@@ -292,18 +303,21 @@ def _json(resp: falcon.Response, body: Any, status: str = falcon.HTTP_200) -> No
 
 
 def _start_session(floor: Floor, conn: sqlite3.Connection, *, ceremony: str,
-                   user_id: str | None, challenge: bytes, state: dict[str, Any]) -> str:
+                   user_id: str | None, challenge: bytes, state: dict[str, Any],
+                   client_address: str) -> str:
     token, now = secrets.token_urlsafe(32), time.time()
+    scope = f"address:{client_address}"
     if secrets.randbelow(PURGE_ONE_IN) == 0:
-        conn.execute("DELETE FROM sessions WHERE expires_at < ?", (now - 60,))
+        conn.execute("DELETE FROM sessions WHERE expires_at < ?", (now - EXPIRED_GRACE,))
     conn.execute("BEGIN IMMEDIATE")
-    if user_id is not None:
-        conn.execute("UPDATE sessions SET superseded = 1 WHERE user_id = ? AND ceremony = ? "
-                     "AND superseded = 0",
-                     (user_id, ceremony))
-    conn.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?)",
+    # The start counted against its address (the product's `max_starts_per_address`).
+    conn.execute(COUNT_START, (f"starts:{client_address}", now, now - FAILURE_WINDOW))
+    # Without a user too (usernameless): the product supersedes on a user id nobody has.
+    conn.execute("UPDATE sessions SET superseded = 1 WHERE user_id = ? AND ceremony = ? "
+                 "AND scope = ? AND superseded = 0", (user_id or "nobody", ceremony, scope))
+    conn.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
                  (_hash(token), ceremony, user_id, floor.rp_id, bytes_to_base64url(challenge),
-                  json.dumps(state), now, now + SESSION_TTL))
+                  json.dumps(state), scope, now, now + SESSION_TTL))
     conn.execute("COMMIT")
     return token
 
@@ -342,7 +356,8 @@ class RegisterStart:
                                                 user_name=user_id,
                                                 user_id=base64url_to_bytes(handle))
         token = _start_session(self.floor, conn, ceremony="registration", user_id=user_id,
-                               challenge=options.challenge, state={})
+                               challenge=options.challenge, state={},
+                               client_address=req.remote_addr)
         _json(resp, {"publicKeyCredentialCreationOptions": options_to_json_dict(options),
                      "sessionToken": token})
 
@@ -391,17 +406,20 @@ class AuthStart:
             allowed = [row[0] for row in conn.execute(
                 "SELECT credential_id, transports FROM credentials WHERE user_id = ? "
                 "ORDER BY created_at, id", (user_id,))]
-        if _throttled(conn, resp, *([f"account:{user_id}"] if user_id else []),
-                      f"address:{req.remote_addr}"):
+        address = req.remote_addr
+        if _throttled(conn, resp, *([f"pair:{address}|{user_id}"] if user_id else []),
+                      f"address:{address}", f"starts:{address}"):
             return
         uv = "preferred" if user_id else "required"
         options = generate_authentication_options(
             rp_id=self.floor.rp_id, user_verification=UserVerificationRequirement(uv),
             allow_credentials=[PublicKeyCredentialDescriptor(id=base64url_to_bytes(c))
                                for c in allowed])
+        state: dict[str, Any] = {"userVerification": uv, "allowCredentials": allowed}
+        if user_id:
+            state["account"] = user_id  # the finish's throttle account, as the product keeps it
         token = _start_session(self.floor, conn, ceremony="authentication", user_id=user_id,
-                               challenge=options.challenge,
-                               state={"userVerification": uv, "allowCredentials": allowed})
+                               challenge=options.challenge, state=state, client_address=address)
         _json(resp, {"publicKeyCredentialRequestOptions": options_to_json_dict(options),
                      "sessionToken": token})
 
