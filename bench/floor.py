@@ -159,10 +159,11 @@ CREATE INDEX IF NOT EXISTS executions_application ON executions (application_id)
 CREATE INDEX IF NOT EXISTS executions_expiry ON executions (expires_at);
 CREATE TABLE IF NOT EXISTS audit (id INTEGER PRIMARY KEY, at REAL NOT NULL, event TEXT NOT NULL,
     outcome TEXT NOT NULL, actor TEXT NOT NULL, user_id TEXT, client_address TEXT NOT NULL,
-    details TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS audit_at ON audit (at);
-CREATE INDEX IF NOT EXISTS audit_event ON audit (event);
-CREATE INDEX IF NOT EXISTS audit_user ON audit (user_id);
+    details TEXT NOT NULL, request_id TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS audit_at ON audit (at, id);
+CREATE INDEX IF NOT EXISTS audit_actor ON audit (actor, at, id);
+CREATE INDEX IF NOT EXISTS audit_user ON audit (user_id, at, id);
+CREATE INDEX IF NOT EXISTS audit_event ON audit (event, at, id);
 """
 
 ISSUER = "http://localhost"
@@ -253,9 +254,11 @@ class Floor:
 
     def audit(self, conn: sqlite3.Connection, event: str, actor: str, details: dict[str, Any],
               *, user_id: str | None, client_address: str) -> None:
+        # The request id: a new one per request, as the product makes when none was sent.
         conn.execute("INSERT INTO audit (at, event, outcome, actor, user_id, client_address, "
-                     "details) VALUES (?, ?, 'success', ?, ?, ?, ?)",
-                     (time.time(), event, actor, user_id, client_address, json.dumps(details)))
+                     "details, request_id) VALUES (?, ?, 'success', ?, ?, ?, ?, ?)",
+                     (time.time(), event, actor, user_id, client_address, json.dumps(details),
+                      secrets.token_hex(8)))
 
     def secret_matches(self, stored_hash: str, secret: str) -> bool:
         key = (stored_hash, _hash(secret))
