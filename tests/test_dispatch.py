@@ -153,3 +153,20 @@ def test_shutdown_serves_what_is_queued_then_stops_every_thread() -> None:
     assert running.done.is_set()
     assert queued.done.is_set() and not queued.cancelled
     assert dispatcher.threads == set()
+
+
+def test_requests_a_shutdown_cancels_leave_no_arrival_time_behind() -> None:
+    dispatcher = FinishingThreadDispatcher(spill_after=NEVER, max_queue_wait=NEVER)
+    dispatcher.set_thread_count(1)
+    release = threading.Event()
+    running = Task(lambda: release.wait(WAIT))
+    dispatcher.add_task(running)
+    queued = [Task() for _ in range(3)]
+    for task in queued:
+        dispatcher.add_task(task)
+    try:
+        dispatcher.shutdown(timeout=0.05)  # the running request outlasts it: the rest cancelled
+    finally:
+        release.set()
+    assert all(task.cancelled for task in queued)
+    assert len(dispatcher.enqueued) == len(dispatcher.queue) == 0

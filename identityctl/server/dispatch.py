@@ -113,6 +113,16 @@ class FinishingThreadDispatcher(ThreadedTaskDispatcher):
             except BaseException:
                 self.logger.exception("Exception when servicing %r", task)
 
+    def shutdown(self, cancel_pending: bool = True, timeout: float = 5) -> bool:
+        """waitress's shutdown; the arrival times of the requests it cancels (the oldest,
+        popped from the queue's head) go with them."""
+        try:
+            return super().shutdown(cancel_pending, timeout)
+        finally:
+            with self.lock:
+                while len(self.enqueued) > len(self.queue):
+                    self.enqueued.popleft()
+
     def add_task(self, task: Any) -> None:
         with self.lock:
             self.queue.append(task)
