@@ -37,6 +37,7 @@ from identityctl.errors import (
     TransferEncodingUnsupported,
 )
 from identityctl.server.errors import InternalError, error_answer
+from identityctl.server.onesend import OneSendChannel, OneSendTask
 from identityctl.server.pipelining import BoundedPipelining
 
 
@@ -77,10 +78,12 @@ class JsonErrorTask(ErrorTask):
         self.write(body)
 
 
-class JsonErrorChannel(BoundedPipelining):
+class JsonErrorChannel(BoundedPipelining, OneSendChannel):
     """An HTTP channel whose refusals are JSON (:class:`JsonErrorTask`), with its pipelined
-    requests bounded (server/pipelining.py)."""
+    requests bounded (server/pipelining.py) and each answer's header sent with its body
+    (server/onesend.py)."""
 
+    task_class = OneSendTask
     error_task_class = JsonErrorTask
     #: ``server.max_body_bytes``, named in the 413's description (set by use_json_errors)
     max_body_bytes = 0

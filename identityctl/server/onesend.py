@@ -1,0 +1,52 @@
+"""An answer's header and its body in one send.
+
+waitress sends an answer's status line and headers as soon as the app's first chunk is
+written, then that chunk: two sends per answer, two TCP segments (it sets TCP_NODELAY), and
+two wake-ups of the client reading them. PERF: :class:`OneSendTask` hands the channel the
+header and the first chunk together, so a typical answer (a token, a ceremony's options, an
+error) leaves in one send. A first chunk over ``ONE_SEND_LIMIT`` bytes, an empty one (a file
+answer writes its header alone) and every later chunk are sent as waitress sends them.
+"""
+
+from __future__ import annotations
+
+from waitress.channel import HTTPChannel
+from waitress.task import WSGITask
+
+#: The largest first chunk copied into one send with its header (larger ones follow it).
+ONE_SEND_LIMIT = 64 * 1024
+
+
+class OneSendChannel(HTTPChannel):
+    """A channel that keeps what its task writes while the task assembles one send.
+
+    Only the task serving the channel writes to it meanwhile: waitress's loop writes to a
+    channel (a 100 Continue) only while none of its requests is being served.
+    """
+
+    #: The writes kept for one send, while a task assembles it (None otherwise).
+    held: list[bytes] | None = None
+
+    def write_soon(self, data: bytes) -> int:
+        if self.held is not None:
+            self.held.append(data)
+            return len(data)
+        return super().write_soon(data)
+
+
+class OneSendTask(WSGITask):
+    """waitress's WSGI task, sending an answer's header with its first chunk."""
+
+    channel: OneSendChannel
+
+    def write(self, data: bytes) -> None:
+        if self.wrote_header or not data or len(data) > ONE_SEND_LIMIT:
+            super().write(data)
+            return
+        channel = self.channel
+        channel.held = held = []
+        try:
+            super().write(data)  # the header, then the chunk as waitress frames it
+        finally:
+            channel.held = None
+        channel.write_soon(b"".join(held))

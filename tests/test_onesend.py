@@ -1,0 +1,88 @@
+"""An answer's header leaves with its body in one send, as long as the body is small; a large
+body and a streamed one are framed as before (server/onesend.py)."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import waitress
+
+from identityctl.server.onesend import ONE_SEND_LIMIT
+from identityctl.server.waitress_errors import use_json_errors
+
+SMALL = b'{"access_token": "x"}'
+LARGE = b"x" * (ONE_SEND_LIMIT + 1)
+
+
+def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterator[bytes]:
+    path = environ["PATH_INFO"]
+    if path == "/streamed":  # no Content-Length: chunked, chunk by chunk
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return iter([b"first", b"second"])
+    body = LARGE if path == "/large" else SMALL
+    start_response("200 OK", [("Content-Type", "application/json"),
+                              ("Content-Length", str(len(body)))])
+    return iter([body])
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[int, list[bytes]]]:
+    """A waitress server with the service's channel, and every write that reaches waitress's
+    own ``write_soon`` (each becomes a send when the socket takes it)."""
+    sends: list[bytes] = []
+    servers: dict[Any, Any] = {}
+    server = waitress.create_server(app, host="127.0.0.1", port=0, map=servers, threads=2)
+    use_json_errors(servers, max_body_bytes=1024)
+    channel_class = server.channel_class
+
+    class Recording(channel_class):  # type: ignore[misc, valid-type]
+        def write_soon(self, data: bytes) -> int:
+            if self.held is None:
+                sends.append(bytes(data))
+            return super().write_soon(data)
+
+    server.channel_class = Recording
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    yield server.effective_port, sends
+    server.close()
+    server.task_dispatcher.shutdown()
+
+
+def get(port: int, path: str, *, headers: dict[str, str] | None = None,
+        method: str = "GET") -> http.client.HTTPResponse:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.request(method, path, headers=headers or {})
+    answer = connection.getresponse()
+    answer.read()
+    connection.close()
+    return answer
+
+
+def test_a_small_answer_leaves_in_one_send(served: tuple[int, list[bytes]]) -> None:
+    port, sends = served
+    assert get(port, "/token").status == 200
+    assert len(sends) == 1
+    assert sends[0].startswith(b"HTTP/1.1 200 OK\r\n") and sends[0].endswith(b"\r\n\r\n" + SMALL)
+
+
+def test_a_large_body_follows_its_header_as_waitress_sends_it(
+        served: tuple[int, list[bytes]]) -> None:
+    port, sends = served
+    assert get(port, "/large").status == 200
+    assert [send.startswith(b"HTTP/1.1 200 OK") for send in sends] == [True, False]
+    assert sends[1] == LARGE
+
+
+def test_a_streamed_answer_sends_its_first_chunk_with_the_header_and_the_rest_after(
+        served: tuple[int, list[bytes]]) -> None:
+    port, sends = served
+    answer = get(port, "/streamed")
+    assert answer.status == 200 and answer.getheader("Transfer-Encoding") == "chunked"
+    assert sends[0].endswith(b"\r\n\r\n5\r\nfirst\r\n")
+    assert b"".join(sends[1:]) == b"6\r\nsecond\r\n0\r\n\r\n"
+
