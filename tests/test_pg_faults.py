@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,10 +27,13 @@ import pytest
 import requests
 
 from identityctl.config import load_config
+from identityctl.errors import ServiceUnavailable
 from identityctl.server.runtime import make_server
 from identityctl.services.admin import bootstrap
 from identityctl.services.admin.bootstrap import open_store
 from identityctl.store import db
+from identityctl.store import throttle as throttle_store
+from identityctl.store.db import transaction
 from tests.conftest import Service, free_port, make_deployment, start_service
 from tests.support.mcp_clients import admin_token
 from tests.support.processes import stop as stop_processes
@@ -40,6 +43,7 @@ from tests.support.threads import served_in_thread
 psycopg2 = pytest.importorskip("psycopg2", reason="the postgres extra (psycopg2) is needed")
 
 THREADS = 4
+WAIT_SECONDS = 10.0  # the longest one step below may take before its test fails
 #: Routes that read or write the store on every call, with their bodies (None: GET).
 ROUTES = (("/auth/passkey/start", {"relyingPartyId": "localhost"}), ("/oauth2/jwks", None))
 DB_CODES = {"database_unavailable", "database_busy"}
@@ -415,20 +419,30 @@ def test_sqlite_lock_held_by_another_process_is_503_database_busy(
     assert set(_all_succeed(sqlite_service, rounds=1)) == {200}
 
 
-def test_sqlite_file_made_unwritable_while_serving_is_503_and_heals(
-        sqlite_service: Service) -> None:
-    # Root ignores file modes, so the files are made immutable (chattr +i), which root obeys.
-    # (Deleting them is no failure to SQLite: its open connections go on writing the
-    # unlinked files, so that is not reproducible as an error.)
+@contextmanager
+def sqlite_files_immutable() -> Iterator[None]:
+    """The store's SQLite files made immutable (chattr +i) inside, writable again after.
+
+    Root ignores file modes, but obeys the immutable flag. (Deleting the files is no failure
+    to SQLite: its open connections go on writing the unlinked files.)
+    """
     if not shutil.which("chattr"):
         pytest.skip("chattr is not installed")
-    assert set(_all_succeed(sqlite_service, rounds=1)) == {200}
     path = Path(db.sqlite_path() or "")
     names = [str(name) for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm"))
              if name.exists()]
     if subprocess.run(["chattr", "+i", *names], capture_output=True).returncode:
         pytest.skip("chattr +i is not supported here (filesystem or privileges)")
     try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", *names], check=True)
+
+
+def test_sqlite_file_made_unwritable_while_serving_is_503_and_heals(
+        sqlite_service: Service) -> None:
+    assert set(_all_succeed(sqlite_service, rounds=1)) == {200}
+    with sqlite_files_immutable():
         for _ in range(THREADS + 1):
             started = time.monotonic()
             answer = _call(sqlite_service, *ROUTES[0])
@@ -437,6 +451,30 @@ def test_sqlite_file_made_unwritable_while_serving_is_503_and_heals(
                            "database_busy")
         health = _call(sqlite_service, "/health", None)
         assert health.status_code in (200, 503), health.text
-    finally:
-        subprocess.run(["chattr", "-i", *names], check=True)
     assert set(_all_succeed(sqlite_service, rounds=1)) == {200}
+
+
+def test_a_connection_opened_while_the_sqlite_file_was_unwritable_is_not_kept(
+        sqlite_service: Service) -> None:
+    # SQLite opens a file it may not write read-only, and that connection stays read-only
+    # once the file is writable again: a thread must not keep it.
+    made_writable, outcomes = threading.Event(), []
+
+    def count_twice() -> None:
+        for _ in range(2):
+            try:
+                with transaction():
+                    throttle_store.count("test:read-only", now=time.time(), window=60)
+                outcomes.append("written")
+            except ServiceUnavailable as refused:
+                outcomes.append(refused.code)
+            made_writable.wait(WAIT_SECONDS)
+
+    with sqlite_files_immutable():
+        writer = threading.Thread(target=count_twice)  # its connection opens now
+        writer.start()
+        while not outcomes and writer.is_alive():
+            time.sleep(0.01)
+    made_writable.set()
+    writer.join(WAIT_SECONDS)
+    assert outcomes == ["database_read_only", "written"]

@@ -50,17 +50,26 @@ def discard_dead_connection() -> bool:
     db = database.obj
     if db is None:
         return False
-    state = db._state
-    conn = state.conn
+    conn = db._state.conn
     if conn is None or not getattr(conn, "closed", 0):  # sqlite3 has no ``closed``
         return False
+    discard_connection()
+    return True
+
+
+def discard_connection() -> None:
+    """Close and forget this thread's connection, so its next statement opens a new one
+    (called only after a failure, outside any transaction)."""
+    db = database.obj
+    if db is None or db._state.conn is None:
+        return
+    state = db._state
     if isinstance(db, PooledPostgresqlDatabase):
-        db.discard(conn)
+        db.discard(state.conn)
     else:
-        with contextlib.suppress(Exception):  # it is dead already; closing is a courtesy
-            conn.close()
+        with contextlib.suppress(Exception):  # it failed already; closing is a courtesy
+            state.conn.close()
     # Not state.reset(): a transaction() being left still pops itself off the stack;
     # the next connect() resets the rest.
     state.conn = None
     state.closed = True
-    return True

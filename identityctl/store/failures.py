@@ -7,7 +7,7 @@ from __future__ import annotations
 import peewee
 
 from identityctl.errors import ServiceUnavailable
-from identityctl.store.connection import discard_dead_connection
+from identityctl.store.connection import discard_connection, discard_dead_connection
 
 #: PostgreSQL error codes (SQLSTATE) meaning the server cannot serve now: class 08
 #: (connection exception) and these.
@@ -73,6 +73,9 @@ def busy_error(error: BaseException) -> ServiceUnavailable | None:
                                   headers={"Retry-After": "60"})
     if not from_postgresql:  # SQLite: the file cannot be written or opened
         if "readonly database" in text:  # "attempt to write a readonly database"
+            # SQLite opens a file it may not write read-only, and that connection stays so
+            # after the file is writable again: the thread's next statement opens a new one.
+            discard_connection()
             return ServiceUnavailable("The SQLite database cannot be written; nothing was "
                                       "written. The operator must make it writable.",
                                       code="database_read_only", headers={"Retry-After": "60"})
