@@ -1,9 +1,12 @@
 """An answer's header leaves with its body in one send, as long as the body is small; a large
-body and a streamed one are framed as before (server/onesend.py)."""
+body and a streamed one are framed as before; a channel's output is sent by one thread at a
+time (server/onesend.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -13,6 +16,7 @@ import waitress
 
 from identityctl.server.onesend import ONE_SEND_LIMIT
 from identityctl.server.waitress_errors import use_json_errors
+from tests.support.threads import served_in_thread
 
 SMALL = b'{"access_token": "x"}'
 LARGE = b"x" * (ONE_SEND_LIMIT + 1)
@@ -20,6 +24,11 @@ LARGE = b"x" * (ONE_SEND_LIMIT + 1)
 
 def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterator[bytes]:
     path = environ["PATH_INFO"]
+    if path == "/written-wrong":  # a text through the write callable, then the bytes
+        write = start_response("200 OK", [("Content-Type", "text/plain")])
+        with contextlib.suppress(TypeError):
+            write("hello")
+        return iter([b"hello"])
     if path == "/streamed":  # no Content-Length: chunked, chunk by chunk
         start_response("200 OK", [("Content-Type", "text/plain")])
         return iter([b"first", b"second"])
@@ -46,11 +55,9 @@ def served() -> Iterator[tuple[int, list[bytes]]]:
             return super().write_soon(data)
 
     server.channel_class = Recording
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    yield server.effective_port, sends
-    server.close()
-    server.task_dispatcher.shutdown()
+    server.close_app = lambda: None  # a bare app: nothing to close
+    with served_in_thread(server):
+        yield server.effective_port, sends
 
 
 def get(port: int, path: str, *, headers: dict[str, str] | None = None,
@@ -86,3 +93,43 @@ def test_a_streamed_answer_sends_its_first_chunk_with_the_header_and_the_rest_af
     assert sends[0].endswith(b"\r\n\r\n5\r\nfirst\r\n")
     assert b"".join(sends[1:]) == b"6\r\nsecond\r\n0\r\n\r\n"
 
+
+def test_an_answer_whose_first_write_fails_still_leaves_with_its_header(
+        served: tuple[int, list[bytes]]) -> None:
+    port, sends = served
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.request("GET", "/written-wrong")
+    answer = connection.getresponse()
+    assert (answer.status, answer.read()) == (200, b"hello")
+    connection.close()
+    assert sends[0].startswith(b"HTTP/1.1 200 OK")
+
+
+def test_the_event_loop_does_not_send_a_channels_output_while_a_task_thread_sends_it() -> None:
+    servers: dict[Any, Any] = {}
+    server = waitress.create_server(app, host="127.0.0.1", port=0, map=servers)
+    use_json_errors(servers, max_body_bytes=1024)
+    ours, theirs = socket.socketpair()
+    theirs.settimeout(5)
+    channel = server.channel_class(server, ours, ("127.0.0.1", 0), server.adj, map={})
+    channel.outbufs[-1].append(b"HTTP/1.1 100 Continue\r\n\r\n")
+    channel.total_outbufs_len = 25
+    sending, done = threading.Event(), threading.Event()
+
+    def task_thread_sending() -> None:
+        with channel.outbuf_lock:
+            sending.set()
+            done.wait(5)
+
+    holder = threading.Thread(target=task_thread_sending)
+    holder.start()
+    assert sending.wait(5)
+    channel.handle_write()  # the event loop, meanwhile
+    assert channel.total_outbufs_len == 25
+    done.set()
+    holder.join(5)
+    channel.handle_write()
+    assert theirs.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+    channel.close()
+    theirs.close()
+    server.close()

@@ -1,4 +1,5 @@
-"""An answer's header and its body in one send.
+"""An answer's header and its body in one send, and a channel's output sent by one thread
+at a time.
 
 waitress sends an answer's status line and headers as soon as the app's first chunk is
 written, then that chunk: two sends per answer, two TCP segments (it sets TCP_NODELAY), and
@@ -18,7 +19,8 @@ ONE_SEND_LIMIT = 64 * 1024
 
 
 class OneSendChannel(HTTPChannel):
-    """A channel that keeps what its task writes while the task assembles one send.
+    """A channel that keeps what its task writes while the task assembles one send, and
+    whose output is sent by one thread at a time.
 
     Only the task serving the channel writes to it meanwhile: waitress's loop writes to a
     channel (a 100 Continue) only while none of its requests is being served.
@@ -33,6 +35,19 @@ class OneSendChannel(HTTPChannel):
             return len(data)
         return super().write_soon(data)
 
+    def handle_write(self) -> None:
+        # waitress's loop sends a channel's output without its lock once no request is
+        # queued, while the task thread that has just taken its request off may still be
+        # sending under the lock (a pipelined request's 100 Continue): both sent the same
+        # bytes, and the connection broke. The loop comes back while the channel is
+        # writable.
+        if not self.outbuf_lock.acquire(blocking=False):
+            return
+        try:
+            super().handle_write()
+        finally:
+            self.outbuf_lock.release()
+
 
 class OneSendTask(WSGITask):
     """waitress's WSGI task, sending an answer's header with its first chunk."""
@@ -40,7 +55,8 @@ class OneSendTask(WSGITask):
     channel: OneSendChannel
 
     def write(self, data: bytes) -> None:
-        if self.wrote_header or not data or len(data) > ONE_SEND_LIMIT:
+        if self.wrote_header or not isinstance(data, bytes) or not data \
+                or len(data) > ONE_SEND_LIMIT:
             super().write(data)
             return
         channel = self.channel
@@ -48,5 +64,8 @@ class OneSendTask(WSGITask):
         try:
             super().write(data)  # the header, then the chunk as waitress frames it
         finally:
+            # Also when the write failed after the header was made: the header is sent, as
+            # waitress would have sent it, and not lost.
             channel.held = None
-        channel.write_soon(b"".join(held))
+            if held:
+                channel.write_soon(b"".join(held))
