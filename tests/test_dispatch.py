@@ -140,12 +140,18 @@ def test_each_waiting_request_gets_a_thread_up_to_the_pool_and_then_the_queue_is
     assert late.done.wait(WAIT)
 
 
-def test_shutdown_serves_what_is_queued_then_stops_every_thread() -> None:
+def one_thread_held_until(release: threading.Event) -> tuple[FinishingThreadDispatcher, Task]:
+    """A dispatcher of one thread, serving a request that holds it until ``release``."""
     dispatcher = FinishingThreadDispatcher(spill_after=NEVER, max_queue_wait=NEVER)
     dispatcher.set_thread_count(1)
-    release = threading.Event()
     running = Task(lambda: release.wait(WAIT))
     dispatcher.add_task(running)
+    return dispatcher, running
+
+
+def test_shutdown_serves_what_is_queued_then_stops_every_thread() -> None:
+    release = threading.Event()
+    dispatcher, running = one_thread_held_until(release)
     queued = Task()
     dispatcher.add_task(queued)
     threading.Timer(0.1, release.set).start()
@@ -156,11 +162,8 @@ def test_shutdown_serves_what_is_queued_then_stops_every_thread() -> None:
 
 
 def test_requests_a_shutdown_cancels_leave_no_arrival_time_behind() -> None:
-    dispatcher = FinishingThreadDispatcher(spill_after=NEVER, max_queue_wait=NEVER)
-    dispatcher.set_thread_count(1)
     release = threading.Event()
-    running = Task(lambda: release.wait(WAIT))
-    dispatcher.add_task(running)
+    dispatcher, _ = one_thread_held_until(release)
     queued = [Task() for _ in range(3)]
     for task in queued:
         dispatcher.add_task(task)
