@@ -20,7 +20,6 @@ from identityctl.server.heap import settle_heap
 from identityctl.server.mcp_endpoint import McpDispatcher
 from identityctl.server.queue_depth import rate_limit_queue_warning
 from identityctl.server.waitress_errors import use_json_errors
-from identityctl.server.wakeups import wake_only_when_needed
 from identityctl.services import outbound
 from identityctl.services.context import ServiceContext
 from identityctl.services.delivery.outbox import Deliverer
@@ -74,10 +73,7 @@ def make_server(config: Config, *, host: str, port: int, threads: int,
         # refused by the app; larger ones by waitress before it reads them (announced
         # Content-Length) or as soon as they pass this size (chunked).
         max_request_body_size=config.server.max_body_bytes * 4,
-        channel_timeout=30, connection_limit=1000,
-        # A connection stays readable while its request is served, so the event loop need
-        # not be woken when the request ends (server/wakeups.py).
-        channel_request_lookahead=1)
+        channel_timeout=30, connection_limit=1000)
     # PERF: on SQLite a request's statements run in this process and wait for nothing, so
     # its threads only take turns on the interpreter; on PostgreSQL each statement waits on
     # the network, and threads running at once fill those waits (server/dispatch.py).
@@ -92,7 +88,6 @@ def make_server(config: Config, *, host: str, port: int, threads: int,
                                sockinfo=(family, socket.SOCK_STREAM, 0, (host, port)), **options)
     # waitress's own refusals (413, 431, 400, 501, 500) in our JSON shape with our headers.
     use_json_errors(servers, max_body_bytes=config.server.max_body_bytes)
-    wake_only_when_needed(servers)
     rate_limit_queue_warning(server)  # one line per interval, not one per request
     deliverer = Deliverer(context, interval=1.0).start()
 

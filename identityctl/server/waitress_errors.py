@@ -39,7 +39,6 @@ from identityctl.errors import (
 from identityctl.server.errors import InternalError, error_answer
 from identityctl.server.onesend import OneSendChannel, OneSendTask
 from identityctl.server.pipelining import BoundedPipelining
-from identityctl.server.wakeups import QuietChannel
 
 
 def identity_error(error: Error, *, max_body_bytes: int, max_header_bytes: int) -> IdentityError:
@@ -79,11 +78,10 @@ class JsonErrorTask(ErrorTask):
         self.write(body)
 
 
-class JsonErrorChannel(BoundedPipelining, OneSendChannel, QuietChannel):
+class JsonErrorChannel(BoundedPipelining, OneSendChannel):
     """An HTTP channel whose refusals are JSON (:class:`JsonErrorTask`), with its pipelined
-    requests bounded (server/pipelining.py), each answer's header sent with its body
-    (server/onesend.py) and the event loop woken only when it is needed
-    (server/wakeups.py)."""
+    requests bounded (server/pipelining.py) and each answer's header sent with its body
+    (server/onesend.py)."""
 
     task_class = OneSendTask
     error_task_class = JsonErrorTask
