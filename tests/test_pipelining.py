@@ -66,3 +66,17 @@ def test_clients_that_pipeline_large_answers_and_never_read_leave_the_server_ans
     finally:
         for connection in holders:
             connection.close()
+
+
+def test_a_client_that_half_closes_after_its_requests_gets_every_answer(
+        service: Service) -> None:
+    # As `nc -N` and simple scripts do: the requests, then the end of the sending side. An end of
+    # file read while a request is served would be taken for a disconnect.
+    for _ in range(5):
+        with connect(service) as connection:
+            connection.sendall(requests_for("/health", 1) + b"GET /health HTTP/1.1\r\n"
+                               b"Host: localhost\r\nConnection: close\r\n\r\n")
+            connection.shutdown(socket.SHUT_WR)
+            answers = read_to_end(connection)
+        assert answers.count(b"HTTP/1.1 200 OK") == 2
+        assert answers.endswith(b"}")
