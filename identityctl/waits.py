@@ -5,8 +5,9 @@ On SQLite a serving process runs one request at a time while requests are quick
 have run for a while. Code that waits with the interpreter free (for another server, an
 argon2id hash, the MCP server) says so with :func:`waiting`, and a queued request starts at
 once instead of after that while. Outside a dispatcher's threads (the outbox's deliverer,
-the command line, tests) it does nothing. A declaration is never held across a ``yield``:
-what a generator's consumer does meanwhile is not a wait.
+the command line, tests) it does nothing. A declaration is never held across a generator's
+``yield`` to its consumer: what the consumer does meanwhile is not a wait. (A context
+manager's ``yield`` is its own body, which is the wait: ``outbound.deadline``.)
 """
 
 from __future__ import annotations
