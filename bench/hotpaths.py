@@ -56,7 +56,7 @@ import requests
 
 from bench.flow import PASSWORD, FlowClient, create_application
 from bench.oauth_token import REDIRECT_URI, create_clients, prepare_codes
-from bench.passkey import Client, Results, open_deployment
+from bench.passkey import TRANSPORT_ERRORS, Client, Results, open_deployment
 from bench.soak import rss_mib
 from identityctl.services.directory import users as directory
 from identityctl.services.origin import RequestOrigin
@@ -421,7 +421,7 @@ def _drive(path: HotPath, works: list[Work], seconds: float, results: Results) -
             try:
                 if not path.request(work):
                     return
-            except (RuntimeError, requests.RequestException) as exc:
+            except (RuntimeError, *TRANSPORT_ERRORS) as exc:
                 results.add(None, str(exc) if isinstance(exc, RuntimeError)
                             else type(exc).__name__)
             else:
@@ -443,7 +443,7 @@ def _client_process(path: HotPath, target: Target, items: list[Any], seconds: fl
         works = [path.setup(target, item) for item in items]
         if path.warm_up:
             _drive(path, works, WARM_UP_SECONDS, Results())
-    except (RuntimeError, requests.RequestException) as exc:
+    except (RuntimeError, *TRANSPORT_ERRORS) as exc:
         barrier.wait()
         out.put(([], {f"set-up failed: {exc}": 1}, 0.0))
         return

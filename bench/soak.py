@@ -142,7 +142,7 @@ def client_process(index: int, plan: dict[str, Any], out: Any, go: Any, clock: A
                 ceremony(client)
             except RuntimeError as exc:  # an error answer: "path status code"
                 record(began, "ceremony", str(exc))
-            except requests.RequestException as exc:
+            except harness.TRANSPORT_ERRORS as exc:
                 record(began, "ceremony", type(exc).__name__)
             else:
                 record(began, "ceremony")
