@@ -43,6 +43,10 @@ address's throttle rows):
 
 Registration (`/register/passkey/*`) and `/bench/*` exist for the untimed set-up only.
 
+Each process keeps to a core of its own, picked as `serve` picks them
+(identityctl/server/affinity.py), unless `--no-pin-cores`: the floor shares the stack's
+serving conditions, not its layers.
+
 Run it alone (one process, or N forked processes sharing one socket like `serve --workers`):
 
     .venv/bin/python bench/floor.py --port 8099 --threads 4 --workers 1
@@ -95,6 +99,7 @@ from webauthn.helpers.structs import (
 # Crypto only: the product's own argon2id profile and verify (same parameters, same dummy-hash
 # equalisation for unknown users), so the password path does exactly the product's argon2 work.
 from identityctl.security.passwords import hash_password, verify_password
+from identityctl.server.affinity import cores_for, keep_to
 from identityctl.server.dispatch import FinishingThreadDispatcher
 
 # The hot paths' tables are their identityctl counterparts (store/models.py): the same columns,
@@ -685,8 +690,10 @@ def finishing_threads(threads: int) -> FinishingThreadDispatcher:
     return dispatcher
 
 
-def serve(floor: Floor, *, host: str, port: int, threads: int, workers: int) -> None:
-    """One waitress process, or ``workers`` forked ones accepting on one socket."""
+def serve(floor: Floor, *, host: str, port: int, threads: int, workers: int,
+          pin_cores: bool = True) -> None:
+    """One waitress process, or ``workers`` forked ones accepting on one socket, each kept to
+    a core as `identityctl serve` keeps its processes (``pin_cores``)."""
     from waitress import serve as waitress_serve
 
     app = create_app(floor)
@@ -700,13 +707,18 @@ def serve(floor: Floor, *, host: str, port: int, threads: int, workers: int) -> 
     # as the process, so full collections need not walk it.
     gc.collect()
     gc.freeze()
+    cores = cores_for(workers, pid=os.getpid()) if pin_cores else []
     if workers <= 1:
+        if cores:
+            keep_to(cores[0])
         waitress_serve(app, **options, _dispatcher=finishing_threads(threads))
         return
     children = []
-    for _ in range(workers):
+    for slot in range(workers):
         pid = os.fork()
         if pid == 0:
+            if cores:
+                keep_to(cores[slot])
             signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
             floor._local = threading.local()  # no connection crosses a fork
             waitress_serve(app, **options, _dispatcher=finishing_threads(threads))
@@ -729,6 +741,8 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8099)
     parser.add_argument("--threads", type=int, default=4, help="waitress threads per process.")
     parser.add_argument("--workers", type=int, default=1, help="Forked server processes.")
+    parser.add_argument("--no-pin-cores", dest="pin_cores", action="store_false",
+                        help="Let the scheduler place the processes (serve --no-pin-cores).")
     parser.add_argument("--db", default="", help="SQLite file (default: a temporary one).")
     parser.add_argument("--rp-id", default=RP_ID_DEFAULT)
     parser.add_argument("--origin", default=ORIGIN_DEFAULT)
@@ -743,7 +757,7 @@ def main() -> None:
         floor = Floor(args.db or str(Path(folder) / "floor.db"), rp_id=args.rp_id,
                       origin=args.origin, client_secret=args.client_secret, mcp_tools=tools)
         serve(floor, host=args.host, port=args.port, threads=args.threads,
-              workers=args.workers)
+              workers=args.workers, pin_cores=args.pin_cores)
 
 
 if __name__ == "__main__":

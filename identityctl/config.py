@@ -47,6 +47,8 @@ class ServerConfig:
     #: Processes `serve` runs (server/workers.py): "auto" is one per core the process may
     #: use, or a number.
     workers: int | str = "auto"
+    #: Each `serve` process keeps to one core of those it may use (server/affinity.py).
+    pin_cores: bool = True
     #: Proxies whose X-Forwarded-For / X-Forwarded-Proto are believed (IPs or CIDRs).
     trusted_proxies: tuple[str, ...] = ()
     max_body_bytes: int = 64 * 1024

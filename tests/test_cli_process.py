@@ -22,7 +22,7 @@ import typer
 from typer.testing import CliRunner
 
 from identityctl.cli.main import app as cli_app
-from identityctl.cli.main import worker_count
+from identityctl.server.affinity import worker_count
 from tests.conftest import Service, free_port
 from tests.support.processes import wait_for_health
 
@@ -311,18 +311,3 @@ def test_tables_wrap_ids_instead_of_cutting_them(tmp_path: Path) -> None:
         env={**os.environ, "COLUMNS": "60"})
     assert narrow.returncode == 0, narrow.stderr
     assert "…" not in narrow.stdout
-
-
-def test_auto_workers_follow_the_containers_cpu_limit(tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    import identityctl.cli.main as cli_main
-
-    cores = len(os.sched_getaffinity(0))
-    limit = tmp_path / "cpu.max"
-    monkeypatch.setattr(cli_main, "CPU_MAX", limit)
-    limit.write_text("max 100000\n")
-    assert worker_count("auto") == (cores, "one per core")
-    limit.write_text("50000 100000\n")  # half a CPU: one process
-    assert worker_count("auto") == (1, "one per core of the container's CPU limit") \
-        if cores > 1 else (1, "one per core")
-    assert worker_count(3) == (3, "as configured")

@@ -1,6 +1,6 @@
 """`identityctl serve --workers 2`: the supervisor accepts every connection and hands it to
 the worker with the fewest open ones; a dead worker is replaced while its peers serve on;
-the app sees each connection's own peer address.
+the app sees each connection's own peer address; each process keeps to a core of its own.
 
 Which worker holds a connection is read from Linux's /proc: the server side of the
 connection (/proc/net/tcp) is a socket among that worker's open files.
@@ -37,6 +37,11 @@ class Served:
     process: subprocess.Popen[str]
     log: Path
     started: float
+
+    def cores(self, pid: int) -> set[str]:
+        """The cores each thread of process ``pid`` may run on, as /proc lists them."""
+        return {_status(task / "status")["Cpus_allowed_list"]
+                for task in Path(f"/proc/{pid}/task").iterdir()}
 
     def workers(self) -> list[int]:
         pid = self.process.pid
@@ -93,6 +98,16 @@ class Served:
         return held
 
 
+def _status(path: Path) -> dict[str, str]:
+    return dict(line.split(":\t", 1) for line in path.read_text().splitlines() if ":\t" in line)
+
+
+#: The cores this process (the test) may use, as /proc lists them.
+USABLE_CORES = _status(Path("/proc/self/status"))["Cpus_allowed_list"]
+needs_two_cores = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2,
+                                     reason="a process may use one core only: nothing to pin")
+
+
 def _port(address: str) -> int:
     return int(address.rsplit(":", 1)[1], 16)
 
@@ -105,8 +120,8 @@ def answer(connection: http.client.HTTPConnection, headers: dict[str, str] | Non
 
 
 @contextmanager
-def served(tmp_path: Path, **settings: str) -> Iterator[Served]:
-    """`identityctl serve --workers 2` on a fresh deployment whose config.toml has
+def served(tmp_path: Path, *, workers: int = 2, **settings: str) -> Iterator[Served]:
+    """`identityctl serve --workers N` on a fresh deployment whose config.toml has
     ``settings`` (a line of the sample config -> its replacement); stopped with SIGTERM."""
     made = subprocess.run([sys.executable, "-m", "identityctl", "init", "--dir", str(tmp_path)],
                           capture_output=True, text=True, timeout=120)
@@ -121,7 +136,7 @@ def served(tmp_path: Path, **settings: str) -> Iterator[Served]:
     with log.open("w") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "identityctl", "--config", str(config), "serve", "--host",
-             "127.0.0.1", "--port", str(port), "--workers", "2"],
+             "127.0.0.1", "--port", str(port), "--workers", str(workers)],
             stdout=out, stderr=subprocess.STDOUT, text=True)
     try:
         wait_for_health(f"http://127.0.0.1:{port}/health", process, log)
@@ -159,6 +174,7 @@ def test_a_dead_worker_is_replaced_and_its_peer_keeps_serving(tmp_path: Path) ->
         assert [answer(connection) for connection in kept] == [200] * 2
         victim, peer = (server.holder(connection) for connection in kept)
         assert victim != peer
+        victims_cores = server.cores(victim)
         # A worker that dies sooner than this after starting stops the service (crash loop).
         time.sleep(max(0.0, server.started + MIN_WORKER_UPTIME + 1 - time.monotonic()))
 
@@ -170,6 +186,7 @@ def test_a_dead_worker_is_replaced_and_its_peer_keeps_serving(tmp_path: Path) ->
             time.sleep(0.05)
 
         replacement = next(pid for pid in server.workers() if pid != peer)
+        assert server.cores(replacement) == victims_cores  # its core, when workers keep to one
         fresh = [server.connect() for _ in range(3)]
         assert [answer(connection) for connection in fresh] == [200] * 3
         assert {server.holder(connection) for connection in fresh} == {peer, replacement}
@@ -190,3 +207,31 @@ def test_the_app_sees_each_connections_own_peer_address(tmp_path: Path) -> None:
     assert any(line.endswith(" 127.0.0.2 from-127.0.0.2") for line in lines), lines
     assert any(line.endswith(" 203.0.113.9 from-127.0.0.3") for line in lines), lines
     assert any(line.endswith(" 127.0.0.4 from-127.0.0.4") for line in lines), lines
+
+
+@needs_two_cores
+def test_each_worker_keeps_to_a_core_of_its_own(tmp_path: Path) -> None:
+    """All of a worker's threads run on one core, and no two workers share one; the
+    supervisor, which only hands connections over, may run anywhere."""
+    with served(tmp_path) as server:
+        cores = [server.cores(pid) for pid in server.workers()]
+        assert all(len(threads) == 1 for threads in cores), cores
+        assert all("," not in core and "-" not in core for [core] in cores), cores
+        assert cores[0] != cores[1]
+        assert server.cores(server.process.pid) == {USABLE_CORES}
+    assert "on cores " in server.log.read_text()
+
+
+@needs_two_cores
+def test_a_single_process_keeps_to_one_core_with_all_its_threads(tmp_path: Path) -> None:
+    with served(tmp_path, workers=1) as server:
+        [core] = server.cores(server.process.pid)  # waitress's threads, the outbox's
+        assert "," not in core and "-" not in core
+        assert len(list(Path(f"/proc/{server.process.pid}/task").iterdir())) > 1
+
+
+def test_processes_go_where_the_scheduler_puts_them_without_pin_cores(tmp_path: Path) -> None:
+    with served(tmp_path, **{"pin_cores = true": "pin_cores = false"}) as server:
+        for pid in (server.process.pid, *server.workers()):
+            assert server.cores(pid) == {USABLE_CORES}
+    assert "on cores " not in server.log.read_text()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import atexit
 import gc
-import math
 import os
 import shutil
 import tempfile
@@ -32,6 +31,7 @@ from identityctl.cli.roles import role_app
 from identityctl.cli.webhooks import webhook_app
 from identityctl.config import CONFIG_ENV, DEFAULT_CONFIG_NAME, Config, load_config
 from identityctl.errors import BadRequest, Conflict
+from identityctl.server.affinity import cores_for, keep_to, worker_count
 
 #: What `init` and `serve` read from the environment when their option is not given (the
 #: container image's entrypoint passes its settings this way: docs/deployment.md).
@@ -175,16 +175,23 @@ def serve(
     workers: int | None = typer.Option(None, min=1, help="Processes sharing the port "
                                        "(default: server.workers, \"auto\": one per core); "
                                        "see docs/deployment.md."),
+    pin_cores: bool | None = typer.Option(None, "--pin-cores/--no-pin-cores",
+                                          help="Keep each process to one core (default: "
+                                          "server.pin_cores, on); see docs/deployment.md."),
 ) -> None:
     """Run the HTTP service (REST API, OAuth/OIDC, hosted sign-in UI, /mcp) under waitress.
 
     Stops cleanly on Ctrl-C or SIGTERM. Applies pending database migrations first.
-    By default one process per core accepts on the port, each with --threads threads
-    (`--workers 1` for a single process, as when debugging).
+    By default one process per core accepts on the port, each with --threads threads and
+    kept to a core of its own (`--workers 1` for a single process, as when debugging).
     """
     config = Session.config()
     # Before anything imports prometheus_client (the server does): see below.
     workers, why = worker_count(workers or config.server.workers)
+    cores = cores_for(workers, pid=os.getpid()) \
+        if (config.server.pin_cores if pin_cores is None else pin_cores) else []
+    if cores and workers == 1:
+        keep_to(cores[0])  # before any thread starts: they keep to it too
     if workers > 1:
         _metrics_shared_by_workers()
     # PERF: no cyclic collections while the server's modules load and the store opens: they
@@ -209,7 +216,8 @@ def serve(
     def ready(address: str) -> None:
         console.print(f"[green]identityctl {__version__}[/green] listening on {address} "
                       f"(public address {config.base_url}); Ctrl-C to stop")
-        console.print(f"  processes: {workers} ({why}) x {listen['threads']} threads")
+        console.print(f"  processes: {workers} ({why}) x {listen['threads']} threads"
+                      + (f", on cores {', '.join(map(str, cores))}" if cores else ""))
         console.print(f"  open:      {config.base_url}/  (what is running; try signing in)")
         console.print(f"  health:    {config.base_url}/health")
         if config.admin.enabled:
@@ -221,35 +229,9 @@ def serve(
     if workers > 1:
         from identityctl.server.workers import serve_workers
 
-        serve_workers(config, workers=workers, **listen)
+        serve_workers(config, workers=workers, cores=cores, **listen)
     else:
         run_server(config, **listen)
-
-
-#: cgroup v2's CPU limit of this process's container ("max 100000" or "<quota> <period>").
-CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
-
-
-def worker_count(setting: int | str) -> tuple[int, str]:
-    """How many processes ``serve`` runs for ``--workers`` / ``server.workers``, and why:
-    "auto" is one per core this process may use: its CPU affinity (a cpuset), and its
-    container's CPU quota (cgroup v2 ``cpu.max``, Kubernetes' ``cpu`` limit), whichever is
-    less; one where processes cannot be forked."""
-    if setting != "auto":
-        return int(setting), "as configured"
-    if not hasattr(os, "fork"):
-        return 1, "this system cannot fork workers"
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
-    try:
-        quota, period = CPU_MAX.read_text().split()[:2]
-        if quota != "max":
-            limited = max(1, math.ceil(int(quota) / int(period)))
-            if limited < cores:
-                return limited, "one per core of the container's CPU limit"
-    except (OSError, ValueError):
-        pass  # no cgroup v2 limit to read: the affinity alone
-    return cores, "one per core"
 
 
 def _metrics_shared_by_workers() -> None:

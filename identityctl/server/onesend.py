@@ -1,5 +1,5 @@
-"""An answer's header and its body in one send, and a channel's output sent by one thread
-at a time.
+"""An answer's header and its body in one send, straight to the socket, and a channel's
+output sent by one thread at a time.
 
 waitress sends an answer's status line and headers as soon as the app's first chunk is
 written, then that chunk: two sends per answer, two TCP segments (it sets TCP_NODELAY), and
@@ -7,9 +7,15 @@ two wake-ups of the client reading them. PERF: :class:`OneSendTask` hands the ch
 header and the first chunk together, so a typical answer (a token, a ceremony's options, an
 error) leaves in one send. A first chunk over ``ONE_SEND_LIMIT`` bytes, an empty one (a file
 answer writes its header alone) and every later chunk are sent as waitress sends them.
+
+PERF: what a task writes while nothing waits in the channel's output goes to the socket at
+once, from the task's thread; only what the socket does not take goes through waitress's
+output buffers (an append, a copy out and a skip per answer otherwise).
 """
 
 from __future__ import annotations
+
+import time
 
 from waitress.channel import HTTPChannel
 from waitress.task import WSGITask
@@ -33,6 +39,18 @@ class OneSendChannel(HTTPChannel):
         if self.held is not None:
             self.held.append(data)
             return len(data)
+        if type(data) is bytes and data and not self.total_outbufs_len and self.connected:
+            with self.outbuf_lock:
+                if not self.total_outbufs_len:  # nothing that must go first
+                    try:
+                        sent = self.send(data, do_close=False)
+                    except OSError:
+                        sent = 0  # waitress's write below meets the error and handles it
+                    if sent:
+                        self.last_activity = time.time()
+                        if sent == len(data):
+                            return sent
+                        return sent + super().write_soon(data[sent:])
         return super().write_soon(data)
 
     def handle_write(self) -> None:

@@ -11,7 +11,9 @@ socket, which one accepted a connection was chance, and one could get none. Noth
 request needs lives in a worker (challenges, sessions, codes and throttles are in the
 store), so any worker can finish what another started.
 
-The supervisor forwards SIGTERM/SIGINT to the workers and waits for them; a worker that dies
+Each worker keeps to a core of its own when ``cores`` names them (server/affinity.py), and
+its replacement to the same core. The supervisor forwards SIGTERM/SIGINT to the workers and
+waits for them; a worker that dies
 is replaced (its connections end with it), unless it died right after starting (a broken
 deployment), which stops the whole service with an error instead of forking forever.
 """
@@ -34,6 +36,7 @@ from identityctl import logs
 from identityctl.config import Config
 from identityctl.errors import IdentityError
 from identityctl.server import runtime
+from identityctl.server.affinity import keep_to
 from identityctl.server.handoff import closed_total, hand_off, handoff_pair
 from identityctl.server.heap import settle_heap
 from identityctl.store import db
@@ -96,9 +99,11 @@ def _end_with_supervisor(supervisor: int) -> None:
 
 
 def _run_worker(config: Config, handoff: socket.socket, *, host: str, port: int, threads: int,
-                supervisor: int) -> None:
-    """Body of a forked worker: serve the connections handed to it until SIGTERM, then leave
-    without running atexit hooks."""
+                supervisor: int, core: int | None) -> None:
+    """Body of a forked worker: serve the connections handed to it until SIGTERM (on
+    ``core`` only, when given), then leave without running atexit hooks."""
+    if core is not None:
+        keep_to(core)
     signal.set_wakeup_fd(-1)
     for sig in (*STOP_SIGNALS, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)  # the supervisor's handlers are not the worker's
@@ -120,6 +125,8 @@ class Worker:
     """A worker as the supervisor sees it."""
 
     pid: int
+    #: which of the supervisor's workers it is (0 to N-1): its core, and its replacement's
+    slot: int
     #: the supervisor's end of the worker's socket pair (server/handoff.py)
     channel: socket.socket
     #: time.monotonic() of its start
@@ -138,9 +145,11 @@ class Supervisor:
     on SIGTERM/SIGINT."""
 
     def __init__(self, config: Config, listener: socket.socket, *, host: str, threads: int,
-                 workers: int) -> None:
+                 workers: int, cores: list[int]) -> None:
         self.config, self.listener = config, listener
         self.host, self.threads, self.workers = host, threads, workers
+        #: the core each worker keeps to, by slot (none: the scheduler places them)
+        self.cores = cores
         self.port = listener.getsockname()[1]
         self.running: dict[int, Worker] = {}
         self.selector = selectors.DefaultSelector()
@@ -152,7 +161,7 @@ class Supervisor:
         #: written by the C-level signal handler (signal.set_wakeup_fd): wakes the selector
         self.wake_up, self.woken = socket.socketpair()
 
-    def _spawn(self) -> None:
+    def _spawn(self, slot: int) -> None:
         ours, theirs = handoff_pair()
         supervisor = os.getpid()
         pid = os.fork()
@@ -162,10 +171,12 @@ class Supervisor:
                 inherited.close()
             self.selector.close()
             _run_worker(self.config, theirs, host=self.host, port=self.port,
-                        threads=self.threads, supervisor=supervisor)
+                        threads=self.threads, supervisor=supervisor,
+                        core=self.cores[slot] if self.cores else None)
         theirs.close()
         ours.setblocking(False)
-        worker = self.running[pid] = Worker(pid=pid, channel=ours, started=time.monotonic())
+        worker = self.running[pid] = Worker(pid=pid, slot=slot, channel=ours,
+                                            started=time.monotonic())
         self.selector.register(ours, selectors.EVENT_READ, functools.partial(self._reports, worker))
 
     def _stop(self, signum: int, frame: object) -> None:
@@ -249,7 +260,7 @@ class Supervisor:
             return
         log.warning("worker %d stopped (%s) after %.0fs with %d connections; starting a "
                     "replacement", worker.pid, exited, uptime, worker.open)
-        self._spawn()
+        self._spawn(worker.slot)
 
     def run(self) -> None:
         """Start the workers and supervise them until they have all stopped."""
@@ -260,8 +271,8 @@ class Supervisor:
         previous_wake_up = signal.set_wakeup_fd(self.wake_up.fileno(), warn_on_full_buffer=False)
         self.selector.register(self.woken, selectors.EVENT_READ, self._reap)
         try:
-            for _ in range(self.workers):
-                self._spawn()
+            for slot in range(self.workers):
+                self._spawn(slot)
             self.selector.register(self.listener, selectors.EVENT_READ, self._accept)
             while self.running:
                 if self.stopping and self.listener in self.selector.get_map():
@@ -280,8 +291,9 @@ class Supervisor:
 
 
 def serve_workers(config: Config, *, host: str, port: int, threads: int, workers: int,
-                  on_ready: Callable[[str], None]) -> None:
-    """Serve with ``workers`` processes of ``threads`` threads each until SIGTERM/SIGINT.
+                  cores: list[int], on_ready: Callable[[str], None]) -> None:
+    """Serve with ``workers`` processes of ``threads`` threads each until SIGTERM/SIGINT,
+    worker i on ``cores[i]`` only (``cores`` empty: wherever the scheduler puts them).
 
     The store must be migrated already; its connection is closed here before forking so no
     worker inherits (and shares) the supervisor's database connection.
@@ -296,6 +308,7 @@ def serve_workers(config: Config, *, host: str, port: int, threads: int, workers
     settle_heap()
     _map_large_blocks_apart()
     try:
-        Supervisor(config, listener, host=host, threads=threads, workers=workers).run()
+        Supervisor(config, listener, host=host, threads=threads, workers=workers,
+                   cores=cores).run()
     finally:
         listener.close()

@@ -1,0 +1,59 @@
+"""Which core each `serve` process keeps to (server/affinity.py): one each from the cores the
+process may use, counted from one its process id picks, and none when there is nothing to
+choose or a container's CPU quota time-shares the cores."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from identityctl.server import affinity
+
+Machine = Callable[..., None]
+
+
+@pytest.fixture
+def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Machine:
+    """Set the cores the process may use and the container's CPU limit (cpu.max text)."""
+
+    def set_up(cores: list[int], cpu_max: str = "max 100000\n") -> None:
+        monkeypatch.setattr(affinity, "usable_cores", lambda: cores)
+        limit = tmp_path / "cpu.max"
+        limit.write_text(cpu_max)
+        monkeypatch.setattr(affinity, "CPU_MAX", limit)
+
+    return set_up
+
+
+def test_each_process_gets_its_own_core_counted_from_one_the_pid_picks(machine: Machine) -> None:
+    machine([0, 1, 2, 3])
+    assert affinity.cores_for(4, pid=100) == [0, 1, 2, 3]
+    assert affinity.cores_for(4, pid=102) == [2, 3, 0, 1]
+    assert affinity.cores_for(1, pid=103) == [3]
+
+
+def test_more_processes_than_cores_take_them_in_turn(machine: Machine) -> None:
+    machine([2, 5])  # a cpuset: the cores themselves, not 0 and 1
+    assert affinity.cores_for(3, pid=0) == [2, 5, 2]
+
+
+def test_one_usable_core_is_nothing_to_choose(machine: Machine) -> None:
+    machine([3])
+    assert affinity.cores_for(1, pid=7) == []
+
+
+def test_a_quota_below_the_cores_leaves_the_processes_to_the_scheduler(machine: Machine) -> None:
+    machine([0, 1, 2, 3], "200000 100000\n")  # 2 CPUs of time on 4 cores
+    assert affinity.cores_for(2, pid=0) == []
+    machine([0, 1], "200000 100000\n")  # a quota of all the cores limits nothing
+    assert affinity.cores_for(2, pid=0) == [0, 1]
+
+
+def test_auto_workers_are_the_cores_or_the_quota_whichever_is_less(machine: Machine) -> None:
+    machine([0, 1, 2, 3], "150000 100000\n")
+    assert affinity.worker_count("auto") == (2, "one per core of the container's CPU limit")
+    machine([0, 1, 2, 3])
+    assert affinity.worker_count("auto") == (4, "one per core")
+    assert affinity.worker_count(3) == (3, "as configured")
