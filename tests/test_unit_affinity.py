@@ -57,3 +57,13 @@ def test_auto_workers_are_the_cores_or_the_quota_whichever_is_less(machine: Mach
     machine([0, 1, 2, 3])
     assert affinity.worker_count("auto") == (4, "one per core")
     assert affinity.worker_count(3) == (3, "as configured")
+
+
+def test_a_refused_pinning_is_a_warning_and_the_process_runs_anywhere(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    def refuse(pid: int, cores: set[int]) -> None:
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(affinity.os, "sched_setaffinity", refuse)
+    assert affinity.keep_to(1) is False
+    assert "could not keep to core 1" in caplog.text

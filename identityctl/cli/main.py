@@ -190,8 +190,8 @@ def serve(
     workers, why = worker_count(workers or config.server.workers)
     cores = cores_for(workers, pid=os.getpid()) \
         if (config.server.pin_cores if pin_cores is None else pin_cores) else []
-    if cores and workers == 1:
-        keep_to(cores[0])  # before any thread starts: they keep to it too
+    if cores and workers == 1 and not keep_to(cores[0]):  # before any thread starts
+        cores = []
     if workers > 1:
         _metrics_shared_by_workers()
     # PERF: no cyclic collections while the server's modules load and the store opens: they

@@ -13,9 +13,12 @@ one core (``server.pin_cores``): on the 2-core machine a client_credentials toke
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from pathlib import Path
+
+log = logging.getLogger("identityctl.workers")
 
 #: cgroup v2's CPU limit of this process's container ("max 100000" or "<quota> <period>").
 CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
@@ -72,6 +75,13 @@ def cores_for(processes: int, *, pid: int) -> list[int]:
     return [cores[(first + index) % len(cores)] for index in range(processes)]
 
 
-def keep_to(core: int) -> None:
-    """Run this process, and the threads it starts from now on, on ``core`` only."""
-    os.sched_setaffinity(0, {core})
+def keep_to(core: int) -> bool:
+    """Run this process, and the threads it starts from now on, on ``core`` only; False (and
+    a warning) when the system refuses, and the process runs wherever it is put."""
+    try:
+        os.sched_setaffinity(0, {core})
+    except OSError as exc:  # the core left the cpuset meanwhile; a sandbox forbids it
+        log.warning("process %d could not keep to core %d (%s); it runs on any core",
+                    os.getpid(), core, exc)
+        return False
+    return True
