@@ -104,6 +104,7 @@ def _run_worker(config: Config, handoff: socket.socket, *, host: str, port: int,
     ``core`` only, when given), then leave without running atexit hooks."""
     if core is not None:
         keep_to(core)
+    db.queue_writes()  # the siblings' writes take turns without SQLite's busy sleeps
     signal.set_wakeup_fd(-1)
     for sig in (*STOP_SIGNALS, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)  # the supervisor's handlers are not the worker's

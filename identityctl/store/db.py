@@ -30,6 +30,7 @@ from identityctl.store.compiled import compile_statements
 from identityctl.store.connection import database, execute
 from identityctl.store.failures import busy_error, raise_busy
 from identityctl.store.pool import PooledPostgresqlDatabase
+from identityctl.store.writers import QueuedCursor, WritersLock
 
 #: Below this much free space next to a SQLite file the service refuses to start.
 MIN_FREE_BYTES = 16 * 2**20
@@ -98,8 +99,35 @@ class _SqliteConnection(sqlite3.Connection):
         _SQLITE_CONNECTIONS.add(self)
 
 
+class _QueuedSqliteConnection(_SqliteConnection):
+    """A worker's SQLite connection: its writes take turns with the sibling workers' on
+    ``<database>-writers`` (store/writers.py)."""
+
+    def __init__(self, database: str, *args: Any, **kwargs: Any) -> None:
+        super().__init__(database, *args, **kwargs)
+        self.writers = WritersLock(f"{database}-writers", timeout=kwargs.get("timeout", 5.0))
+
+    def cursor(self, factory: Any = QueuedCursor) -> Any:
+        return super().cursor(factory)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.writers.close()
+
+
 #: Every SQLite connection open in this process (weakly: a dropped one goes by itself).
 _SQLITE_CONNECTIONS: weakref.WeakSet[_SqliteConnection] = weakref.WeakSet()
+
+
+def queue_writes() -> None:
+    """From now on this process's SQLite connections take their writes in turn with sibling
+    processes that do the same (a `serve` worker's, store/writers.py). Call before the
+    process opens a connection: one already open keeps SQLite's busy handler alone."""
+    db = database.obj
+    if isinstance(db, peewee.SqliteDatabase) and db.database != ":memory:":
+        db.connect_params["factory"] = _QueuedSqliteConnection
 
 
 def _whole_seconds(seconds: float) -> int:

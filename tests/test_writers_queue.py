@@ -1,0 +1,173 @@
+"""A `serve` worker's SQLite writes take turns with its siblings' on ``<database>-writers``
+(store/writers.py): a write transaction holds the lock file until it ends however it ends, a
+write waits for a sibling's and then goes ahead, a write that cannot have it within the busy
+timeout is 503 database_busy, reads never wait for it, and a process that does not queue
+its writes ignores it.
+
+Each thread has its own connection, so two threads here are two siblings."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import peewee
+import pytest
+
+from identityctl.errors import ServiceUnavailable
+from identityctl.store import db, migrations
+from identityctl.store import throttle as counters
+from identityctl.store.db import transaction
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Iterator[Path]:
+    """A migrated SQLite store whose connections queue their writes, busy timeout 0.5 s."""
+    path = tmp_path / "store.db"
+    db.connect(f"sqlite:///{path}", busy_timeout=0.5)
+    migrations.upgrade()
+    db.close()
+    db.queue_writes()
+    yield path
+    db.close()
+
+
+@contextlib.contextmanager
+def lock_file_held(database: Path) -> Iterator[None]:
+    """The writers' lock file held by someone else: a sibling stuck in its write."""
+    fd = os.open(f"{database}-writers", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def lock_file_is_free(database: Path) -> bool:
+    fd = os.open(f"{database}-writers", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def count(key: str) -> None:
+    counters.count(key, now=time.time(), window=60)
+
+
+def in_thread(work: Callable[[], None]) -> tuple[threading.Event, list[BaseException]]:
+    done, errors = threading.Event(), []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # handed to the test
+            errors.append(exc)
+        finally:
+            db.release_connection()
+            done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    return done, errors
+
+
+def test_a_write_transaction_holds_the_lock_file_until_it_commits(database: Path) -> None:
+    began, commit = threading.Event(), threading.Event()
+
+    def write() -> None:
+        with transaction():
+            count("first")
+            began.set()
+            commit.wait(10)
+
+    done, errors = in_thread(write)
+    assert began.wait(10)
+    assert not lock_file_is_free(database)
+    commit.set()
+    assert done.wait(10) and not errors
+    assert lock_file_is_free(database)
+    assert "first" in counters.counters(["first"])
+
+
+def test_a_write_waits_for_a_siblings_turn_then_goes_ahead(database: Path) -> None:
+    began, commit = threading.Event(), threading.Event()
+
+    def first() -> None:
+        with transaction():
+            count("first")
+            began.set()
+            commit.wait(10)
+
+    first_done, first_errors = in_thread(first)
+    assert began.wait(10)
+    second_done, second_errors = in_thread(lambda: count("second"))
+    assert not second_done.wait(0.2)  # the sibling's write is under way: its turn waits
+    commit.set()
+    assert first_done.wait(10) and second_done.wait(10)
+    assert not first_errors and not second_errors
+    assert set(counters.counters(["first", "second"])) == {"first", "second"}
+
+
+def test_a_write_that_cannot_have_its_turn_within_the_busy_timeout_is_503(
+        database: Path) -> None:
+    with lock_file_held(database):
+        with pytest.raises(ServiceUnavailable) as refused, transaction():
+            count("never")
+        assert refused.value.code == "database_busy"
+        with pytest.raises(peewee.OperationalError, match="locked"):
+            count("never either")  # outside a transaction: the store's error, mapped above it
+    assert counters.counters(["never", "never either"]) == {}
+
+
+def test_reads_do_not_wait_for_a_siblings_write(database: Path) -> None:
+    count("there")
+    with lock_file_held(database):
+        assert set(counters.counters(["there"])) == {"there"}
+
+
+def test_the_lock_file_is_let_go_however_a_write_ends(database: Path) -> None:
+    with pytest.raises(RuntimeError), transaction():
+        count("rolled back")
+        raise RuntimeError("the transaction's work failed")
+    assert lock_file_is_free(database)
+    assert counters.counters(["rolled back"]) == {}
+
+    with pytest.raises(peewee.IntegrityError):
+        db.database.execute_sql("INSERT INTO throttle (key) VALUES (NULL)")
+    assert lock_file_is_free(database)
+
+    began, hold = threading.Event(), threading.Event()
+
+    def closed_in_a_transaction() -> None:
+        db.database.execute_sql("BEGIN IMMEDIATE")
+        count("left open")
+        began.set()
+        hold.wait(10)
+        db.close()  # every connection, this thread's open transaction with it
+
+    done, errors = in_thread(closed_in_a_transaction)
+    assert began.wait(10)
+    assert not lock_file_is_free(database)
+    hold.set()
+    assert done.wait(10) and not errors
+    assert lock_file_is_free(database)
+
+
+def test_a_process_that_does_not_queue_its_writes_ignores_the_lock_file(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    db.connect(f"sqlite:///{path}", busy_timeout=0.5)
+    try:
+        migrations.upgrade()
+        with lock_file_held(path):
+            count("a command's write")
+        assert set(counters.counters(["a command's write"])) == {"a command's write"}
+    finally:
+        db.close()
