@@ -38,7 +38,8 @@ class WritersLock:
     """One connection's hold on the sibling workers' lock file."""
 
     def __init__(self, path: str, *, timeout: float) -> None:
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        # As SQLite opens its -wal and -shm files: not through a symbolic link.
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         self._closed = weakref.finalize(self, os.close, self.fd)
         self.timeout = timeout
         self.held = False
