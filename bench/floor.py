@@ -43,9 +43,8 @@ address's throttle rows):
 
 Registration (`/register/passkey/*`) and `/bench/*` exist for the untimed set-up only.
 
-Each process keeps to a core of its own, picked as `serve` picks them
-(identityctl/server/affinity.py), unless `--no-pin-cores`: the floor shares the stack's
-serving conditions, not its layers.
+Its processes keep to cores as `serve`'s do (identityctl/server/affinity.py, `--pin-cores`
+as `server.pin_cores`): the floor shares the stack's serving conditions, not its layers.
 
 Run it alone (one process, or N forked processes sharing one socket like `serve --workers`):
 
@@ -691,7 +690,7 @@ def finishing_threads(threads: int) -> FinishingThreadDispatcher:
 
 
 def serve(floor: Floor, *, host: str, port: int, threads: int, workers: int,
-          pin_cores: bool = True) -> None:
+          pin_cores: bool | str = "auto") -> None:
     """One waitress process, or ``workers`` forked ones accepting on one socket, each kept to
     a core as `identityctl serve` keeps its processes (``pin_cores``)."""
     from waitress import serve as waitress_serve
@@ -707,7 +706,7 @@ def serve(floor: Floor, *, host: str, port: int, threads: int, workers: int,
     # as the process, so full collections need not walk it.
     gc.collect()
     gc.freeze()
-    cores = cores_for(workers, pid=os.getpid()) if pin_cores else []
+    cores = cores_for(workers, pin_cores)
     if workers <= 1:
         if cores:
             keep_to(cores[0])
@@ -741,8 +740,8 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8099)
     parser.add_argument("--threads", type=int, default=4, help="waitress threads per process.")
     parser.add_argument("--workers", type=int, default=1, help="Forked server processes.")
-    parser.add_argument("--no-pin-cores", dest="pin_cores", action="store_false",
-                        help="Let the scheduler place the processes (serve --no-pin-cores).")
+    parser.add_argument("--pin-cores", choices=["auto", "true", "false"], default="auto",
+                        help="Keep each process to one core, as serve's server.pin_cores.")
     parser.add_argument("--db", default="", help="SQLite file (default: a temporary one).")
     parser.add_argument("--rp-id", default=RP_ID_DEFAULT)
     parser.add_argument("--origin", default=ORIGIN_DEFAULT)
@@ -757,7 +756,8 @@ def main() -> None:
         floor = Floor(args.db or str(Path(folder) / "floor.db"), rp_id=args.rp_id,
                       origin=args.origin, client_secret=args.client_secret, mcp_tools=tools)
         serve(floor, host=args.host, port=args.port, threads=args.threads,
-              workers=args.workers, pin_cores=args.pin_cores)
+              workers=args.workers,
+              pin_cores={"true": True, "false": False}.get(args.pin_cores, "auto"))
 
 
 if __name__ == "__main__":

@@ -83,6 +83,8 @@ def main() -> None:
     load_options(parser, seconds=5.0,
                  server_threads="identityctl's waitress threads (one process).")
     parser.add_argument("--json", action="store_true", help="Print the report as JSON.")
+    parser.add_argument("--pin-cores", action="store_true",
+                        help="Keep identityctl's one process to one core (serve --pin-cores).")
     parser.add_argument("--client", choices=["wrk", "python"],
                         default="wrk" if wrk.available() else "python",
                         help="The load's client (default: wrk where it is installed; "
@@ -105,7 +107,8 @@ def main() -> None:
         url = f"http://127.0.0.1:{port}"
         server = stack.enter_context(started(
             [*identityctl, "--config", str(config_path), "serve", "--host", "127.0.0.1",
-             "--port", str(port), "--workers", "1", "--threads", str(args.server_threads)],
+             "--port", str(port), "--workers", "1", "--threads", str(args.server_threads),
+             *(["--pin-cores"] if args.pin_cores else [])],
             url, folder / "serve.log"))
         open_deployment(config_path)
         m2m, _ = create_clients(uuid.uuid4().hex[:8])
@@ -143,7 +146,8 @@ def main() -> None:
                     print(f"  {target.name}, round {round_number + 1}: {phase.rate:.1f}/s",
                           file=sys.stderr, flush=True)
     report: dict[str, Any] = {
-        "identityctl": f"serve --workers 1 --threads {args.server_threads}",
+        "identityctl": f"serve --workers 1 --threads {args.server_threads}"
+                       + (" --pin-cores" if args.pin_cores else ""),
         "client": f"{args.client}, {args.processes * args.threads} connections",
         "seconds": args.seconds, "rounds": args.rounds, "cpus": os.cpu_count(),
         "load_average": os.getloadavg()[0],

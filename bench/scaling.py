@@ -2,8 +2,9 @@
 
 Runs `identityctl init` twice in a temporary folder (one deployment per server, so neither
 writes to the other's database) and starts `identityctl serve` on one (`server.workers`
-"auto": one worker per core) and `identityctl serve --workers 1` on the other, both with
-their default threads. Then, `--rounds` times, the two take turns (which goes first
+"auto": one worker per core, each kept to its core) and `identityctl serve --workers 1` on
+the other (free to use every core, or kept to one with `--pin-one-process`), both with their
+default threads. Then, `--rounds` times, the two take turns (which goes first
 alternates) under each load:
 
 - "16 keep-alive": one client's 16 keep-alive connections (2 wrk threads or Python client
@@ -101,6 +102,10 @@ def main() -> None:
     parser.add_argument("--client-cpus", default="",
                         help="Pin the Python client, e.g. '1'.")
 
+    parser.add_argument("--pin-one-process", action="store_true",
+                        help="Keep the one process to one core (serve --pin-cores): the most "
+                        "one process serves here, with its event loop and SQLite's C code on "
+                        "its own core.")
     parser.add_argument("--client", choices=["wrk", "python"],
                         default="wrk" if wrk.available() else "python",
                         help="The load's client (default: wrk where it is installed).")
@@ -118,7 +123,8 @@ def main() -> None:
     worst: dict[str, float] = {}
     with contextlib.ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="scaling-")))
-        single = start_server(stack, folder, "one process", ["--workers", "1"])
+        single = start_server(stack, folder, "one process", [
+            "--workers", "1", *(["--pin-cores"] if args.pin_one_process else [])])
         default = start_server(stack, folder, "default serve", [])
         print(f"client: {args.client}; default serve: {len(process_tree(default.pid)) - 1} "
               f"workers; idle RSS (supervisor, workers) {rss_by_process(default.pid)} MiB, "

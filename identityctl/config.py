@@ -47,8 +47,9 @@ class ServerConfig:
     #: Processes `serve` runs (server/workers.py): "auto" is one per core the process may
     #: use, or a number.
     workers: int | str = "auto"
-    #: Each `serve` process keeps to one core of those it may use (server/affinity.py).
-    pin_cores: bool = True
+    #: Whether each `serve` process keeps to one core (server/affinity.py): "auto" (when the
+    #: processes cover the cores evenly), true or false.
+    pin_cores: bool | str = "auto"
     #: Proxies whose X-Forwarded-For / X-Forwarded-Proto are believed (IPs or CIDRs).
     trusted_proxies: tuple[str, ...] = ()
     max_body_bytes: int = 64 * 1024
@@ -411,7 +412,9 @@ def _coerce(path: str, key: str, value: object, hint: object) -> object:
         return tuple(value)
     if isinstance(hint, types.UnionType):  # `int | str`: any of them, checked later
         accepted: Any = typing.get_args(hint)
-        if isinstance(value, bool) or not isinstance(value, accepted):
+        # bool is an int in Python: a bool only where the union names bool itself.
+        if (isinstance(value, bool) and bool not in accepted) \
+                or not isinstance(value, accepted):
             names = " or ".join(kind.__name__ for kind in accepted)
             raise ConfigError(path, key, f"must be of type {names}, got {value!r}")
         return value
@@ -590,6 +593,9 @@ def _validate(path: str, config: Config) -> Iterator[ConfigError]:
             f"({security.most_failures_from_one_address} with these settings), or one address "
             f"alone could slow down the account's password sign-in for everybody"))
     yield from _require_choice(path, "server.log_format", server.log_format, LOG_FORMATS)
+    if server.pin_cores != "auto" and not isinstance(server.pin_cores, bool):
+        yield ConfigError(path, "server.pin_cores", f'must be "auto", true or false, got '
+                          f"{server.pin_cores!r}")
     if server.workers != "auto" and not isinstance(server.workers, int):
         yield ConfigError(path, "server.workers", f'must be "auto" (one per core) or a '
                           f"number, got {server.workers!r}")

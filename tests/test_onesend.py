@@ -133,3 +133,61 @@ def test_the_event_loop_does_not_send_a_channels_output_while_a_task_thread_send
     channel.close()
     theirs.close()
     server.close()
+
+
+def _channel() -> tuple[Any, Any, socket.socket]:
+    """A service channel over a socket pair, as the event loop holds it, and the client end."""
+    servers: dict[Any, Any] = {}
+    server = waitress.create_server(app, host="127.0.0.1", port=0, map=servers)
+    use_json_errors(servers, max_body_bytes=1024)
+    ours, theirs = socket.socketpair()
+    theirs.settimeout(5)
+    return server, server.channel_class(server, ours, ("127.0.0.1", 0), server.adj, map={}), \
+        theirs
+
+
+def test_what_the_socket_does_not_take_at_once_is_buffered_and_follows_in_order() -> None:
+    server, channel, theirs = _channel()
+    channel.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    answer = bytes(range(256)) * 4096  # 1 MiB: far more than the socket takes at once
+    assert channel.write_soon(answer) == len(answer)
+    assert 0 < channel.total_outbufs_len < len(answer)  # the rest waits in waitress's buffers
+    received = bytearray()
+    while len(received) < len(answer):
+        received += theirs.recv(65536)
+        channel.handle_write()  # the event loop sends the rest as the client reads
+    assert bytes(received) == answer
+    channel.close()
+    theirs.close()
+    server.close()
+
+
+def test_a_channel_the_loop_closed_meanwhile_is_not_written_to() -> None:
+    """The loop may close a channel while its task is about to write (a flush error, the
+    shutdown): the task then learns the client is gone, as waitress tells it."""
+    from waitress.channel import ClientDisconnected
+
+    server, channel, theirs = _channel()
+    lock = channel.outbuf_lock
+
+    class ClosedByTheLoopFirst:
+        """The lock, taken by the loop to close the channel just before the task gets it."""
+
+        closed = False
+
+        def __enter__(self) -> None:
+            if not self.closed:
+                self.closed = True
+                channel.outbuf_lock = lock
+                channel.handle_close()
+            lock.__enter__()
+
+        def __exit__(self, *exc: object) -> None:
+            lock.__exit__(*exc)
+
+    channel.outbuf_lock = ClosedByTheLoopFirst()
+    with pytest.raises(ClientDisconnected):
+        channel.write_soon(SMALL)
+    assert theirs.recv(100) == b""  # closed, and nothing sent
+    theirs.close()
+    server.close()

@@ -27,28 +27,37 @@ def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Machine:
     return set_up
 
 
-def test_each_process_gets_its_own_core_counted_from_one_the_pid_picks(machine: Machine) -> None:
+def test_processes_that_cover_the_cores_evenly_get_one_each_in_turn(machine: Machine) -> None:
     machine([0, 1, 2, 3])
-    assert affinity.cores_for(4, pid=100) == [0, 1, 2, 3]
-    assert affinity.cores_for(4, pid=102) == [2, 3, 0, 1]
-    assert affinity.cores_for(1, pid=103) == [3]
-
-
-def test_more_processes_than_cores_take_them_in_turn(machine: Machine) -> None:
+    assert affinity.cores_for(4, "auto") == [0, 1, 2, 3]
+    assert affinity.cores_for(8, "auto") == [0, 1, 2, 3, 0, 1, 2, 3]
     machine([2, 5])  # a cpuset: the cores themselves, not 0 and 1
-    assert affinity.cores_for(3, pid=0) == [2, 5, 2]
+    assert affinity.cores_for(2, "auto") == [2, 5]
+
+
+def test_processes_that_leave_cores_over_stay_free_unless_asked(machine: Machine) -> None:
+    """A lone process hashes passwords on the other cores; 3 on 2 cores would crowd one."""
+    machine([0, 1])
+    assert affinity.cores_for(1, "auto") == []
+    assert affinity.cores_for(3, "auto") == []
+    assert affinity.cores_for(1, True) == [0]
+    assert affinity.cores_for(3, True) == [0, 1, 0]
+    assert affinity.cores_for(2, False) == []
 
 
 def test_one_usable_core_is_nothing_to_choose(machine: Machine) -> None:
     machine([3])
-    assert affinity.cores_for(1, pid=7) == []
+    assert affinity.cores_for(1, "auto") == affinity.cores_for(1, True) == []
 
 
 def test_a_quota_below_the_cores_leaves_the_processes_to_the_scheduler(machine: Machine) -> None:
     machine([0, 1, 2, 3], "200000 100000\n")  # 2 CPUs of time on 4 cores
-    assert affinity.cores_for(2, pid=0) == []
+    assert affinity.cores_for(4, "auto") == []
+    machine([0, 1], "150000 100000\n")  # 1.5 CPUs on 2 cores: two workers, time shared
+    assert affinity.worker_count("auto") == (2, "one per core of the container's CPU limit")
+    assert affinity.cores_for(2, "auto") == []
     machine([0, 1], "200000 100000\n")  # a quota of all the cores limits nothing
-    assert affinity.cores_for(2, pid=0) == [0, 1]
+    assert affinity.cores_for(2, "auto") == [0, 1]
 
 
 def test_auto_workers_are_the_cores_or_the_quota_whichever_is_less(machine: Machine) -> None:

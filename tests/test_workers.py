@@ -223,15 +223,19 @@ def test_each_worker_keeps_to_a_core_of_its_own(tmp_path: Path) -> None:
 
 
 @needs_two_cores
-def test_a_single_process_keeps_to_one_core_with_all_its_threads(tmp_path: Path) -> None:
-    with served(tmp_path, workers=1) as server:
+def test_a_single_process_uses_every_core_unless_pinned_with_all_its_threads(
+        tmp_path: Path) -> None:
+    with served(tmp_path / "free", workers=1) as server:
+        assert server.cores(server.process.pid) == {USABLE_CORES}
+    with served(tmp_path / "pinned", workers=1, **{'pin_cores = "auto"': "pin_cores = true"}
+                ) as server:
         [core] = server.cores(server.process.pid)  # waitress's threads, the outbox's
         assert "," not in core and "-" not in core
         assert len(list(Path(f"/proc/{server.process.pid}/task").iterdir())) > 1
 
 
 def test_processes_go_where_the_scheduler_puts_them_without_pin_cores(tmp_path: Path) -> None:
-    with served(tmp_path, **{"pin_cores = true": "pin_cores = false"}) as server:
+    with served(tmp_path, **{'pin_cores = "auto"': "pin_cores = false"}) as server:
         for pid in (server.process.pid, *server.workers()):
             assert server.cores(pid) == {USABLE_CORES}
     assert "on cores " not in server.log.read_text()

@@ -31,7 +31,7 @@ from identityctl.cli.roles import role_app
 from identityctl.cli.webhooks import webhook_app
 from identityctl.config import CONFIG_ENV, DEFAULT_CONFIG_NAME, Config, load_config
 from identityctl.errors import BadRequest, Conflict
-from identityctl.server.affinity import cores_for, keep_to, worker_count
+from identityctl.server.affinity import cores_for, worker_count
 
 #: What `init` and `serve` read from the environment when their option is not given (the
 #: container image's entrypoint passes its settings this way: docs/deployment.md).
@@ -176,22 +176,22 @@ def serve(
                                        "(default: server.workers, \"auto\": one per core); "
                                        "see docs/deployment.md."),
     pin_cores: bool | None = typer.Option(None, "--pin-cores/--no-pin-cores",
-                                          help="Keep each process to one core (default: "
-                                          "server.pin_cores, on); see docs/deployment.md."),
+                                          help="Keep each process to one core, or not "
+                                          "(default: server.pin_cores, \"auto\": when the "
+                                          "processes cover the cores); see "
+                                          "docs/deployment.md."),
 ) -> None:
     """Run the HTTP service (REST API, OAuth/OIDC, hosted sign-in UI, /mcp) under waitress.
 
     Stops cleanly on Ctrl-C or SIGTERM. Applies pending database migrations first.
     By default one process per core accepts on the port, each with --threads threads and
-    kept to a core of its own (`--workers 1` for a single process, as when debugging).
+    kept to a core of its own (`--workers 1` for a single process, as when debugging, free
+    to use every core unless --pin-cores).
     """
     config = Session.config()
     # Before anything imports prometheus_client (the server does): see below.
     workers, why = worker_count(workers or config.server.workers)
-    cores = cores_for(workers, pid=os.getpid()) \
-        if (config.server.pin_cores if pin_cores is None else pin_cores) else []
-    if cores and workers == 1 and not keep_to(cores[0]):  # before any thread starts
-        cores = []
+    cores = cores_for(workers, config.server.pin_cores if pin_cores is None else pin_cores)
     if workers > 1:
         _metrics_shared_by_workers()
     # PERF: no cyclic collections while the server's modules load and the store opens: they
@@ -231,7 +231,7 @@ def serve(
 
         serve_workers(config, workers=workers, cores=cores, **listen)
     else:
-        run_server(config, **listen)
+        run_server(config, core=cores[0] if cores else None, **listen)
 
 
 def _metrics_shared_by_workers() -> None:

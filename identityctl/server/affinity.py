@@ -4,11 +4,12 @@ process keeps to.
 A CPython process's threads take turns on one interpreter lock. When the scheduler runs them
 on different cores, every hand-over of the lock (waitress's event loop to the request's
 thread, at every socket write and SQLite call) wakes a thread on another core, and the
-request's data moves between the cores' caches with it. PERF: each `serve` process keeps to
-one core (``server.pin_cores``): on the 2-core machine a client_credentials token cost
-0.43-0.46 ms of CPU on one pinned process against 0.50-0.55 ms unpinned, which also served
-15% more tokens a second, and the default two workers, each on its own core, served
-3,150-3,400 tokens/s against 2,500-2,800 (docs/performance.md, "Workers").
+request's data moves between the cores' caches with it. PERF: when `serve`'s processes cover
+the cores evenly (the default: one per core), each keeps to one (``server.pin_cores``); on
+the 2-core machine the default two workers served 3,150-3,400 client_credentials tokens a
+second pinned against 2,520-2,830 unpinned (docs/performance.md, "Workers"). A process that
+has the machine to itself is not kept to one core unless asked: its work outside the lock
+(an argon2id hash, SQLite's C code, its event loop's socket calls) runs on the other cores.
 """
 
 from __future__ import annotations
@@ -31,13 +32,13 @@ def usable_cores() -> list[int]:
     return list(range(os.cpu_count() or 1))
 
 
-def quota_cores() -> int | None:
-    """The container's CPU limit in whole cores, rounded up (cgroup v2 ``cpu.max``, what a
-    Kubernetes ``cpu`` limit sets); None without one."""
+def quota_cpus() -> float | None:
+    """The container's CPU limit in CPUs (1.5: one and a half), from cgroup v2's ``cpu.max``
+    (what a Kubernetes ``cpu`` limit sets); None without one."""
     try:
         quota, period = CPU_MAX.read_text().split()[:2]
-        return None if quota == "max" else max(1, math.ceil(int(quota) / int(period)))
-    except (OSError, ValueError):
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError, ZeroDivisionError):
         return None  # no cgroup v2 limit to read
 
 
@@ -49,30 +50,33 @@ def worker_count(setting: int | str) -> tuple[int, str]:
         return int(setting), "as configured"
     if not hasattr(os, "fork"):
         return 1, "this system cannot fork workers"
-    cores, limited = len(usable_cores()), quota_cores()
-    if limited is not None and limited < cores:
-        return limited, "one per core of the container's CPU limit"
+    cores, limit = len(usable_cores()), quota_cpus()
+    if limit is not None and limit < cores:
+        return max(1, math.ceil(limit)), "one per core of the container's CPU limit"
     return cores, "one per core"
 
 
-def cores_for(processes: int, *, pid: int) -> list[int]:
-    """The core each of ``processes`` processes keeps to, or none to keep to.
+def cores_for(processes: int, setting: bool | str) -> list[int]:
+    """The core each of ``processes`` processes keeps to (process i: the i-th usable core, in
+    turn), or none to keep to, for ``server.pin_cores`` = ``setting``.
 
-    None when this process may use a single core (nothing to choose), when the system cannot
-    pin, or when a container's CPU quota is below the cores it may use: such cores are time
-    shared with other containers, and a process kept to one of them could not go where the
-    scheduler finds room. Otherwise process i gets the i-th usable core counted from one
-    picked by ``pid`` (the supervisor's, or the single process's), so that several instances
-    on one machine spread over its cores instead of all starting at the first.
+    "auto" pins when the processes cover the usable cores evenly (as many, or a multiple) and
+    no container CPU quota is below them: then every core has its share whoever else runs
+    processes like them, and no process needs another core for its work outside the lock.
+    Fewer processes than cores (``--workers 1`` on a larger machine) stay unpinned: their
+    argon2id hashes and SQLite's C code run on the cores left, and several instances would
+    otherwise crowd the first cores. Cores time shared under a quota stay unpinned too: a
+    process kept to one could not go where the scheduler finds room. True pins whenever
+    there is more than one core to choose from; False never does.
     """
     cores = usable_cores()
-    if len(cores) < 2 or not hasattr(os, "sched_setaffinity"):
+    if setting is False or len(cores) < 2 or not hasattr(os, "sched_setaffinity"):
         return []
-    limited = quota_cores()
-    if limited is not None and limited < len(cores):
-        return []
-    first = pid % len(cores)
-    return [cores[(first + index) % len(cores)] for index in range(processes)]
+    if setting == "auto":
+        limit = quota_cpus()
+        if processes % len(cores) or (limit is not None and limit < len(cores)):
+            return []
+    return [cores[index % len(cores)] for index in range(processes)]
 
 
 def keep_to(core: int) -> bool:

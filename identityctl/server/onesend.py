@@ -41,7 +41,8 @@ class OneSendChannel(HTTPChannel):
             return len(data)
         if type(data) is bytes and data and not self.total_outbufs_len and self.connected:
             with self.outbuf_lock:
-                if not self.total_outbufs_len:  # nothing that must go first
+                # Nothing must go first, and the loop did not close it meanwhile.
+                if not self.total_outbufs_len and self.connected:
                     try:
                         sent = self.send(data, do_close=False)
                     except OSError:

@@ -13,6 +13,7 @@ from waitress.task import ThreadedTaskDispatcher
 
 from identityctl import logs
 from identityctl.config import Config
+from identityctl.server.affinity import keep_to
 from identityctl.server.app import create_app
 from identityctl.server.dispatch import FinishingThreadDispatcher
 from identityctl.server.handoff import HandoffServer
@@ -109,9 +110,13 @@ def stop_server(server: BaseWSGIServer | MultiSocketServer) -> None:
 
 
 def serve(config: Config, *, host: str, port: int, threads: int,
-          on_ready: Callable[[str], None], handoff: socket.socket | None = None) -> None:
-    """Serve until SIGINT/SIGTERM; ``on_ready`` gets the bound address."""
+          on_ready: Callable[[str], None], handoff: socket.socket | None = None,
+          core: int | None = None) -> None:
+    """Serve until SIGINT/SIGTERM, on ``core`` only when one is given (server/affinity.py);
+    ``on_ready`` gets the bound address."""
     logs.configure(config.server.log_format)
+    if core is not None:
+        keep_to(core)  # before the server's threads start: they keep to it too
     server = make_server(config, host=host, port=port, threads=threads, handoff=handoff)
 
     def stop(signum: int, frame: object) -> None:

@@ -36,7 +36,6 @@ from identityctl import logs
 from identityctl.config import Config
 from identityctl.errors import IdentityError
 from identityctl.server import runtime
-from identityctl.server.affinity import keep_to
 from identityctl.server.handoff import closed_total, hand_off, handoff_pair
 from identityctl.server.heap import settle_heap
 from identityctl.store import db
@@ -102,8 +101,6 @@ def _run_worker(config: Config, handoff: socket.socket, *, host: str, port: int,
                 supervisor: int, core: int | None) -> None:
     """Body of a forked worker: serve the connections handed to it until SIGTERM (on
     ``core`` only, when given), then leave without running atexit hooks."""
-    if core is not None:
-        keep_to(core)
     db.queue_writes()  # the siblings' writes take turns without SQLite's busy sleeps
     signal.set_wakeup_fd(-1)
     for sig in (*STOP_SIGNALS, signal.SIGCHLD):
@@ -112,7 +109,7 @@ def _run_worker(config: Config, handoff: socket.socket, *, host: str, port: int,
     status = 0
     try:
         runtime.serve(config, host=host, port=port, threads=threads,
-                      on_ready=lambda address: None, handoff=handoff)
+                      on_ready=lambda address: None, handoff=handoff, core=core)
     except BaseException as exc:  # a worker must never fall back into the supervisor's code
         if not (isinstance(exc, SystemExit) and not exc.code):
             log.exception("worker %d failed", os.getpid())
