@@ -93,7 +93,8 @@ def release_tree(commit: str) -> Iterator[Path]:
                             str(tree)], check=False)
 
 
-def run_tree(tree: Path, *, processes: int, threads: int, seconds: float) -> dict[str, Any]:
+def run_tree(tree: Path, *, processes: int, threads: int, seconds: float,
+             serve_options: tuple[str, ...] = ()) -> dict[str, Any]:
     """One round on ``tree``: a fresh deployment, its server, its own bench users, this
     tree's client."""
     env = tree_environment(tree)
@@ -134,6 +135,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--against", default=PREVIOUS_RELEASE,
                         help="The earlier release's commit (default: %(default)s).")
+    parser.add_argument("--pin-cores", action="store_true",
+                        help="Keep this tree's process to one core (serve --pin-cores).")
     parser.add_argument("--processes", type=int, default=2, help="Client processes.")
     parser.add_argument("--threads", type=int, default=4, help="Threads per client process.")
     parser.add_argument("--seconds", type=float, default=5.0, help="Duration of each phase.")
@@ -148,8 +151,11 @@ def main() -> None:
         for number in range(args.rounds):
             order = list(trees) if number % 2 == 0 else list(reversed(trees))
             for name in order:
-                runs[name].append(run_tree(trees[name], processes=args.processes,
-                                           threads=args.threads, seconds=args.seconds))
+                runs[name].append(run_tree(
+                    trees[name], processes=args.processes, threads=args.threads,
+                    seconds=args.seconds,
+                    serve_options=("--pin-cores",) if args.pin_cores and name == "this tree"
+                    else ()))
     report: dict[str, Any] = {"load_average": os.getloadavg(), "cpus": os.cpu_count(),
                               "processes": args.processes, "threads": args.threads,
                               "seconds": args.seconds, "trees": {}}
