@@ -11,16 +11,18 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import peewee
 import pytest
 
 from identityctl.errors import ServiceUnavailable
-from identityctl.store import db, migrations
+from identityctl.store import db, migrations, writers
 from identityctl.store import throttle as counters
 from identityctl.store.db import transaction
 
@@ -169,5 +171,68 @@ def test_a_process_that_does_not_queue_its_writes_ignores_the_lock_file(tmp_path
         with lock_file_held(path):
             count("a command's write")
         assert set(counters.counters(["a command's write"])) == {"a command's write"}
+    finally:
+        db.close()
+
+
+def test_a_part_of_no_transaction_takes_its_turn_too(database: Path) -> None:
+    """A savepoint outside a transaction (a spent DPoP proof id, say) is one: it waits for
+    the lock file as every write does."""
+    with lock_file_held(database), pytest.raises(ServiceUnavailable), db.savepoint():
+        count("never")
+    with db.savepoint():
+        count("once free")
+    assert set(counters.counters(["never", "once free"])) == {"once free"}
+
+
+def test_the_connections_own_commit_and_execute_take_and_let_go_of_the_lock_file(
+        database: Path) -> None:
+    connection = db.database.connection()
+    connection.execute("BEGIN IMMEDIATE")
+    assert not lock_file_is_free(database)
+    connection.commit()
+    assert lock_file_is_free(database)
+    with lock_file_held(database), pytest.raises(sqlite3.OperationalError, match="locked"):
+        connection.execute("DELETE FROM throttle")
+
+
+def test_a_worker_checkpoints_after_letting_go_of_the_lock_file_not_inside_a_commit(
+        database: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    checkpoints: list[bool] = []
+    monkeypatch.setattr(writers, "CHECKPOINT_EVERY", 1)
+    connection = db.database.connection()
+    original = type(connection).checkpoint
+
+    def recorded(self: Any) -> None:
+        checkpoints.append(lock_file_is_free(database))
+        original(self)
+
+    monkeypatch.setattr(type(connection), "checkpoint", recorded)
+    assert connection.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
+    count("written")
+    assert checkpoints == [True]
+
+
+def test_a_lock_file_that_cannot_be_opened_leaves_the_writes_to_sqlites_waits(
+        database: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    Path(f"{database}-writers").unlink(missing_ok=True)
+    Path(f"{database}-writers").symlink_to(tmp_path / "elsewhere")
+    count("still written")  # this thread's first connection: it cannot open the file
+    assert set(counters.counters(["still written"])) == {"still written"}
+    assert "cannot open" in caplog.text and "-writers" in caplog.text
+    assert not (tmp_path / "elsewhere").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can create a file for another user")
+def test_root_creates_the_lock_file_for_the_databases_owner(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    db.connect(f"sqlite:///{path}", busy_timeout=0.5)
+    try:
+        migrations.upgrade()
+        db.close()
+        os.chown(path, 65534, 65534)  # the service's user, say
+        db.queue_writes()
+        count("by root")
+        assert os.stat(f"{path}-writers").st_uid == 65534
     finally:
         db.close()

@@ -11,6 +11,7 @@ so they also read :func:`busy_error` (store/failures.py) from here.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import shutil
@@ -101,20 +102,68 @@ class _SqliteConnection(sqlite3.Connection):
 
 class _QueuedSqliteConnection(_SqliteConnection):
     """A worker's SQLite connection: its writes take turns with the sibling workers' on
-    ``<database>-writers`` (store/writers.py)."""
+    ``<database>-writers`` (store/writers.py), and it checkpoints after letting go of the
+    file rather than inside a COMMIT. Every statement goes through :class:`QueuedCursor`:
+    peewee's, ``execute`` here and ``commit``/``rollback`` (which let go of the file too);
+    ``executemany`` and ``executescript`` are not used on SQLite by the store."""
 
     def __init__(self, database: str, *args: Any, **kwargs: Any) -> None:
         super().__init__(database, *args, **kwargs)
-        self.writers = WritersLock(f"{database}-writers", timeout=kwargs.get("timeout", 5.0))
+        try:
+            self.writers = WritersLock(f"{database}-writers", owner=os.stat(database),
+                                       timeout=kwargs.get("timeout", 5.0))
+        except OSError as exc:  # a symbolic link there, another user's file: SQLite's waits
+            _warn_unqueued(database, exc)
+            self.writers = None
+            return
+        super().execute("PRAGMA wal_autocheckpoint = 0")
 
-    def cursor(self, factory: Any = QueuedCursor) -> Any:
-        return super().cursor(factory)
+    def cursor(self, factory: Any = None) -> Any:
+        return super().cursor(factory or (QueuedCursor if self.writers else sqlite3.Cursor))
+
+    def execute(self, sql: str, parameters: Any = (), /) -> Any:
+        return self.cursor().execute(sql, parameters)
+
+    def commit(self) -> None:
+        try:
+            super().commit()
+        finally:
+            self._let_go()
+
+    def rollback(self) -> None:
+        try:
+            super().rollback()
+        finally:
+            self._let_go()
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database as far as readers allow, letting writers on."""
+        with contextlib.suppress(sqlite3.Error):  # busy with another checkpoint: next time
+            super().execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    def _let_go(self) -> None:
+        if self.writers and self.writers.held and not self.in_transaction:
+            self.writers.release()
 
     def close(self) -> None:
         try:
             super().close()
         finally:
-            self.writers.close()
+            if self.writers:
+                self.writers.close()
+
+
+_unqueued_warned: set[str] = set()
+
+
+def _warn_unqueued(database: str, error: OSError) -> None:
+    """Once per database and process: its writes wait in SQLite's busy handler."""
+    if database not in _unqueued_warned:
+        _unqueued_warned.add(database)
+        logging.getLogger("identityctl.store").warning(
+            "cannot open %s-writers (%s): this worker's writes wait in SQLite's busy handler "
+            "instead of taking turns with the other workers'; remove the file or give it to "
+            "the service's user", database, error)
 
 
 #: Every SQLite connection open in this process (weakly: a dropped one goes by itself).
@@ -230,7 +279,13 @@ class transaction:  # used as a function: ``with transaction():``
 @contextlib.contextmanager
 def savepoint() -> Iterator[None]:
     """A part of the current transaction that an error undoes alone: the transaction goes on
-    (PostgreSQL would otherwise refuse every later statement of an aborted transaction)."""
+    (PostgreSQL would otherwise refuse every later statement of an aborted transaction).
+    Outside a transaction it is one (:func:`transaction`: on SQLite it takes the write lock
+    up front, and a worker's turn among its siblings' writes, store/writers.py)."""
+    if not database.obj.in_transaction():
+        with transaction():
+            yield
+        return
     with database.atomic():
         yield
 

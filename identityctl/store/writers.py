@@ -7,27 +7,41 @@ the other write holds the lock for some 50 µs: with two workers about one token
 slept, and the workers' cores stood 12-20% idle. PERF: in a worker, each connection first
 takes an exclusive ``flock`` on ``<database>-writers`` for the length of a write (a ``BEGIN
 IMMEDIATE`` transaction, or a write statement outside one), polling every
-``POLL_SECONDS``; the write itself then finds SQLite's lock free. Two workers served
-15-20% more tokens a second (docs/performance.md, "Workers").
+``POLL_SECONDS`` at first and less often as the wait grows; the write itself then finds
+SQLite's lock free. Two workers served 10-15% more tokens a second (docs/performance.md,
+"Workers"). SQLite's automatic checkpoint would run inside the COMMIT, with the lock file
+still held: a worker's connections checkpoint (PASSIVE, letting writers on) after letting
+go of it instead, every ``CHECKPOINT_EVERY`` writes of the process.
 
 SQLite's own locking still decides what is correct; the lock file only orders the workers'
 attempts. A process that does not take it (a command run beside the service, a single
-`serve`) meets SQLite's busy handler as before. The kernel lets go of a dead process's
-``flock``, and a write that cannot have the lock file within the connection's busy timeout
-fails as a locked database does (503 ``database_busy``).
+`serve`) meets SQLite's busy handler as before, and so does a connection that cannot open
+the file (it says so once). The kernel lets go of a dead process's ``flock``, and a write
+that cannot have the lock file within the connection's busy timeout fails as a locked
+database does (503 ``database_busy``).
 """
 
 from __future__ import annotations
 
 import fcntl
+import itertools
+import logging
 import os
 import sqlite3
 import time
 import weakref
 from typing import Any
 
-#: How often a write waiting for a sibling's polls the lock file (a write holds it ~50 µs).
+log = logging.getLogger("identityctl.store")
+
+#: How often a write waiting for a sibling's polls the lock file at first (a write holds it
+#: ~50 µs); the pause doubles up to ``LONGEST_POLL_SECONDS`` as the wait grows, so a long
+#: wait (a stopped sibling) sleeps as SQLite's busy handler would.
 POLL_SECONDS = 0.00005
+LONGEST_POLL_SECONDS = 0.005
+#: Writes of the process between two PASSIVE checkpoints (a write adds ~6 pages to the WAL:
+#: about SQLite's own 1,000 pages).
+CHECKPOINT_EVERY = 160
 #: The statements that open a write, by their first word: a transaction that takes SQLite's
 #: write lock at once, or a write statement (outside a transaction, where it is one itself).
 _OPENS_A_WRITE = ("BEGIN IMMEDIATE", "BEGIN EXCLUSIVE", "INSERT", "UPDATE", "DELETE",
@@ -37,10 +51,15 @@ _OPENS_A_WRITE = ("BEGIN IMMEDIATE", "BEGIN EXCLUSIVE", "INSERT", "UPDATE", "DEL
 class WritersLock:
     """One connection's hold on the sibling workers' lock file."""
 
-    def __init__(self, path: str, *, timeout: float) -> None:
-        # As SQLite opens its -wal and -shm files: not through a symbolic link.
+    def __init__(self, path: str, *, owner: os.stat_result, timeout: float) -> None:
+        """Open (create) the lock file at ``path`` as SQLite opens its -wal and -shm files:
+        not through a symbolic link, and, when root creates it, owned as the database
+        (``owner``), so that the service's own user can open it later. OSError when it
+        cannot."""
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         self._closed = weakref.finalize(self, os.close, self.fd)
+        if os.geteuid() == 0:
+            os.fchown(self.fd, owner.st_uid, owner.st_gid)
         self.timeout = timeout
         self.held = False
 
@@ -49,16 +68,18 @@ class WritersLock:
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            give_up = time.monotonic() + self.timeout
+            give_up, pause = time.monotonic() + self.timeout, POLL_SECONDS
             while True:
-                time.sleep(POLL_SECONDS)
+                time.sleep(pause)
                 try:
                     fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:
                     if time.monotonic() >= give_up:
                         raise sqlite3.OperationalError(
-                            "database is locked (a sibling worker's write held it)") from None
+                            "database is locked (another worker's write held the writers' "
+                            "lock file)") from None
+                pause = min(pause * 2, LONGEST_POLL_SECONDS)
         self.held = True
 
     def release(self) -> None:
@@ -72,6 +93,10 @@ class WritersLock:
 
 def opens_a_write(sql: str) -> bool:
     return sql.lstrip()[:16].upper().startswith(_OPENS_A_WRITE)
+
+
+#: Writes of this process that let go of the lock file (every CHECKPOINT_EVERY-th checkpoints).
+_writes = itertools.count(1)
 
 
 class QueuedCursor(sqlite3.Cursor):
@@ -91,3 +116,5 @@ class QueuedCursor(sqlite3.Cursor):
         finally:
             if writers.held and not connection.in_transaction:
                 writers.release()
+                if next(_writes) % CHECKPOINT_EVERY == 0:
+                    connection.checkpoint()
