@@ -81,17 +81,24 @@ def in_thread(work: Callable[[], None]) -> tuple[threading.Event, list[BaseExcep
     return done, errors
 
 
-def test_a_write_transaction_holds_the_lock_file_until_it_commits(database: Path) -> None:
+def a_write_under_way(key: str) -> tuple[threading.Event, threading.Event, list[BaseException]]:
+    """A sibling's write transaction, in a thread, under way once this returns: set the
+    first event to commit it; the second is set when it has."""
     began, commit = threading.Event(), threading.Event()
 
     def write() -> None:
         with transaction():
-            count("first")
+            count(key)
             began.set()
             commit.wait(10)
 
     done, errors = in_thread(write)
     assert began.wait(10)
+    return commit, done, errors
+
+
+def test_a_write_transaction_holds_the_lock_file_until_it_commits(database: Path) -> None:
+    commit, done, errors = a_write_under_way("first")
     assert not lock_file_is_free(database)
     commit.set()
     assert done.wait(10) and not errors
@@ -100,16 +107,7 @@ def test_a_write_transaction_holds_the_lock_file_until_it_commits(database: Path
 
 
 def test_a_write_waits_for_a_siblings_turn_then_goes_ahead(database: Path) -> None:
-    began, commit = threading.Event(), threading.Event()
-
-    def first() -> None:
-        with transaction():
-            count("first")
-            began.set()
-            commit.wait(10)
-
-    first_done, first_errors = in_thread(first)
-    assert began.wait(10)
+    commit, first_done, first_errors = a_write_under_way("first")
     second_done, second_errors = in_thread(lambda: count("second"))
     assert not second_done.wait(0.2)  # the sibling's write is under way: its turn waits
     commit.set()
