@@ -25,14 +25,11 @@ from __future__ import annotations
 
 import fcntl
 import itertools
-import logging
 import os
 import sqlite3
 import time
 import weakref
 from typing import Any
-
-log = logging.getLogger("identityctl.store")
 
 #: How often a write waiting for a sibling's polls the lock file at first (a write holds it
 #: ~50 µs); the pause doubles up to ``LONGEST_POLL_SECONDS`` as the wait grows, so a long
