@@ -186,10 +186,10 @@ def test_a_dead_worker_is_replaced_and_its_peer_keeps_serving(tmp_path: Path) ->
             time.sleep(0.05)
 
         replacement = next(pid for pid in server.workers() if pid != peer)
-        assert server.cores(replacement) == victims_cores  # its core, when workers keep to one
         fresh = [server.connect() for _ in range(3)]
         assert [answer(connection) for connection in fresh] == [200] * 3
         assert {server.holder(connection) for connection in fresh} == {peer, replacement}
+        assert server.cores(replacement) == victims_cores  # serving: on the victim's core
     assert f"worker {victim} stopped (killed by signal 9)" in server.log.read_text()
 
 
@@ -214,6 +214,9 @@ def test_each_worker_keeps_to_a_core_of_its_own(tmp_path: Path) -> None:
     """All of a worker's threads run on one core, and no two workers share one; the
     supervisor, which only hands connections over, may run anywhere."""
     with served(tmp_path) as server:
+        server.wait_until_closed()  # wait_for_health's connection
+        both = [server.connect() for _ in range(2)]  # one to each worker: both serving
+        assert [answer(connection) for connection in both] == [200] * 2
         cores = [server.cores(pid) for pid in server.workers()]
         assert all(len(threads) == 1 for threads in cores), cores
         assert all("," not in core and "-" not in core for [core] in cores), cores

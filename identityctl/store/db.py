@@ -28,7 +28,7 @@ import peewee
 
 from identityctl.errors import ServiceUnavailable
 from identityctl.store.compiled import compile_statements
-from identityctl.store.connection import database, execute
+from identityctl.store.connection import database, discard_connection, execute
 from identityctl.store.failures import busy_error, raise_busy
 from identityctl.store.pool import PooledPostgresqlDatabase
 from identityctl.store.writers import QueuedCursor, WritersLock
@@ -93,11 +93,19 @@ def connect(url: str, *, busy_timeout: float = 5.0, statement_timeout: float = 1
 class _SqliteConnection(sqlite3.Connection):
     """A SQLite connection the store can find again: they are per thread, and close()
     closes every thread's (a thread still alive, such as one of the MCP SDK's workers,
-    would otherwise keep its connection, and its file descriptors, for good)."""
+    would otherwise keep its connection, and its file descriptors, for good).
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    SQLite opens a file it may not write read-only, and the connection stays so once the
+    file is writable again: ``opened_read_only`` says so, and such a connection is let go
+    at the end of its request (:func:`release_connection`), so a thread's next request
+    after the files heal writes at once."""
+
+    def __init__(self, database: str, *args: Any, **kwargs: Any) -> None:
+        super().__init__(database, *args, **kwargs)
         _SQLITE_CONNECTIONS.add(self)
+        self.opened_read_only = database != ":memory:" and not all(
+            os.access(path, os.W_OK) for path in (database, f"{database}-wal",
+                                                  f"{database}-shm") if os.path.exists(path))
 
 
 class _QueuedSqliteConnection(_SqliteConnection):
@@ -377,12 +385,16 @@ def failures_as_503() -> Iterator[None]:
 def release_connection() -> None:
     """Give this thread's PostgreSQL connection back to the pool, at the end of a request or
     of an MCP tool call. SQLite keeps its connection per thread (opening one is a file open
-    and four pragmas; there is no server whose connections could run out)."""
+    and four pragmas; there is no server whose connections could run out), unless it was
+    opened while the files could not be written (:class:`_SqliteConnection`)."""
     db = database.obj
-    # PERF: SQLite pays one isinstance per request.
-    if isinstance(db, PooledPostgresqlDatabase) and not db.is_closed() \
+    # PERF: SQLite pays one isinstance and two attribute reads per request.
+    if isinstance(db, PooledPostgresqlDatabase):
+        if not db.is_closed() and not db.in_transaction():
+            db.close()
+    elif (connection := db._state.conn) is not None and connection.opened_read_only \
             and not db.in_transaction():
-        db.close()
+        discard_connection()
 
 
 def close() -> None:
