@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 import socket
 import tempfile
 from collections.abc import Callable, Iterator
@@ -95,7 +96,26 @@ def pg_server_url() -> str:
     return url
 
 
+#: The kernel's range of ephemeral ports (the source ports of outgoing connections).
+EPHEMERAL_PORTS = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
 def free_port() -> int:
+    """A port nothing is bound to, below the kernel's ephemeral range: one from inside it
+    (what binding port 0 gives) could be taken as the source port of one of the tests' own
+    connections between this probe and the server's bind, which then fails."""
+    try:
+        lowest_ephemeral = int(EPHEMERAL_PORTS.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        lowest_ephemeral = 32768
+    for _ in range(200):
+        port = random.randrange(10000, max(10001, lowest_ephemeral))
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # taken by another test's server, or the test PostgreSQL
+            return port
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
