@@ -13,9 +13,9 @@ store), so any worker can finish what another started.
 
 Each worker keeps to a core of its own when ``cores`` names them (server/affinity.py), and
 its replacement to the same core. The supervisor forwards SIGTERM/SIGINT to the workers and
-waits for them; a worker that dies
-is replaced (its connections end with it), unless it died right after starting (a broken
-deployment), which stops the whole service with an error instead of forking forever.
+waits for them; a worker that dies is replaced (its connections end with it), unless it died
+right after starting (a broken deployment), which stops the whole service with an error
+instead of forking forever.
 """
 
 from __future__ import annotations

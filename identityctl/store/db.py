@@ -31,7 +31,9 @@ from identityctl.store.compiled import compile_statements
 from identityctl.store.connection import database, discard_connection, execute
 from identityctl.store.failures import busy_error, raise_busy
 from identityctl.store.pool import PooledPostgresqlDatabase
-from identityctl.store.writers import QueuedCursor, WritersLock
+from identityctl.store.writers import QueuedCursor, WritersLock, let_go
+
+log = logging.getLogger("identityctl.store")
 
 #: Below this much free space next to a SQLite file the service refuses to start.
 MIN_FREE_BYTES = 16 * 2**20
@@ -150,8 +152,8 @@ class _QueuedSqliteConnection(_SqliteConnection):
             super().execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def _let_go(self) -> None:
-        if self.writers and self.writers.held and not self.in_transaction:
-            self.writers.release()
+        if self.writers:
+            let_go(self)
 
     def close(self) -> None:
         try:
@@ -168,7 +170,7 @@ def _warn_unqueued(database: str, error: OSError) -> None:
     """Once per database and process: its writes wait in SQLite's busy handler."""
     if database not in _unqueued_warned:
         _unqueued_warned.add(database)
-        logging.getLogger("identityctl.store").warning(
+        log.warning(
             "cannot open %s-writers (%s): this worker's writes wait in SQLite's busy handler "
             "instead of taking turns with the other workers'; remove the file or give it to "
             "the service's user", database, error)

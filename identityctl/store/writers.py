@@ -96,12 +96,22 @@ def opens_a_write(sql: str) -> bool:
 _writes = itertools.count(1)
 
 
+def let_go(connection: Any) -> None:
+    """Let go of ``connection``'s lock file once it is out of a transaction (committed,
+    rolled back, or rolled back by SQLite itself after an error); every CHECKPOINT_EVERY-th
+    time in the process, checkpoint then, with the file free."""
+    writers: WritersLock = connection.writers
+    if writers.held and not connection.in_transaction:
+        writers.release()
+        if next(_writes) % CHECKPOINT_EVERY == 0:
+            connection.checkpoint()
+
+
 class QueuedCursor(sqlite3.Cursor):
     """A cursor whose writes take their connection's :class:`WritersLock` first, and let go
-    of it as soon as the connection is out of a transaction (committed, rolled back, or
-    rolled back by SQLite itself after an error)."""
+    of it as soon as the connection is out of a transaction (:func:`let_go`)."""
 
-    connection: Any  # a :class:`QueuedConnection` (the connection's ``writers`` below)
+    connection: Any  # store.db's _QueuedSqliteConnection: its ``writers``, ``checkpoint()``
 
     def execute(self, sql: str, parameters: Any = (), /) -> QueuedCursor:
         connection = self.connection
@@ -111,7 +121,4 @@ class QueuedCursor(sqlite3.Cursor):
         try:
             return super().execute(sql, parameters)
         finally:
-            if writers.held and not connection.in_transaction:
-                writers.release()
-                if next(_writes) % CHECKPOINT_EVERY == 0:
-                    connection.checkpoint()
+            let_go(connection)
