@@ -1,11 +1,13 @@
 """The request dispatcher on SQLite: the thread that finishes a quick request takes the next
 one; a request that waits lets a queued one have a thread of its own: at once when it says
-so, after a while when it does not, and a queued request never waits long."""
+so, after a while when it does not, and a queued request never waits long. The event loop
+reads while no request is being served quickly, and is woken when that becomes so."""
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -63,6 +65,89 @@ def test_quick_requests_queued_behind_one_are_served_by_the_thread_that_finished
         assert task.done.wait(WAIT)
     dispatcher.shutdown(timeout=WAIT)
     assert {task.thread for task in queued} == {first.thread}
+
+
+def idle(dispatcher: FinishingThreadDispatcher) -> FinishingThreadDispatcher:
+    """``dispatcher`` once every one of its threads waits for a request."""
+    for _ in range(int(WAIT / 0.01)):
+        with dispatcher.lock:
+            if dispatcher.idle == len(dispatcher.threads):
+                return dispatcher
+        time.sleep(0.01)
+    raise AssertionError("the threads did not start")
+
+
+def test_requests_added_while_no_thread_works_wake_one_thread_which_serves_them_all() -> None:
+    dispatcher = idle(dispatcher_with(spill_after=NEVER, max_queue_wait=NEVER))
+    release = threading.Event()
+    first = Task(lambda: release.wait(WAIT))
+    burst = [Task() for _ in range(20)]
+    for task in [first, *burst]:  # as the event loop adds what it read in one pass
+        dispatcher.add_task(task)
+    release.set()
+    for task in burst:
+        assert task.done.wait(WAIT)
+    dispatcher.shutdown(timeout=WAIT)
+    assert {task.thread for task in burst} == {first.thread}
+
+
+def test_the_loop_is_woken_once_every_request_read_is_answered() -> None:
+    dispatcher = dispatcher_with(spill_after=NEVER, max_queue_wait=NEVER)
+    wakes: list[float] = []
+    dispatcher.wake_loop = lambda: wakes.append(time.monotonic())
+    release, began = threading.Event(), threading.Event()
+    first = Task(lambda: (began.set(), release.wait(WAIT)))
+    queued = [Task() for _ in range(3)]
+    for task in [first, *queued]:
+        dispatcher.add_task(task)
+    assert began.wait(WAIT)
+    assert dispatcher.reads_resume_at() is not None  # one is being served quickly
+    assert wakes == []
+    release.set()
+    dispatcher.shutdown(timeout=WAIT)  # every thread has finished what it served
+    assert all(task.done.is_set() for task in queued)
+    assert len(wakes) == 1  # after the last, not after each
+    assert dispatcher.reads_resume_at() is None
+
+
+def test_a_request_that_says_it_waits_wakes_the_loop_to_read() -> None:
+    dispatcher = dispatcher_with(spill_after=NEVER, max_queue_wait=NEVER)
+    woken = threading.Event()
+    dispatcher.wake_loop = woken.set
+    release, computing = threading.Event(), threading.Event()
+
+    def compute_then_wait() -> None:
+        computing.set()
+        release.wait(WAIT)
+        with waits.waiting():
+            release.wait(WAIT)
+
+    holder = Task(compute_then_wait)
+    dispatcher.add_task(holder)
+    try:
+        assert computing.wait(WAIT)
+        assert dispatcher.reads_resume_at() is not None and not woken.is_set()
+        release.set()
+        assert woken.wait(WAIT)
+    finally:
+        release.set()
+        dispatcher.shutdown(timeout=WAIT)
+
+
+def test_reads_resume_once_the_request_being_served_has_run_spill_after() -> None:
+    dispatcher = dispatcher_with(spill_after=SPILL_AFTER, max_queue_wait=NEVER)
+    release = threading.Event()
+    holder = Task(lambda: release.wait(WAIT))
+    began = time.monotonic()
+    dispatcher.add_task(holder)
+    try:
+        resume_at = dispatcher.reads_resume_at()
+        assert resume_at is None or began < resume_at <= time.monotonic() + SPILL_AFTER
+        time.sleep(SPILL_AFTER * 2)
+        assert dispatcher.reads_resume_at() is None
+    finally:
+        release.set()
+        dispatcher.shutdown(timeout=WAIT)
 
 
 def assert_served_while_the_first_holds(dispatcher: FinishingThreadDispatcher,
@@ -138,6 +223,9 @@ def test_each_waiting_request_gets_a_thread_up_to_the_pool_and_then_the_queue_is
     finally:
         release.set()
     assert late.done.wait(WAIT)
+    later = Task()
+    dispatcher.add_task(later)  # every thread idle again: one is woken for it
+    assert later.done.wait(WAIT)
 
 
 def one_thread_held_until(release: threading.Event) -> tuple[FinishingThreadDispatcher, Task]:

@@ -15,6 +15,11 @@ after ``max_queue_wait`` in any case, up to the pool's size. One thread stands b
 with a timed wait; the others sleep until a request finds no thread working. On shutdown
 the threads serve what is queued before they stop.
 
+The event loop reads a connection only when a request read now could start now
+(:meth:`FinishingThreadDispatcher.reads_resume_at`, server/batches.py), and a thread that
+finishes a request with none running quickly beside it wakes the loop
+(``wake_loop``). A request added while no thread works wakes one thread, not one per request.
+
 It serves SQLite deployments only (runtime.py). On PostgreSQL every statement waits on the
 network, and threads running at once fill those waits: there it halved the tokens per
 second (446 against 980), so waitress's own dispatcher stays.
@@ -25,6 +30,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from waitress.task import ThreadedTaskDispatcher
@@ -54,6 +60,29 @@ class FinishingThreadDispatcher(ThreadedTaskDispatcher):
         self.waits: set[int] = set()  # threads whose request said it waits (waits.py)
         self.enqueued: deque[float] = deque()  # when each queued request came, in order
         self.standing_by = False
+        self.idle = 0  # threads waiting for a request
+        self.summoned = 0  # of those, how many add_task has woken that have not yet woken
+        #: Wakes the event loop; set by server/batches.py, which has it read in batches.
+        self.wake_loop: Callable[[], None] | None = None
+
+    def reads_resume_at(self) -> float | None:
+        """When the event loop may read again: None when no request is being served quickly
+        (one that began under ``spill_after`` ago and has not said that it waits); else when
+        the youngest such request will have run that long. A request read meanwhile would
+        wait for that one: the thread serving it takes the next request itself."""
+        with self.lock:
+            return self._reads_resume_at()
+
+    def _reads_resume_at(self) -> float | None:
+        youngest = self._youngest_working()
+        if youngest is None or youngest + self.spill_after <= time.monotonic():
+            return None
+        return youngest + self.spill_after
+
+    def _youngest_working(self) -> float | None:
+        """(Under the lock.) When the youngest request that has not said it waits began."""
+        working = [began for thread, began in self.started.items() if thread not in self.waits]
+        return max(working) if working else None
 
     def waiting(self, thread: int, waits: bool) -> None:
         """(waits.Dispatcher) ``thread``'s request starts or stops waiting."""
@@ -64,36 +93,41 @@ class FinishingThreadDispatcher(ThreadedTaskDispatcher):
                     # The queue's head may start now: wake every waiting thread, so the one
                     # standing by recomputes when, and an idle one takes it if it is due.
                     self.queue_cv.notify_all()
+                wake = self.wake_loop is not None and self._reads_resume_at() is None
             else:
                 self.waits.discard(thread)
+                wake = False
+        if wake:
+            self.wake_loop()  # reads resume
 
     def _wake_at(self) -> float:
         """When a waiting thread may take the queue's head (under the lock, queue not
         empty): once the youngest working request is spill_after old, or the head has
         waited max_queue_wait."""
-        working = [began for thread, began in self.started.items() if thread not in self.waits]
+        youngest = self._youngest_working()
         head_due = self.enqueued[0] + self.max_queue_wait
-        return min(max(working) + self.spill_after, head_due) if working else 0.0
+        return min(youngest + self.spill_after, head_due) if youngest is not None else 0.0
 
     def handler_thread(self, thread_no: int) -> None:
         me = threading.get_ident()
         waits.serve_for(self)
         while True:
             with self.lock:
-                self.started.pop(me, None)
-                self.waits.discard(me)
                 while True:
                     # Stopping: serve what is queued, then leave.
                     if self.stop_count > 0 or (self.queue
                                                and self._wake_at() <= time.monotonic()):
                         break
                     self.active_count -= 1
+                    self.idle += 1
                     if self.queue and not self.standing_by:
                         self.standing_by = True
                         self.queue_cv.wait(max(0.0, self._wake_at() - time.monotonic()))
                         self.standing_by = False
                     else:
                         self.queue_cv.wait()
+                    self.idle -= 1
+                    self.summoned = max(0, self.summoned - 1)
                     self.active_count += 1
                 if not self.queue:  # stopping, with nothing left to serve
                     self.active_count -= 1
@@ -112,6 +146,14 @@ class FinishingThreadDispatcher(ThreadedTaskDispatcher):
                 task.service()
             except BaseException:
                 self.logger.exception("Exception when servicing %r", task)
+            with self.lock:
+                self.started.pop(me, None)
+                self.waits.discard(me)
+                # Every request read has been answered and none is being served quickly.
+                wake = self.wake_loop is not None and not self.queue \
+                    and self._reads_resume_at() is None
+            if wake:
+                self.wake_loop()
 
     def shutdown(self, cancel_pending: bool = True, timeout: float = 5) -> bool:
         """waitress's shutdown; the arrival times of the requests it cancels (the oldest,
@@ -127,8 +169,11 @@ class FinishingThreadDispatcher(ThreadedTaskDispatcher):
         with self.lock:
             self.queue.append(task)
             self.enqueued.append(time.monotonic())
-            if not self.standing_by or not self.started.keys() - self.waits:
-                # A thread starts it now, or stands by in case the running ones are slow.
+            if self.idle and not self.summoned and (
+                    not self.standing_by or self._youngest_working() is None):
+                # A thread starts it now, or stands by in case the running ones are slow;
+                # one woken and on its way does either for every request added meanwhile.
+                self.summoned += 1
                 self.queue_cv.notify()
             if len(self.started) >= len(self.threads) - self.stop_count:
                 # Every thread holds a request: these wait for one to finish.

@@ -15,6 +15,7 @@ from identityctl import logs
 from identityctl.config import Config
 from identityctl.server.affinity import keep_to
 from identityctl.server.app import create_app
+from identityctl.server.batches import read_in_batches
 from identityctl.server.dispatch import FinishingThreadDispatcher
 from identityctl.server.handoff import HandoffServer
 from identityctl.server.heap import settle_heap
@@ -90,6 +91,7 @@ def make_server(config: Config, *, host: str, port: int, threads: int,
     # waitress's own refusals (413, 431, 400, 501, 500) in our JSON shape with our headers.
     use_json_errors(servers, max_body_bytes=config.server.max_body_bytes)
     rate_limit_queue_warning(server)  # one line per interval, not one per request
+    read_in_batches(server)  # on SQLite (server/batches.py)
     deliverer = Deliverer(context, interval=1.0).start()
 
     def close_app() -> None:  # waitress wraps the app (proxy headers): keep our own handle
