@@ -2,10 +2,10 @@
 
 A minimal Falcon app on waitress, in this file, that answers the hot paths' URLs with the same
 request and response shapes as `identityctl serve` (and the same waitress threads, dispatched
-as `serve` dispatches them on SQLite), doing per request only what the work itself needs:
-py_webauthn for the passkey checks, pyjwt ES256 for the tokens, argon2 for passwords
-(identityctl.security.passwords' own hash/verify: the product's argon2id parameters, crypto
-only), and the same kind of inserts/updates/deletes on a SQLite file in
+and reading requests in batches as `serve` does on SQLite), doing per request only what the
+work itself needs: py_webauthn for the passkey checks, pyjwt ES256 for the tokens, argon2
+for passwords (identityctl.security.passwords' own hash/verify: the product's argon2id
+parameters, crypto only), and the same kind of inserts/updates/deletes on a SQLite file in
 WAL mode (stdlib sqlite3, one connection per thread, `synchronous=NORMAL` and enforced
 foreign keys as the product's store; each table with the columns, indexes and foreign keys
 of its product counterpart, see SCHEMA). It runs the statements the product runs on each path
@@ -81,6 +81,7 @@ from urllib.parse import parse_qsl
 
 import falcon
 import jwt
+import waitress
 from cryptography.hazmat.primitives.asymmetric import ec
 from webauthn import (
     generate_authentication_options,
@@ -99,6 +100,7 @@ from webauthn.helpers.structs import (
 # equalisation for unknown users), so the password path does exactly the product's argon2 work.
 from identityctl.security.passwords import hash_password, verify_password
 from identityctl.server.affinity import cores_for, keep_to
+from identityctl.server.batches import read_in_batches
 from identityctl.server.dispatch import FinishingThreadDispatcher
 
 # The hot paths' tables are their identityctl counterparts (store/models.py): the same columns,
@@ -681,27 +683,28 @@ def create_app(floor: Floor) -> falcon.App:
     return app
 
 
-def finishing_threads(threads: int) -> FinishingThreadDispatcher:
-    """The dispatcher `identityctl serve` gives waitress on SQLite: the floor shares the
-    stack (its server, its threads), not the product's layers."""
+def run_waitress(app: Any, options: dict[str, Any], threads: int) -> None:
+    """waitress with the dispatcher and the batched reads `identityctl serve` gives it on
+    SQLite: the floor shares the stack (its server, its threads), not the product's
+    layers."""
     dispatcher = FinishingThreadDispatcher()
     dispatcher.set_thread_count(threads)
-    return dispatcher
+    server = waitress.create_server(app, **options, _dispatcher=dispatcher)
+    read_in_batches(server)
+    server.run()
 
 
 def serve(floor: Floor, *, host: str, port: int, threads: int, workers: int,
           pin_cores: bool | str = "auto") -> None:
     """One waitress process, or ``workers`` forked ones accepting on one socket, each kept to
     a core as `identityctl serve` keeps its processes (``pin_cores``)."""
-    from waitress import serve as waitress_serve
-
     app = create_app(floor)
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((host, port))
     listener.listen(1024)
     options = {"threads": threads, "sockets": [listener], "connection_limit": 1000,
-               "backlog": 1024, "_quiet": True}
+               "backlog": 1024}
     # As `identityctl serve` does (identityctl/server/heap.py): what exists now lives as long
     # as the process, so full collections need not walk it.
     gc.collect()
@@ -710,7 +713,7 @@ def serve(floor: Floor, *, host: str, port: int, threads: int, workers: int,
     if workers <= 1:
         if cores:
             keep_to(cores[0])
-        waitress_serve(app, **options, _dispatcher=finishing_threads(threads))
+        run_waitress(app, options, threads)
         return
     children = []
     for slot in range(workers):
@@ -720,7 +723,7 @@ def serve(floor: Floor, *, host: str, port: int, threads: int, workers: int,
                 keep_to(cores[slot])
             signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
             floor._local = threading.local()  # no connection crosses a fork
-            waitress_serve(app, **options, _dispatcher=finishing_threads(threads))
+            run_waitress(app, options, threads)
             os._exit(0)
         children.append(pid)
 

@@ -62,15 +62,13 @@ class BatchingLoop:
 
 class BatchedReads(HTTPChannel):
     """A channel read only in the loop's passes that read, which wakes the loop after a
-    request only when it has something to write or is closing."""
+    request only when it has something to write or is closing (mixed into a server's
+    channel class by :func:`read_in_batches`)."""
 
-    #: The loop it runs in (set by :func:`read_in_batches`; None: read as waitress does).
-    batching: BatchingLoop | None = None
+    batching: BatchingLoop  # the loop it runs in
 
     def readable(self) -> bool:
-        if self.batching is not None and self.batching.reads_wait:
-            return False
-        return super().readable()
+        return not self.batching.reads_wait and super().readable()
 
     def service(self) -> None:
         _serving.channel = self
@@ -93,7 +91,8 @@ def read_in_batches(server: Any) -> None:
     for listener in listeners:
         listener.asyncore = batching
         listener.channel_class = type(listener.channel_class.__name__,
-                                      (listener.channel_class,), {"batching": batching})
+                                      (BatchedReads, listener.channel_class),
+                                      {"batching": batching})
         listener.pull_trigger = _channel_wake_up(listener.trigger)
     dispatcher.wake_loop = functools.partial(_wake_up, listeners[0].trigger)
 

@@ -36,7 +36,6 @@ from identityctl.errors import (
     RequestHeaderTooLarge,
     TransferEncodingUnsupported,
 )
-from identityctl.server.batches import BatchedReads
 from identityctl.server.errors import InternalError, error_answer
 from identityctl.server.onesend import OneSendChannel, OneSendTask
 from identityctl.server.pipelining import BoundedPipelining
@@ -79,7 +78,7 @@ class JsonErrorTask(ErrorTask):
         self.write(body)
 
 
-class JsonErrorChannel(BatchedReads, BoundedPipelining, OneSendChannel):
+class JsonErrorChannel(BoundedPipelining, OneSendChannel):
     """An HTTP channel whose refusals are JSON (:class:`JsonErrorTask`), with its pipelined
     requests bounded (server/pipelining.py) and each answer's header sent with its body
     (server/onesend.py)."""
