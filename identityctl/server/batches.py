@@ -6,7 +6,7 @@ wakes it (a byte on its trigger pipe) after every request it serves. On SQLite o
 runs at a time while requests are quick, so meanwhile the loop could only take the
 interpreter from it, at each of its SQLite calls and socket writes: one process answering
 client_credentials tokens to 16 connections made 5 context switches and 12 futex calls a
-token, and took 0.56 ms of CPU for one.
+token, and took 0.57 ms of CPU for one.
 
 PERF: :class:`BatchingLoop` is waitress's loop asking the dispatcher, before each pass, when
 a request read now could start (``reads_resume_at``). Until then it reads no connection: it
@@ -15,8 +15,8 @@ meanwhile waits in the kernel and is read in one pass, when the dispatcher wakes
 (a thread finished a request and none runs quickly beside it, or a running request said
 that it waits) or when the running request has run ``spill_after``. A request thread wakes
 the loop only for a connection that has something to write or is closing; reading it
-again waits for the pass. The same process made 1.7 context switches and 2.5 futex calls a
-token, at 0.46 ms (docs/performance.md).
+again waits for the pass. The same process made 1.7-1.9 context switches and 2.5-2.9 futex
+calls a token, at 0.45 ms (docs/performance.md, "Threads on SQLite").
 """
 
 from __future__ import annotations

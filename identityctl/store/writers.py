@@ -11,7 +11,8 @@ IMMEDIATE`` transaction, or a write statement outside one), polling every
 SQLite's lock free. Two workers served 10-15% more tokens a second (docs/performance.md,
 "Workers"). SQLite's automatic checkpoint would run inside the COMMIT, with the lock file
 still held: a worker's connections checkpoint (PASSIVE, letting writers on) after letting
-go of it instead, every ``CHECKPOINT_EVERY`` writes of the process.
+go of it instead, every ``CHECKPOINT_EVERY`` writes of the process, and then take it a moment
+to have the WAL start over (store/db.py's ``checkpoint``).
 
 SQLite's own locking still decides what is correct; the lock file only orders the workers'
 attempts. A process that does not take it (a command run beside the service, a single
@@ -36,8 +37,8 @@ from typing import Any
 #: wait (a stopped sibling) sleeps as SQLite's busy handler would.
 POLL_SECONDS = 0.00005
 LONGEST_POLL_SECONDS = 0.005
-#: Writes of the process between two PASSIVE checkpoints (a write adds ~6 pages to the WAL:
-#: about SQLite's own 1,000 pages).
+#: Writes of the process between two checkpoints (a write adds ~6 pages to the WAL: about
+#: SQLite's own 1,000 pages).
 CHECKPOINT_EVERY = 160
 #: The statements that open a write, by their first word: a transaction that takes SQLite's
 #: write lock at once, or a write statement (outside a transaction, where it is one itself).
