@@ -156,13 +156,11 @@ class _QueuedSqliteConnection(_SqliteConnection):
         With sibling workers writing in turn, a PASSIVE checkpoint alone never started the
         WAL over (the next write must begin while the WAL is wholly copied, and a sibling's
         write has always come first): it grew by 24 KB a token, to 2.4 GB in 100,000. The
-        second checkpoint has little left to copy, and it does not wait for readers (busy
-        timeout 0): if one still reads the WAL, the next checkpoint tries again."""
+        second checkpoint has little left to copy, and it waits for no sibling's write and no
+        reader (busy timeout 0): if either is under way, the next checkpoint tries again."""
         with contextlib.suppress(sqlite3.Error):  # busy with another checkpoint: next time
             super().execute("PRAGMA wal_checkpoint(PASSIVE)")
-        try:
-            self.writers.acquire()
-        except sqlite3.OperationalError:  # a sibling holds it for long: next time
+        if not self.writers.try_acquire():  # a sibling is writing: next time
             return
         try:
             super().execute("PRAGMA busy_timeout = 0")

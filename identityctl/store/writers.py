@@ -63,22 +63,26 @@ class WritersLock:
 
     def acquire(self) -> None:
         """Hold the lock file; sqlite3's "database is locked" after ``timeout`` seconds."""
+        if self.try_acquire():
+            return
+        give_up, pause = time.monotonic() + self.timeout, POLL_SECONDS
+        while True:
+            time.sleep(pause)
+            if self.try_acquire():
+                return
+            if time.monotonic() >= give_up:
+                raise sqlite3.OperationalError(
+                    "database is locked (another worker's write held the writers' lock file)")
+            pause = min(pause * 2, LONGEST_POLL_SECONDS)
+
+    def try_acquire(self) -> bool:
+        """Hold the lock file if no sibling holds it."""
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            give_up, pause = time.monotonic() + self.timeout, POLL_SECONDS
-            while True:
-                time.sleep(pause)
-                try:
-                    fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= give_up:
-                        raise sqlite3.OperationalError(
-                            "database is locked (another worker's write held the writers' "
-                            "lock file)") from None
-                pause = min(pause * 2, LONGEST_POLL_SECONDS)
+            return False
         self.held = True
+        return True
 
     def release(self) -> None:
         self.held = False
