@@ -18,7 +18,7 @@ import pytest
 import waitress
 
 from identityctl import waits
-from identityctl.server.batches import read_in_batches
+from identityctl.server.batches import BatchingLoop, read_in_batches
 from identityctl.server.dispatch import FinishingThreadDispatcher
 from identityctl.server.waitress_errors import use_json_errors
 from tests.support.threads import served_in_thread
@@ -162,6 +162,49 @@ def test_a_request_is_read_and_answered_while_another_computes_without_saying_it
         server.until_reads_wait()
         assert answer(other, "/quick") == b"quick"
         assert first.getresponse().read() == b"saw it"
+
+
+def test_a_connection_answered_while_another_computes_is_read_again_at_once() -> None:
+    """Two requests read in one pass, the first quick, the second computing without saying it
+    waits: the first's connection, whose request was pending when the loop last looked, is
+    read again when its answer is sent. The order of the threads varies: ten times."""
+    for _ in range(10):
+        app = App()
+        for server in served(app, spill_after=0.005):
+            quick, busy = server.connection(), server.connection()
+            for connection in (quick, busy):
+                assert answer(connection, "/other") == b"other"  # accepted, idle
+            quick.request("GET", "/other")
+            busy.request("GET", "/busy")
+            assert quick.getresponse().read() == b"other"
+            assert answer(quick, "/quick") == b"quick"
+            assert busy.getresponse().read() == b"saw it"
+
+
+def test_reads_wait_no_longer_than_a_queued_request_waits() -> None:
+    """While requests keep a thread busy (a stranger's stream of quick ones), the loop still
+    reads once the reads have waited ``max_queue_wait``."""
+    class AlwaysBusy:
+        max_queue_wait = 0.01
+
+        def reads_resume_at(self) -> float:
+            return time.monotonic() + 60
+
+    loop = BatchingLoop(AlwaysBusy())  # type: ignore[arg-type]
+    seen: list[bool] = []
+
+    class Channel:
+        accepting = False
+
+        def readable(self) -> bool:
+            seen.append(loop.reads_wait)
+            return False
+
+        def writable(self) -> bool:
+            return False
+
+    loop.loop(timeout=0.02, map={0: Channel()}, count=4)
+    assert seen == [True, False, True, False]
 
 
 def test_a_request_that_says_it_waits_lets_the_loop_read_at_once(app: App) -> None:

@@ -13,10 +13,12 @@ a request read now could start (``reads_resume_at``). Until then it reads no con
 still accepts, writes and closes them, and it sleeps no longer than that. What clients send
 meanwhile waits in the kernel and is read in one pass, when the dispatcher wakes the loop
 (a thread finished a request and none runs quickly beside it, or a running request said
-that it waits) or when the running request has run ``spill_after``. A request thread wakes
-the loop only for a connection that has something to write or is closing; reading it
-again waits for the pass. The same process made 1.7-1.9 context switches and 2.5-2.9 futex
-calls a token, at 0.45 ms (docs/performance.md, "Threads on SQLite").
+that it waits), when the running request has run ``spill_after``, or when the reads have
+waited ``max_queue_wait`` (as long as a queued request waits at most). While the reads
+wait, a request thread wakes the loop only for a connection that has something to write or
+is closing; reading it again waits for the pass. The same process made about 2 context
+switches and 3 futex calls a token, at 0.76x the CPU (docs/performance.md, "Threads on
+SQLite").
 """
 
 from __future__ import annotations
@@ -51,13 +53,23 @@ class BatchingLoop:
         """wasyncore.loop: passes over ``map`` while it has channels (``count`` at most)."""
         poll = wasyncore.poll2 if use_poll else wasyncore.poll
         passes = itertools.count() if count is None else range(count)
+        waiting_since: float | None = None  # when the reads began to wait, this time
         for _ in passes:
             if not map:
                 return
-            resume_at = self.dispatcher.reads_resume_at()
+            now, resume_at = time.monotonic(), self.dispatcher.reads_resume_at()
+            if resume_at is not None:
+                # As a queued request starts after max_queue_wait whatever runs, an unread
+                # one is read by then: a stranger's stream of quick requests delays others
+                # no longer than that.
+                waiting_since = now if waiting_since is None else waiting_since
+                read_by = waiting_since + self.dispatcher.max_queue_wait
+                resume_at = None if now >= read_by else min(resume_at, read_by)
+            if resume_at is None:
+                waiting_since = None
             self.reads_wait = resume_at is not None
-            poll(min(timeout, max(0.0, resume_at - time.monotonic())) if resume_at is not None
-                 else timeout, map)
+            poll(min(timeout, max(0.0, resume_at - now)) if resume_at is not None else timeout,
+                 map)
 
 
 class BatchedReads(HTTPChannel):
@@ -107,10 +119,12 @@ def _wake_up(trigger: Any) -> None:
 
 def _channel_wake_up(trigger: Any) -> Callable[[], None]:
     """The server's ``pull_trigger`` that channels call: not for the channel this thread
-    serves while it has nothing to write and is not closing (the dispatcher wakes the loop
-    when it may be read)."""
+    serves while the loop's reads wait and the channel has nothing to write and is not
+    closing. The loop looks at every channel when the reads resume (the dispatcher wakes it,
+    or its time comes); while it reads, a channel whose request was pending when it last
+    looked is read only if woken, as in waitress."""
     def pull_trigger() -> None:
         channel = getattr(_serving, "channel", None)
-        if channel is None or channel.writable():
+        if channel is None or not channel.batching.reads_wait or channel.writable():
             _wake_up(trigger)
     return pull_trigger

@@ -66,18 +66,20 @@ class FinishingThreadDispatcher(ThreadedTaskDispatcher):
         self.wake_loop: Callable[[], None] | None = None
 
     def reads_resume_at(self) -> float | None:
-        """When the event loop may read again: None when no request is being served quickly
-        (one that began under ``spill_after`` ago and has not said that it waits); else when
-        the youngest such request will have run that long. A request read meanwhile would
-        wait for that one: the thread serving it takes the next request itself."""
+        """When the event loop may read again, or None for now. A request read while one is
+        being served quickly (began under ``spill_after`` ago, has not said that it waits)
+        would wait for it, as the thread serving it takes the next request itself: until
+        the youngest such request has run that long. One read while requests are queued
+        would wait behind them, and they are about to start: look again after
+        ``spill_after``."""
         with self.lock:
             return self._reads_resume_at()
 
     def _reads_resume_at(self) -> float | None:
-        youngest = self._youngest_working()
-        if youngest is None or youngest + self.spill_after <= time.monotonic():
-            return None
-        return youngest + self.spill_after
+        youngest, now = self._youngest_working(), time.monotonic()
+        if youngest is not None and youngest + self.spill_after > now:
+            return youngest + self.spill_after
+        return now + self.spill_after if self.queue else None
 
     def _youngest_working(self) -> float | None:
         """(Under the lock.) When the youngest request that has not said it waits began."""
