@@ -21,7 +21,7 @@ from identityctl import waits
 from identityctl.server.batches import BatchingLoop, read_in_batches
 from identityctl.server.dispatch import FinishingThreadDispatcher
 from identityctl.server.waitress_errors import use_json_errors
-from tests.support.threads import served_in_thread
+from tests.support.threads import run_at_once, served_in_thread
 
 WAIT = 10.0  # the longest any step below may take before the test fails
 NEVER = 600.0  # a spill_after no step below reaches
@@ -134,11 +134,7 @@ def test_many_connections_asking_in_turn_are_all_answered(server: Served) -> Non
         finally:
             connection.close()
 
-    clients = [threading.Thread(target=ask_in_turn) for _ in range(8)]
-    for client in clients:
-        client.start()
-    for client in clients:
-        client.join(WAIT * 4)
+    run_at_once(ask_in_turn, 8, timeout=WAIT * 4)
     assert failures == []
 
 

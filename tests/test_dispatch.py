@@ -52,21 +52,6 @@ def dispatcher_with(*, spill_after: float, max_queue_wait: float) -> FinishingTh
     return made
 
 
-def test_quick_requests_queued_behind_one_are_served_by_the_thread_that_finished_it() -> None:
-    dispatcher = dispatcher_with(spill_after=NEVER, max_queue_wait=NEVER)
-    release = threading.Event()
-    first = Task(lambda: release.wait(WAIT))
-    dispatcher.add_task(first)
-    queued = [Task() for _ in range(20)]
-    for task in queued:
-        dispatcher.add_task(task)
-    release.set()
-    for task in queued:
-        assert task.done.wait(WAIT)
-    dispatcher.shutdown(timeout=WAIT)
-    assert {task.thread for task in queued} == {first.thread}
-
-
 def idle(dispatcher: FinishingThreadDispatcher) -> FinishingThreadDispatcher:
     """``dispatcher`` once every one of its threads waits for a request."""
     for _ in range(int(WAIT / 0.01)):
@@ -77,18 +62,20 @@ def idle(dispatcher: FinishingThreadDispatcher) -> FinishingThreadDispatcher:
     raise AssertionError("the threads did not start")
 
 
-def test_requests_added_while_no_thread_works_wake_one_thread_which_serves_them_all() -> None:
+def test_quick_requests_queued_behind_one_are_served_by_the_thread_that_finished_it() -> None:
+    """Added at once while every thread waits, as the event loop adds what it read in one
+    pass: one thread is woken for them all, not one each."""
     dispatcher = idle(dispatcher_with(spill_after=NEVER, max_queue_wait=NEVER))
     release = threading.Event()
     first = Task(lambda: release.wait(WAIT))
-    burst = [Task() for _ in range(20)]
-    for task in [first, *burst]:  # as the event loop adds what it read in one pass
+    queued = [Task() for _ in range(20)]
+    for task in [first, *queued]:
         dispatcher.add_task(task)
     release.set()
-    for task in burst:
+    for task in queued:
         assert task.done.wait(WAIT)
     dispatcher.shutdown(timeout=WAIT)
-    assert {task.thread for task in burst} == {first.thread}
+    assert {task.thread for task in queued} == {first.thread}
 
 
 def test_the_loop_is_woken_once_every_request_read_is_answered() -> None:
