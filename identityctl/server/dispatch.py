@@ -60,10 +60,14 @@ class FinishingThreadDispatcher(ThreadedTaskDispatcher):
         self.waits: set[int] = set()  # threads whose request said it waits (waits.py)
         self.enqueued: deque[float] = deque()  # when each queued request came, in order
         self.standing_by = False
-        self.idle = 0  # threads waiting for a request
-        self.summoned = 0  # of those, how many add_task has woken that have not yet woken
+        self.summoned = 0  # idle threads add_task has woken that have not yet woken
         #: Wakes the event loop; set by server/batches.py, which has it read in batches.
         self.wake_loop: Callable[[], None] | None = None
+
+    @property
+    def idle(self) -> int:
+        """(Under the lock.) Threads waiting for a request."""
+        return len(self.threads) - self.active_count
 
     def reads_resume_at(self) -> float | None:
         """When the event loop may read again, or None for now. A request read while one is
@@ -121,14 +125,12 @@ class FinishingThreadDispatcher(ThreadedTaskDispatcher):
                                                and self._wake_at() <= time.monotonic()):
                         break
                     self.active_count -= 1
-                    self.idle += 1
                     if self.queue and not self.standing_by:
                         self.standing_by = True
                         self.queue_cv.wait(max(0.0, self._wake_at() - time.monotonic()))
                         self.standing_by = False
                     else:
                         self.queue_cv.wait()
-                    self.idle -= 1
                     self.summoned = max(0, self.summoned - 1)
                     self.active_count += 1
                 if not self.queue:  # stopping, with nothing left to serve
