@@ -85,6 +85,10 @@ class FinishingThreadDispatcher(ThreadedTaskDispatcher):
             return youngest + self.spill_after
         return now + self.spill_after if self.queue else None
 
+    def _loop_should_read(self) -> bool:
+        """(Under the lock.) The event loop, if it reads in batches, may read now."""
+        return self.wake_loop is not None and self._reads_resume_at() is None
+
     def _youngest_working(self) -> float | None:
         """(Under the lock.) When the youngest request that has not said it waits began."""
         working = [began for thread, began in self.started.items() if thread not in self.waits]
@@ -99,7 +103,7 @@ class FinishingThreadDispatcher(ThreadedTaskDispatcher):
                     # The queue's head may start now: wake every waiting thread, so the one
                     # standing by recomputes when, and an idle one takes it if it is due.
                     self.queue_cv.notify_all()
-                wake = self.wake_loop is not None and self._reads_resume_at() is None
+                wake = self._loop_should_read()
             else:
                 self.waits.discard(thread)
                 wake = False
@@ -154,8 +158,7 @@ class FinishingThreadDispatcher(ThreadedTaskDispatcher):
                 self.started.pop(me, None)
                 self.waits.discard(me)
                 # Every request read has been answered and none is being served quickly.
-                wake = self.wake_loop is not None and not self.queue \
-                    and self._reads_resume_at() is None
+                wake = self._loop_should_read()
             if wake:
                 self.wake_loop()
 
